@@ -14,6 +14,7 @@ unknown field of ours.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -23,15 +24,20 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from aiplane.api import builtin
 
 #: The marker our CRD generator replaces with the structural schema of a Kubernetes definition.
 BUILTIN_MARKER = "x-aiplane-builtin"
+#: The marker whose value the CRD generator copies verbatim (an already structural schema).
+STRUCTURAL_MARKER = "x-aiplane-structural"
 
 
 class ApiModel(BaseModel):
@@ -142,25 +148,48 @@ class Resource(ApiModel):
 # --- Kubernetes built-in types ---------------------------------------------------------------------
 
 
-def _builtin_validator(definition: str) -> Any:
-    def check(value: dict[str, Any]) -> dict[str, Any]:
-        from aiplane.schema.validate import validate_builtin
+def schema_checked(schema: Callable[[], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A pydantic validator checking a dict against a structural schema, as the API server would.
 
-        errors = validate_builtin(value, definition)
+    It returns the pruned and defaulted copy, so a model holds what the server would store (a port
+    without ``protocol`` reads back with ``protocol: TCP``), and rejects unknown fields and invalid
+    values with their paths. ``schema`` is called once, on first use: built-in schemas are large.
+    """
+    cached: list[dict[str, Any]] = []
+
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        from aiplane.schema.validate import check_value
+
+        if not cached:
+            cached.append(schema())
+        stored, errors = check_value(value, cached[0])
         if errors:
             raise ValueError("; ".join(e.render() for e in errors))
-        return value
+        return stored
 
     return check
 
 
-def builtin_type(definition: str, python_type: Any = dict[str, Any]) -> Any:
-    """An annotated type whose schema is the Kubernetes definition ``definition``."""
-    return Annotated[
-        python_type,
-        WithJsonSchema({BUILTIN_MARKER: definition}),
-        AfterValidator(_builtin_validator(definition)),
-    ]
+class LazyStructuralSchema:
+    """Like ``WithJsonSchema``, for an already structural schema built only when a schema is asked for."""
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self._build = build
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {STRUCTURAL_MARKER: self._build()}
+
+
+def builtin_schema(definition: str) -> WithJsonSchema:
+    """The JSON-schema marker the CRD generator expands into the Kubernetes definition ``definition``."""
+    return WithJsonSchema({BUILTIN_MARKER: definition})
+
+
+def builtin_check(definition: str) -> AfterValidator:
+    """Validation of a value of the Kubernetes definition ``definition`` (see :func:`schema_checked`)."""
+    return AfterValidator(schema_checked(lambda: builtin.structural(definition)))
 
 
 _QUANTITY_RE = re.compile(builtin.QUANTITY_PATTERN)
@@ -193,14 +222,26 @@ IntOrString = Annotated[
 Time = Annotated[str, WithJsonSchema({BUILTIN_MARKER: builtin.TIME})]
 RawExtension = Annotated[dict[str, Any], WithJsonSchema({BUILTIN_MARKER: builtin.RAW_EXTENSION})]
 
-PodSpec = builtin_type("io.k8s.api.core.v1.PodSpec")
-Container = builtin_type("io.k8s.api.core.v1.Container")
-EnvVar = builtin_type("io.k8s.api.core.v1.EnvVar")
-Probe = builtin_type("io.k8s.api.core.v1.Probe")
-LabelSelector = builtin_type("io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")
-ResourceClaim = builtin_type("io.k8s.api.core.v1.ResourceClaim")
-HorizontalPodAutoscalerBehavior = builtin_type("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior")
-MetricSpec = builtin_type("io.k8s.api.autoscaling.v2.MetricSpec")
+_PODSPEC = "io.k8s.api.core.v1.PodSpec"
+PodSpec = Annotated[dict[str, Any], builtin_schema(_PODSPEC), builtin_check(_PODSPEC)]
+_CONTAINER = "io.k8s.api.core.v1.Container"
+Container = Annotated[dict[str, Any], builtin_schema(_CONTAINER), builtin_check(_CONTAINER)]
+_ENVVAR = "io.k8s.api.core.v1.EnvVar"
+EnvVar = Annotated[dict[str, Any], builtin_schema(_ENVVAR), builtin_check(_ENVVAR)]
+_PROBE = "io.k8s.api.core.v1.Probe"
+Probe = Annotated[dict[str, Any], builtin_schema(_PROBE), builtin_check(_PROBE)]
+_LABELSELECTOR = "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"
+LabelSelector = Annotated[dict[str, Any], builtin_schema(_LABELSELECTOR), builtin_check(_LABELSELECTOR)]
+_RESOURCECLAIM = "io.k8s.api.core.v1.ResourceClaim"
+ResourceClaim = Annotated[dict[str, Any], builtin_schema(_RESOURCECLAIM), builtin_check(_RESOURCECLAIM)]
+_HORIZONTALPODAUTOSCALERBEHAVIOR = "io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior"
+HorizontalPodAutoscalerBehavior = Annotated[
+    dict[str, Any],
+    builtin_schema(_HORIZONTALPODAUTOSCALERBEHAVIOR),
+    builtin_check(_HORIZONTALPODAUTOSCALERBEHAVIOR),
+]
+_METRICSPEC = "io.k8s.api.autoscaling.v2.MetricSpec"
+MetricSpec = Annotated[dict[str, Any], builtin_schema(_METRICSPEC), builtin_check(_METRICSPEC)]
 
 PersistentVolumeAccessMode = Literal["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]
 
@@ -219,11 +260,13 @@ def conditions_field(description: str) -> Any:
     )
 
 
-Condition = builtin_type(_CONDITION)
+Condition = Annotated[dict[str, Any], builtin_schema(_CONDITION), builtin_check(_CONDITION)]
 Conditions = list[Condition] | None
 
 
-def rule(expression: str, message: str, *, field_path: str | None = None, reason: str | None = None) -> dict[str, Any]:
+def rule(
+    expression: str, message: str, *, field_path: str | None = None, reason: str | None = None
+) -> dict[str, Any]:
     """One ``x-kubernetes-validations`` entry (a CEL rule evaluated by the API server)."""
     entry: dict[str, Any] = {"rule": expression, "message": message}
     if field_path is not None:

@@ -19,9 +19,7 @@ from typing import Any
 KUBERNETES_SCHEMA_VERSION = "v1.37.0-local"
 
 #: The pattern kubebuilder puts on every Quantity field (apimachinery's resource.Quantity).
-QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
+QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"

@@ -8,12 +8,13 @@ reads like a kubebuilder CRD (properties sorted, descriptions kept, built-in typ
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import yaml
 
 from aiplane.api import builtin
-from aiplane.api.base import BUILTIN_MARKER, Resource
+from aiplane.api.base import BUILTIN_MARKER, STRUCTURAL_MARKER, Resource
 
 _API_VERSION_DESCRIPTION = (
     "APIVersion defines the versioned schema of this representation of an object.\n"
@@ -119,6 +120,8 @@ def _doc(model: type[Any]) -> str:
 
 def _convert(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
     """Translate one pydantic JSON-schema node into a structural CRD schema node."""
+    if STRUCTURAL_MARKER in node:
+        return _overlay(copy.deepcopy(node[STRUCTURAL_MARKER]), node, defs, seen)
     if BUILTIN_MARKER in node:
         out = builtin.structural(node[BUILTIN_MARKER])
         return _overlay(out, node, defs, seen)
@@ -166,7 +169,9 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) 
     return _overlay(out, node, defs, seen)
 
 
-def _overlay(out: dict[str, Any], node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+def _overlay(
+    out: dict[str, Any], node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]
+) -> dict[str, Any]:
     """Copy the keywords of ``node`` that qualify the type it names (description, limits, markers)."""
     for key in _PASSTHROUGH:
         if key in node:
@@ -208,7 +213,9 @@ _Dumper.add_representer(str, _str_representer)
 
 
 def to_yaml(obj: Any) -> str:
-    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
+    return yaml.dump(
+        obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True
+    )
 
 
 def crd_filename(crd: dict[str, Any]) -> str:

@@ -39,7 +39,9 @@ PartitioningPlanPhase = Literal["Pending", "Progressing", "Paused", "Completed",
 class PartitioningProfileSpec(ApiModel):
     """PartitioningProfileSpec defines the desired state of PartitioningProfile."""
 
-    description: str | None = Field(None, description="Description is a human-readable description of this profile.")
+    description: str | None = Field(
+        None, description="Description is a human-readable description of this profile."
+    )
     targetSelector: LabelSelector | None = Field(
         None,
         description=(
@@ -121,7 +123,9 @@ class PartitioningRule(ApiModel):
         None, description="Description is an optional human-readable name for this rule."
     )
     selector: LabelSelector = Field(description="Selector selects nodes to partition.")
-    profileRef: ProfileReference = Field(description="ProfileRef references the PartitioningProfile to apply.")
+    profileRef: ProfileReference = Field(
+        description="ProfileRef references the PartitioningProfile to apply."
+    )
 
 
 class RolloutPolicy(ApiModel):
@@ -171,7 +175,9 @@ class PartitioningPlanSpec(ApiModel):
             "When true, NodePartitioning resources are created but marked as Skipped."
         ),
     )
-    rollout: RolloutPolicy | None = Field(None, description="Rollout defines how to orchestrate node changes.")
+    rollout: RolloutPolicy | None = Field(
+        None, description="Rollout defines how to orchestrate node changes."
+    )
     rules: list[PartitioningRule] = Field(
         min_length=1, description="Rules defines the rules mapping nodes to partition profiles."
     )
@@ -180,7 +186,9 @@ class PartitioningPlanSpec(ApiModel):
 class PlanSummary(ApiModel):
     """PlanSummary aggregates node counts by phase."""
 
-    totalNodes: int | None = Field(None, description="TotalNodes is the total number of nodes tracked by the plan.")
+    totalNodes: int | None = Field(
+        None, description="TotalNodes is the total number of nodes tracked by the plan."
+    )
     matchingNodes: int | None = Field(
         None, description="MatchingNodes is the number of nodes matched by the plan's selectors."
     )
@@ -189,7 +197,9 @@ class PlanSummary(ApiModel):
         None, description="Applying is the number of nodes in Applying or related phases."
     )
     verifying: int | None = Field(None, description="Verifying is the number of nodes in Verifying phase.")
-    succeeded: int | None = Field(None, description="Succeeded is the number of nodes that completed successfully.")
+    succeeded: int | None = Field(
+        None, description="Succeeded is the number of nodes that completed successfully."
+    )
     failed: int | None = Field(None, description="Failed is the number of nodes that failed.")
     skipped: int | None = Field(None, description="Skipped is the number of nodes that were skipped.")
 
@@ -214,7 +224,9 @@ class PartitioningPlanStatus(ApiModel):
     observedGeneration: int | None = Field(
         None, description="ObservedGeneration is the most recent generation observed by the controller."
     )
-    phase: PartitioningPlanPhase | None = Field(None, description="Phase represents the overall phase of the plan.")
+    phase: PartitioningPlanPhase | None = Field(
+        None, description="Phase represents the overall phase of the plan."
+    )
     summary: PlanSummary | None = Field(None, description="Summary aggregates node counts by phase.")
     conditions: Conditions = conditions_field(
         "Conditions represent the latest available observations of the plan's state."

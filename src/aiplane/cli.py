@@ -1,0 +1,118 @@
+"""The ``aiplane`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="aiplane: the control plane of a GPU inference cluster (operators, CRDs, embedded cluster).",
+)
+console = Console()
+if not console.is_terminal:
+    # Piped or captured output: rich would assume 80 columns and truncate the tables.
+    console = Console(width=160)
+err_console = Console(stderr=True)
+
+
+@app.command()
+def crds(
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write one file per CRD into this directory.")
+    ] = None,
+) -> None:
+    """Print every CRD as a YAML stream (or write them to --output DIR)."""
+    from aiplane.api.crdgen import all_crds, crd_filename, to_yaml
+
+    generated = all_crds()
+    if output is None:
+        sys.stdout.write("---\n".join(to_yaml(crd) for crd in generated))
+        return
+    output.mkdir(parents=True, exist_ok=True)
+    for crd in generated:
+        (output / crd_filename(crd)).write_text(to_yaml(crd), encoding="utf-8")
+    err_console.print(f"wrote {len(generated)} CRDs to {output}")
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Manifest files (multi-document YAML).")],
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
+) -> None:
+    """Check manifests against the CRD schemas and CEL rules (and built-in kinds against Kubernetes 1.37).
+
+    Exit status 1 if any document is invalid; each problem names file#document, object, field path and rule.
+    """
+    from aiplane.api.manifests import check_file
+
+    bad = 0
+    total = 0
+    for path in files:
+        for checked in check_file(path):
+            total += 1
+            if checked.problems:
+                bad += 1
+                for problem in checked.problems:
+                    typer.echo(str(problem))
+            elif not quiet:
+                typer.echo(f"{checked.file}#{checked.document} {checked.object}: valid")
+    if not quiet or bad:
+        typer.echo(f"{total - bad} valid, {bad} invalid")
+    raise typer.Exit(1 if bad else 0)
+
+
+@app.command()
+def demo(
+    examples: Annotated[Path, typer.Option(help="Directory of example manifests.")] = Path("examples"),
+) -> None:
+    """Show what aiplane serves: every CRD with its names and columns, then validate the examples."""
+    from aiplane.api.crdgen import crd_for
+    from aiplane.api.manifests import check_file
+    from aiplane.api.registry import RESOURCES
+
+    table = Table(title="Custom resources served by aiplane")
+    for column in ("Kind", "Group/Version", "Scope", "Short names", "Subresources", "kubectl get columns"):
+        table.add_column(column, overflow="fold")
+    for model in RESOURCES:
+        crd = crd_for(model)
+        version = crd["spec"]["versions"][0]
+        info = model.crd
+        table.add_row(
+            info.kind,
+            info.api_version,
+            info.scope,
+            ", ".join(info.short_names),
+            ", ".join(sorted(version.get("subresources", {}))),
+            ", ".join(c["name"] for c in version.get("additionalPrinterColumns", [])),
+        )
+    console.print(table)
+    files = sorted(examples.glob("*.yaml"))
+    results = [checked for path in files for checked in check_file(path)]
+    invalid = [c for c in results if c.problems]
+    examples_table = Table(title=f"Examples in {examples}/")
+    for column in ("File", "#", "Object", "Result"):
+        examples_table.add_column(column)
+    for checked in results:
+        verdict = (
+            "[green]valid[/]"
+            if not checked.problems
+            else "[red]" + "; ".join(p.message for p in checked.problems)
+        )
+        examples_table.add_row(Path(checked.file).name, str(checked.document), checked.object, verdict)
+    console.print(examples_table)
+    console.print(
+        "Next: install the CRDs with [bold]kubectl apply --server-side -f deploy/crds/[/] "
+        "or check your own manifests with [bold]aiplane validate FILE...[/]"
+    )
+    raise typer.Exit(1 if invalid else 0)
+
+
+def main() -> None:
+    app()
