@@ -114,5 +114,35 @@ def demo(
     raise typer.Exit(1 if invalid else 0)
 
 
+@app.command()
+def sim(
+    kubeconfig: Annotated[
+        Path, typer.Option(help="Where to write the kubeconfig (atomically, once serving).")
+    ],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1; 0 picks a free one.")] = 0,
+    fleet: Annotated[
+        Path | None, typer.Option(help="Fleet file (node pools); default: a small mixed fleet.")
+    ] = None,
+    controllers: Annotated[
+        str, typer.Option(help="Controllers to run in-process: all, none, or NAME,...")
+    ] = "all",
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(help="Inject a fault, e.g. 'verb=patch,resource=pods,error=500,count=3' (repeatable)."),
+    ] = None,
+) -> None:
+    """Run the embedded cluster (a Kubernetes API server faithful enough for kubectl) until SIGINT/SIGTERM."""
+    import asyncio
+
+    from aiplane.sim.main import run_sim
+
+    code = asyncio.run(
+        run_sim(
+            kubeconfig=kubeconfig, port=port, fleet_file=fleet, controllers=controllers, faults=fault or []
+        )
+    )
+    raise typer.Exit(code)
+
+
 def main() -> None:
     app()

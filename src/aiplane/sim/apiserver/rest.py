@@ -1,0 +1,741 @@
+"""The API verbs, as kube-apiserver's registry implements them, on plain dicts.
+
+HTTP handlers (``server.py``) and in-process agents (GC, kubelet-lite, the simulated GPU operator) call
+the same methods, so both see the same admission, conflicts and events. Every write goes through one
+pipeline: type and object meta checks, unknown-field handling (``fieldValidation``), defaulting and
+validation against the kind's structural schema (CEL included, for CRDs), status-subresource
+semantics, generation, then a single commit to the store.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiplane.schema import errors as fe
+from aiplane.schema.defaults import apply_defaults
+from aiplane.schema.errors import FieldError
+from aiplane.schema.prune import prune_with_field_paths
+from aiplane.schema.structural import structural_field_errors
+from aiplane.schema.validate import validate
+from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver.resources import Registry, ResourceType
+from aiplane.sim.apiserver.store import Event, Store
+
+# kube-apiserver's limits (apimachinery validation and the generic registry).
+ANNOTATIONS_LIMIT = 256 * 1024
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+    "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+    "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
+    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
+    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+)
+
+# Kinds whose names are DNS labels (kube's per-kind name validation), and DNS-1035 labels.
+_LABEL_NAMED = {("", "Namespace")}
+_DNS1035_NAMED = {("", "Service")}
+
+# Fields of a pod spec kube lets an update change (ValidatePodUpdate).
+_POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
+
+FieldValidation = str  # "Strict" | "Warn" | "Ignore"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class WriteOptions:
+    """Query parameters every write accepts."""
+
+    dry_run: bool = False
+    field_manager: str | None = None
+    field_validation: FieldValidation = "Warn"
+    force: bool = False
+
+
+@dataclass
+class DeleteOptions:
+    propagation_policy: str | None = None  # Background | Foreground | Orphan
+    grace_period_seconds: int | None = None
+    precondition_uid: str | None = None
+    precondition_rv: str | None = None
+    dry_run: bool = False
+
+
+@dataclass
+class Result:
+    """A write's outcome: the object as stored (or as it would be, for dry runs) and warnings."""
+
+    obj: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    created: bool = False
+
+
+#: Called with (api, rt, stored object, options) when an object gets a deletionTimestamp or is removed;
+#: the deletion/GC module registers itself here.
+DeleteHook = Callable[["Api", ResourceType, dict[str, Any], DeleteOptions], None]
+#: Called with (rt, old, new, options, operation) to maintain managedFields; the apply module registers it.
+ManagedFieldsHook = Callable[[ResourceType, dict[str, Any] | None, dict[str, Any], WriteOptions, str], None]
+
+
+class Api:
+    """The verbs on one store. Raises :class:`ApiError` exactly where kube-apiserver answers an error."""
+
+    def __init__(self, store: Store, registry: Registry, *, clock: Callable[[], datetime] = utcnow) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock = clock
+        self.managed_fields_hook: ManagedFieldsHook | None = None
+        self.deletion: Any = None  # the deletion/GC controller (gc.py) installs itself here
+
+    # --- lookup -----------------------------------------------------------------------------------
+
+    def resource(self, api_version: str, kind: str) -> ResourceType:
+        rt = self.registry.for_kind(api_version, kind)
+        if rt is None:
+            raise errors.ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({kind} {api_version})"
+            )
+        return rt
+
+    def served(self, rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` as served at ``rt``'s version (objects are stored at the storage version)."""
+        if obj.get("apiVersion") == rt.api_version:
+            return obj
+        return {**obj, "apiVersion": rt.api_version}
+
+    def _ns(self, rt: ResourceType, namespace: str | None) -> str:
+        return (namespace or "") if rt.namespaced else ""
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any]:
+        obj = self.store.get(rt.storage_key, self._ns(rt, namespace), name)
+        if obj is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        return self.served(rt, obj)
+
+    def find(self, rt: ResourceType, namespace: str | None, name: str) -> dict[str, Any] | None:
+        obj = self.store.get(rt.storage_key, self._ns(rt, namespace), name)
+        return None if obj is None else self.served(rt, obj)
+
+    def items(self, rt: ResourceType, namespace: str | None = None) -> list[dict[str, Any]]:
+        ns = namespace if rt.namespaced else None
+        return [self.served(rt, o) for o in self.store.items(rt.storage_key, ns or None)]
+
+    # --- create -----------------------------------------------------------------------------------
+
+    def create(
+        self, rt: ResourceType, namespace: str | None, body: dict[str, Any], opts: WriteOptions | None = None
+    ) -> Result:
+        opts = opts or WriteOptions()
+        obj = copy.deepcopy(body)
+        self._check_type_meta(rt, obj)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        ns = self._resolve_namespace(rt, namespace, meta)
+        name = meta.get("name")
+        if not name:
+            generate = meta.get("generateName")
+            if not generate:
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    "",
+                    [FieldError("metadata.name", fe.REQUIRED, None, "name or generateName is required")],
+                )
+            name = self._generated_name(rt, ns, generate)
+            meta["name"] = name
+        if ns:
+            self._check_namespace_open(rt, ns, name)
+        warnings = self._prune(rt, obj, opts)
+        self._prepare_create(rt, obj)
+        now = rfc3339(self.clock())
+        for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now
+        if rt.has_generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if ns:
+            meta["namespace"] = ns
+        self._validate(rt, obj, None)
+        if self.store.get(rt.storage_key, ns, name) is not None:
+            raise errors.already_exists(rt.plural, rt.group, name)
+        if self.managed_fields_hook is not None:
+            self.managed_fields_hook(rt, None, obj, opts, "Update")
+        obj["apiVersion"] = self._storage_api_version(rt)
+        if opts.dry_run:
+            return Result(self.served(rt, obj), warnings, created=True)
+        event = self.store.put(rt.storage_key, obj)
+        self._after_commit(rt, event)
+        return Result(self.served(rt, event.obj), warnings, created=True)
+
+    # --- update -----------------------------------------------------------------------------------
+
+    def update(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: dict[str, Any],
+        opts: WriteOptions | None = None,
+        *,
+        subresource: str | None = None,
+        operation: str = "Update",
+    ) -> Result:
+        """PUT (also the final step of PATCH and apply, with ``operation`` set accordingly)."""
+        opts = opts or WriteOptions()
+        ns = self._ns(rt, namespace)
+        current = self.store.get(rt.storage_key, ns, name)
+        if current is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        obj = copy.deepcopy(body)
+        self._check_type_meta(rt, obj)
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if meta.get("name") not in (None, name):
+            raise errors.bad_request(
+                "the name of the object (%s) does not match the name on the URL (%s)"
+                % (meta.get("name"), name)
+            )
+        meta["name"] = name
+        body_ns = meta.get("namespace")
+        if rt.namespaced and body_ns not in (None, "", ns):
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        if ns:
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        rv = meta.get("resourceVersion")
+        if rv:
+            if rv != current["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt.plural, rt.group, name, errors.MODIFIED)
+        elif rt.is_custom and operation == "Update" and subresource is None:
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    FieldError(
+                        "metadata.resourceVersion",
+                        fe.INVALID,
+                        0,
+                        "must be specified for an update",
+                        bad_value="0x0",
+                    )
+                ],
+            )
+        warnings = self._prune(rt, obj, opts)
+        obj = self._merge_for_update(rt, current, obj, subresource)
+        self._validate(rt, obj, current)
+        if self.managed_fields_hook is not None:
+            self.managed_fields_hook(rt, current, obj, opts, operation)
+        obj["apiVersion"] = self._storage_api_version(rt)
+        if obj == current | {
+            "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+        }:
+            # A no-op write: kube-apiserver does not write etcd, the resourceVersion stays, no event.
+            return Result(self.served(rt, current), warnings)
+        if opts.dry_run:
+            return Result(self.served(rt, obj), warnings)
+        cur_meta = current["metadata"]
+        if cur_meta.get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
+            # The last finalizer is gone from an object being deleted: it goes away now.
+            event = self.store.remove(rt.storage_key, ns, name)
+            assert event is not None
+            self._after_commit(rt, event)
+            return Result(self.served(rt, event.obj), warnings)
+        event = self.store.put(rt.storage_key, obj)
+        self._after_commit(rt, event)
+        return Result(self.served(rt, event.obj), warnings)
+
+    def _merge_for_update(
+        self, rt: ResourceType, current: dict[str, Any], new: dict[str, Any], subresource: str | None
+    ) -> dict[str, Any]:
+        """Apply kube's update rules: system metadata kept, status vs main resource, generation."""
+        cur_meta = current["metadata"]
+        meta = new["metadata"]
+        for key in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
+            if key in cur_meta:
+                meta[key] = cur_meta[key]
+            else:
+                meta.pop(key, None)
+        if "managedFields" not in meta and "managedFields" in cur_meta:
+            meta["managedFields"] = cur_meta["managedFields"]
+        meta["resourceVersion"] = cur_meta["resourceVersion"]
+        if subresource == "status":
+            # Only .status changes through /status; everything else stays as stored.
+            merged = {k: v for k, v in current.items() if k != "status"}
+            merged["metadata"] = {**cur_meta}
+            if "status" in new:
+                merged["status"] = new["status"]
+            return merged
+        if "status" in rt.subresources:
+            if "status" in current:
+                new["status"] = current["status"]
+            else:
+                new.pop("status", None)
+        if cur_meta.get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or []) - set(cur_meta.get("finalizers") or [])
+            if added:
+                raise errors.invalid(
+                    rt.kind,
+                    rt.group,
+                    meta["name"],
+                    [
+                        FieldError(
+                            "metadata.finalizers",
+                            fe.FORBIDDEN,
+                            None,
+                            f"no new finalizers can be added if the object is being deleted, found new finalizers {sorted(added)!r}".replace(
+                                "'", '"'
+                            ),
+                        )
+                    ],
+                )
+        if rt.group == "" and rt.kind == "Pod":
+            self._check_pod_update(current, new)
+        if rt.has_generation and self._spec_changed(rt, current, new):
+            meta["generation"] = int(cur_meta.get("generation", 1)) + 1
+        return new
+
+    @staticmethod
+    def _spec_changed(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> bool:
+        skip = {"metadata", "status"} if "status" in rt.subresources else {"metadata"}
+        keys = (set(old) | set(new)) - skip - {"apiVersion", "kind"}
+        return any(old.get(k) != new.get(k) for k in keys)
+
+    def _check_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        old_spec = copy.deepcopy(old.get("spec", {}))
+        new_spec = copy.deepcopy(new.get("spec", {}))
+        for spec in (old_spec, new_spec):
+            for key in _POD_MUTABLE:
+                spec.pop(key, None)
+            for containers in ("containers", "initContainers"):
+                for container in spec.get(containers, []) or []:
+                    container.pop("image", None)
+        if not old.get("spec", {}).get("nodeName"):
+            old_spec.pop("nodeName", None)
+            new_spec.pop("nodeName", None)
+        if old_spec != new_spec:
+            name = old["metadata"]["name"]
+            raise errors.invalid(
+                "Pod",
+                "",
+                name,
+                [
+                    FieldError(
+                        "spec",
+                        fe.FORBIDDEN,
+                        None,
+                        "pod updates may not change fields other than `spec.containers[*].image`,"
+                        "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+                        "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+                        "(allow it to be set to 1 if it was previously negative)",
+                    )
+                ],
+            )
+
+    # --- delete -----------------------------------------------------------------------------------
+
+    def delete(
+        self, rt: ResourceType, namespace: str | None, name: str, options: DeleteOptions | None = None
+    ) -> dict[str, Any]:
+        """DELETE: the object goes at once, or gets a deletionTimestamp while finalizers remain."""
+        options = options or DeleteOptions()
+        ns = self._ns(rt, namespace)
+        current = self.store.get(rt.storage_key, ns, name)
+        if current is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        meta = current["metadata"]
+        if options.precondition_uid and options.precondition_uid != meta.get("uid"):
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {options.precondition_uid}, UID in object meta: {meta.get('uid')}",
+            )
+        if options.precondition_rv and options.precondition_rv != meta.get("resourceVersion"):
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {options.precondition_rv}, "
+                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
+        if self.deletion is not None:
+            return self.served(rt, self.deletion.delete(rt, current, options))
+        if options.dry_run:
+            return self.served(rt, current)
+        if meta.get("finalizers"):
+            return self.served(rt, self.mark_deleted(rt, current))
+        event = self.store.remove(rt.storage_key, ns, name)
+        assert event is not None
+        self._after_commit(rt, event)
+        return self.served(rt, event.obj)
+
+    def mark_deleted(
+        self,
+        rt: ResourceType,
+        current: dict[str, Any],
+        *,
+        add_finalizers: list[str] | None = None,
+        grace: int = 0,
+    ) -> dict[str, Any]:
+        """Set deletionTimestamp (idempotently), optionally adding finalizers; returns the stored object."""
+        meta = dict(current["metadata"])
+        changed = False
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = rfc3339(self.clock())
+            meta["deletionGracePeriodSeconds"] = grace
+            changed = True
+        finalizers = list(meta.get("finalizers") or [])
+        for item in add_finalizers or []:
+            if item not in finalizers:
+                finalizers.append(item)
+                changed = True
+        if finalizers:
+            meta["finalizers"] = finalizers
+        if not changed:
+            return current
+        if rt.has_generation:
+            meta["generation"] = int(meta.get("generation", 1)) + 1
+        event = self.store.put(rt.storage_key, {**current, "metadata": meta})
+        self._after_commit(rt, event)
+        return event.obj
+
+    def remove(self, rt: ResourceType, namespace: str, name: str) -> Event | None:
+        """Remove an object from storage right away (the end of a deletion)."""
+        event = self.store.remove(rt.storage_key, namespace, name)
+        if event is not None:
+            self._after_commit(rt, event)
+        return event
+
+    # --- pipeline pieces --------------------------------------------------------------------------
+
+    def _storage_api_version(self, rt: ResourceType) -> str:
+        return f"{rt.group}/{rt.storage_version}" if rt.group else rt.storage_version
+
+    def _check_type_meta(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        api_version = obj.get("apiVersion")
+        kind = obj.get("kind")
+        if api_version is None and kind is None:
+            obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+            return
+        if kind != rt.kind:
+            raise errors.bad_request(
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
+        if api_version != rt.api_version:
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})"
+            )
+
+    def _resolve_namespace(self, rt: ResourceType, namespace: str | None, meta: dict[str, Any]) -> str:
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+            return ""
+        body_ns = meta.get("namespace")
+        if namespace and body_ns and body_ns != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        ns = namespace or body_ns
+        if not ns:
+            raise errors.bad_request("an empty namespace may not be set during creation")
+        return str(ns)
+
+    def _check_namespace_open(self, rt: ResourceType, ns: str, name: str) -> None:
+        namespace = self.store.get("/namespaces", "", ns)
+        if namespace is None:
+            raise errors.not_found("namespaces", "", ns)
+        if namespace["metadata"].get("deletionTimestamp"):
+            raise errors.forbidden(
+                rt.plural,
+                rt.group,
+                name,
+                f"unable to create new content in namespace {ns} because it is being terminated",
+            )
+
+    def _generated_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
+        prefix = prefix[: 63 - 5] if len(prefix) > 58 else prefix
+        for _ in range(8):
+            name = prefix + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
+            if self.store.get(rt.storage_key, ns, name) is None:
+                return name
+        raise errors.ApiError(
+            409,
+            "AlreadyExists",
+            f'{errors.qualified(rt.plural, rt.group)} "{prefix}" already exists, the server was not able to generate a unique name for the object',
+        )
+
+    def _prune(self, rt: ResourceType, obj: dict[str, Any], opts: WriteOptions) -> list[str]:
+        """Drop unknown fields; Strict rejects them, Warn reports them as warnings (kube's fieldValidation)."""
+        schema = rt.schema()
+        if schema is None:
+            return []
+        unknown = [kube for kube, _ in prune_with_field_paths(obj, schema)]
+        if not unknown:
+            return []
+        if opts.field_validation == "Strict":
+            detail = ", ".join(f'unknown field "{path}"' for path in unknown)
+            raise errors.bad_request(f"strict decoding error: {detail}")
+        if opts.field_validation == "Ignore":
+            return []
+        return [f'unknown field "{path}"' for path in unknown]
+
+    def _prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        """What each kind's strategy does to a new object (status reset, defaults)."""
+        key = (rt.group, rt.kind)
+        if key == ("", "Pod"):
+            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec", {}))}
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("restartPolicy", "Always")
+            spec.setdefault("terminationGracePeriodSeconds", 30)
+            spec.setdefault("dnsPolicy", "ClusterFirst")
+            spec.setdefault("schedulerName", "default-scheduler")
+            spec.setdefault("serviceAccountName", "default")
+            spec.setdefault("enableServiceLinks", True)
+        elif key == ("", "Namespace"):
+            obj["status"] = {"phase": "Active"}
+            obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+        elif key == ("", "Node"):
+            pass  # the kubelet registers its node with status; kube keeps it
+        elif key == ("apiextensions.k8s.io", "CustomResourceDefinition") or "status" in rt.subresources:
+            obj.pop("status", None)
+
+    def _validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        meta = obj["metadata"]
+        name = meta.get("name", "")
+        errs = self._validate_meta(rt, meta, creating=old is None)
+        schema = rt.schema()
+        if schema is not None:
+            apply_defaults(obj, schema)
+            errs += validate(obj, schema, old=old)
+        if (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+            errs += self._validate_crd(obj, old)
+        if errs:
+            raise errors.invalid(rt.kind, rt.group, name, errs)
+
+    def _validate_meta(self, rt: ResourceType, meta: dict[str, Any], *, creating: bool) -> list[FieldError]:
+        out: list[FieldError] = []
+        name = str(meta.get("name", ""))
+        key = (rt.group, rt.kind)
+        if key in _LABEL_NAMED:
+            ok, msg, limit = bool(_DNS1123_LABEL.match(name)), LABEL_MSG, 63
+        elif key in _DNS1035_NAMED:
+            ok, msg, limit = bool(_DNS1035_LABEL.match(name)), DNS1035_MSG, 63
+        else:
+            ok, msg, limit = bool(_DNS1123_SUBDOMAIN.match(name)), SUBDOMAIN_MSG, 253
+        if creating and len(name) > limit:
+            out.append(
+                FieldError("metadata.name", fe.INVALID, name, f"must be no more than {limit} characters")
+            )
+        if creating and not ok:
+            out.append(FieldError("metadata.name", fe.INVALID, name, msg))
+        labels = meta.get("labels") or {}
+        for label_key, value in labels.items():
+            out += _qualified_name_errors("metadata.labels", str(label_key))
+            if len(str(value)) > 63 or not _LABEL_VALUE.match(str(value)):
+                out.append(
+                    FieldError(
+                        "metadata.labels",
+                        fe.INVALID,
+                        value,
+                        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                        "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
+                        "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+                    )
+                )
+        annotations = meta.get("annotations") or {}
+        for ann_key in annotations:
+            out += _qualified_name_errors("metadata.annotations", str(ann_key))
+        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+        if size > ANNOTATIONS_LIMIT:
+            out.append(
+                FieldError(
+                    "metadata.annotations", fe.TOO_LONG, None, f"must have at most {ANNOTATIONS_LIMIT} bytes"
+                )
+            )
+        controllers = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
+        if len(controllers) > 1:
+            out.append(
+                FieldError(
+                    "metadata.ownerReferences",
+                    fe.INVALID,
+                    None,
+                    'Only one reference can have Controller set to true. Found "true" in references for '
+                    + " and ".join(f"{r.get('kind')}/{r.get('name')}" for r in controllers),
+                )
+            )
+        for i, ref in enumerate(meta.get("ownerReferences") or []):
+            for required in ("apiVersion", "kind", "name", "uid"):
+                if not ref.get(required):
+                    out.append(
+                        FieldError(
+                            f"metadata.ownerReferences[{i}].{required}",
+                            fe.INVALID,
+                            ref.get(required, ""),
+                            f"{required} must not be empty",
+                        )
+                    )
+        return out
+
+    def _validate_crd(self, crd: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+        spec = crd.get("spec", {})
+        names = spec.get("names", {})
+        out: list[FieldError] = []
+        expected = f"{names.get('plural', '')}.{spec.get('group', '')}"
+        if crd["metadata"]["name"] != expected:
+            out.append(
+                FieldError(
+                    "metadata.name",
+                    fe.INVALID,
+                    crd["metadata"]["name"],
+                    'must be spec.names.plural+"."+spec.group',
+                )
+            )
+        storage = [v for v in spec.get("versions", []) if v.get("storage")]
+        if len(storage) != 1:
+            out.append(
+                FieldError(
+                    "spec.versions",
+                    fe.INVALID,
+                    None,
+                    "must have exactly one version marked as storage version",
+                )
+            )
+        for i, version in enumerate(spec.get("versions", [])):
+            schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            if schema is not None:
+                out += structural_field_errors(schema, path=f"spec.versions[{i}].schema.openAPIV3Schema")
+        if old is not None and old.get("spec", {}).get("scope") != spec.get("scope"):
+            out.append(FieldError("spec.scope", fe.INVALID, spec.get("scope"), "field is immutable"))
+        return out
+
+    def _after_commit(self, rt: ResourceType, event: Event) -> None:
+        """Side effects of a committed write that kube performs in its own controllers."""
+        if (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
+            self._crd_changed(event)
+
+    def _crd_changed(self, event: Event) -> None:
+        crd = event.obj
+        name = crd["metadata"]["name"]
+        if event.type == "DELETED":
+            for rt in self.registry.remove_crd(name):
+                self.store.drop_key(rt.storage_key)
+            return
+        if crd["metadata"].get("deletionTimestamp"):
+            return
+        self.registry.add_crd(crd)
+        status = _crd_status(crd)
+        if crd.get("status") != status:
+            # kube's establishing controller: accepted names, stored versions, Established.
+            self.store.put(event.key, {**crd, "status": status, "metadata": dict(crd["metadata"])})
+
+
+def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
+    spec = crd["spec"]
+    previous = {c["type"]: c for c in (crd.get("status") or {}).get("conditions", [])}
+    now = rfc3339(utcnow())
+
+    def condition(kind: str, reason: str, message: str) -> dict[str, Any]:
+        old = previous.get(kind)
+        since = old["lastTransitionTime"] if old and old.get("status") == "True" else now
+        return {
+            "type": kind,
+            "status": "True",
+            "lastTransitionTime": since,
+            "reason": reason,
+            "message": message,
+        }
+
+    stored = list((crd.get("status") or {}).get("storedVersions", []))
+    storage = next((v["name"] for v in spec["versions"] if v.get("storage")), spec["versions"][0]["name"])
+    if storage not in stored:
+        stored.append(storage)
+    names = dict(spec["names"])
+    names.setdefault("singular", names["kind"].lower())
+    names.setdefault("listKind", names["kind"] + "List")
+    return {
+        "acceptedNames": names,
+        "conditions": [
+            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+        "storedVersions": stored,
+    }
+
+
+def _qualified_name_errors(path: str, key: str) -> list[FieldError]:
+    prefix, slash, name = key.rpartition("/")
+    problems = []
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        problems.append("prefix part " + SUBDOMAIN_MSG)
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        problems.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+            "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+            "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+        )
+    return [FieldError(path, fe.INVALID, key, p) for p in problems]
+
+
+def _qos_class(spec: dict[str, Any]) -> str:
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    requests_seen = False
+    guaranteed = bool(containers)
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        if requests or limits:
+            requests_seen = True
+        for res in ("cpu", "memory"):
+            if res not in limits or requests.get(res, limits[res]) != limits[res]:
+                guaranteed = False
+    if guaranteed:
+        return "Guaranteed"
+    return "Burstable" if requests_seen else "BestEffort"

@@ -1,0 +1,142 @@
+"""The scale subresource (autoscaling/v1 Scale), for built-in workloads and CRDs that declare one.
+
+``kubectl scale``, HPA and KEDA read and write replicas here without knowing the kind's schema; for CRDs
+the paths come from the CRD's ``subresources.scale``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver.resources import ResourceType
+from aiplane.sim.apiserver.rest import WriteOptions
+
+if TYPE_CHECKING:
+    from aiplane.sim.apiserver.server import ApiServer
+
+_BUILTIN_PATHS = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}
+
+
+def _paths(rt: ResourceType) -> dict[str, str]:
+    return rt.scale_paths or _BUILTIN_PATHS
+
+
+def _read(obj: dict[str, Any], path: str | None) -> Any:
+    node: Any = obj
+    for part in (path or "").strip(".").split("."):
+        if not part:
+            return None
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _write(obj: dict[str, Any], path: str, value: Any) -> None:
+    parts = path.strip(".").split(".")
+    node = obj
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+def _selector_string(selector: Any) -> str:
+    if isinstance(selector, str):
+        return selector
+    if not isinstance(selector, dict):
+        return ""
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        op = expr.get("operator")
+        values = ",".join(expr.get("values") or [])
+        if op == "In":
+            terms.append(f"{expr['key']} in ({values})")
+        elif op == "NotIn":
+            terms.append(f"{expr['key']} notin ({values})")
+        elif op == "Exists":
+            terms.append(expr["key"])
+        elif op == "DoesNotExist":
+            terms.append(f"!{expr['key']}")
+    return ",".join(terms)
+
+
+def scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    paths = _paths(rt)
+    meta = obj["metadata"]
+    status: dict[str, Any] = {"replicas": int(_read(obj, paths["statusReplicasPath"]) or 0)}
+    if rt.scale_paths is not None:
+        selector = _read(obj, rt.scale_paths.get("labelSelectorPath"))
+    else:
+        selector = _selector_string(_read(obj, ".spec.selector"))
+    if selector:
+        status["selector"] = selector
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
+        "spec": {"replicas": int(_read(obj, paths["specReplicasPath"]) or 0)},
+        "status": status,
+    }
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+async def handle(
+    server: ApiServer, request: web.Request, rt: ResourceType, namespace: str | None, name: str, verb: str
+) -> web.StreamResponse:
+    api = server.api
+    current = api.get(rt, namespace, name)
+    if verb == "get":
+        return web.Response(body=orjson.dumps(scale_of(rt, current)), content_type="application/json")
+    raw = await request.read()
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise errors.bad_request(f"error decoding Scale: {exc}") from exc
+    if verb == "patch":
+        if request.content_type == "application/json-patch+json":
+            import jsonpatch
+
+            body = jsonpatch.apply_patch(scale_of(rt, current), body)
+        else:
+            body = _merge(scale_of(rt, current), body)
+    elif verb != "update":
+        raise errors.method_not_allowed()
+    replicas = (body.get("spec") or {}).get("replicas")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        from aiplane.schema import errors as fe
+        from aiplane.schema.errors import FieldError
+
+        raise errors.invalid(
+            "Scale",
+            "autoscaling",
+            name,
+            [FieldError("spec.replicas", fe.INVALID, replicas, "must be greater than or equal to 0")],
+        )
+    rv = (body.get("metadata") or {}).get("resourceVersion")
+    if rv and rv != current["metadata"]["resourceVersion"]:
+        raise errors.conflict(rt.plural, rt.group, name, errors.MODIFIED)
+    updated = copy.deepcopy(current)
+    _write(updated, _paths(rt)["specReplicasPath"], replicas)
+    opts = WriteOptions(field_manager=request.query.get("fieldManager"))
+    result = api.update(rt, namespace, name, updated, opts, operation="Update")
+    return web.Response(body=orjson.dumps(scale_of(rt, result.obj)), content_type="application/json")

@@ -1,0 +1,124 @@
+"""The embedded cluster: API server + bootstrap objects + (later) simulated agents, on 127.0.0.1.
+
+Tests, benchmarks and the demo all start one of these, in-process (:class:`EmbeddedCluster`) or as
+``aiplane sim`` in its own process; either way clients reach it over real HTTP with a kubeconfig.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from aiplane.sim import fleet as fleet_mod
+from aiplane.sim import thirdparty, tls
+from aiplane.sim.apiserver.server import ApiServer
+
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class EmbeddedCluster:
+    """One simulated cluster. ``await start()`` serves it; ``kubeconfig()`` tells clients where."""
+
+    def __init__(
+        self,
+        *,
+        fleet: fleet_mod.Fleet | None = None,
+        token: str | None = None,
+        history_size: int = 10_000,
+        install_crds: bool = True,
+    ) -> None:
+        self.server = ApiServer(token=token, history_size=history_size)
+        self.url: str | None = None
+        self.tls = tls.generate()
+        self._runner: web.AppRunner | None = None
+        self._bootstrap(fleet_mod.DEFAULT_FLEET if fleet is None else fleet, install_crds)
+
+    @property
+    def api(self) -> Any:
+        return self.server.api
+
+    def _bootstrap(self, fleet: fleet_mod.Fleet, install_crds: bool) -> None:
+        api = self.server.api
+        ns_rt = api.resource("v1", "Namespace")
+        sa_rt = api.resource("v1", "ServiceAccount")
+        for name in INITIAL_NAMESPACES:
+            api.create(ns_rt, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            api.create(
+                sa_rt, name, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
+            )
+        crd_rt = api.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+        crds = list(thirdparty.crds())
+        if install_crds:
+            from aiplane.api.crdgen import all_crds
+
+            crds = all_crds() + crds
+        for crd in crds:
+            api.create(crd_rt, None, crd)
+        node_rt = api.resource("v1", "Node")
+        for node in fleet_mod.node_objects(fleet):
+            api.create(node_rt, None, node)
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        runner = web.AppRunner(self.server.app(), handle_signals=False, access_log=None)
+        await runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        site = web.SockSite(runner, sock, ssl_context=self.tls.server_context())
+        await site.start()
+        self._runner = runner
+        bound_port = sock.getsockname()[1]
+        self.url = f"https://{host}:{bound_port}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def kubeconfig(self, namespace: str = "default") -> dict[str, Any]:
+        if self.url is None:
+            raise RuntimeError("the cluster is not serving yet: await start() first")
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "aiplane-sim",
+                    "cluster": {
+                        "server": self.url,
+                        "certificate-authority-data": base64.b64encode(self.tls.ca_pem).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": "aiplane-sim", "user": {"token": self.server.token}}],
+            "contexts": [
+                {
+                    "name": "aiplane-sim",
+                    "context": {"cluster": "aiplane-sim", "user": "aiplane-sim", "namespace": namespace},
+                }
+            ],
+            "current-context": "aiplane-sim",
+            "preferences": {},
+        }
+
+    def write_kubeconfig(self, path: Path) -> None:
+        """Write the kubeconfig atomically (readers never see a partial file), readable by the owner only."""
+        path = path.expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".kubeconfig-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                yaml.safe_dump(self.kubeconfig(), handle, sort_keys=False)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise

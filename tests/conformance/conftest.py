@@ -1,0 +1,131 @@
+"""Fixtures for the conformance suite: real clients against the embedded cluster, or a real cluster.
+
+By default every test talks to an ``aiplane sim`` cluster served in-process on a background thread, over
+HTTPS with a bearer token, exactly as kubectl would. Set ``AIPLANE_CONFORMANCE_KUBECONFIG`` to run the
+same tests against a real cluster (tests marked ``sim_only`` — fault injection, the fleet — are then
+skipped), so the embedded server is held to kube-apiserver and not to itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REAL_KUBECONFIG = os.environ.get("AIPLANE_CONFORMANCE_KUBECONFIG")
+KUBECTL = (
+    shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl") or "kubectl"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not REAL_KUBECONFIG:
+        return
+    skip = pytest.mark.skip(reason="needs the embedded cluster (sim_only)")
+    for item in items:
+        if "sim_only" in item.keywords:
+            item.add_marker(skip)
+
+
+class SimThread:
+    """An EmbeddedCluster running on its own event loop in a daemon thread."""
+
+    def __init__(self) -> None:
+        from aiplane.sim.cluster import EmbeddedCluster
+
+        self.loop = asyncio.new_event_loop()
+        self.cluster = EmbeddedCluster()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="aiplane-sim", daemon=True)
+        self._thread.start()
+        self.url = self.call(self.cluster.start())
+
+    def call(self, coro: Any) -> Any:
+        """Run a coroutine on the cluster's loop and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    def run(self, fn: Any, *args: Any) -> Any:
+        """Run a plain function on the cluster's loop (the store is not thread-safe)."""
+
+        async def _call() -> Any:
+            return fn(*args)
+
+        return self.call(_call())
+
+    def stop(self) -> None:
+        self.call(self.cluster.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+
+
+@dataclass
+class Cluster:
+    kubeconfig: Path
+    sim: SimThread | None
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against the cluster; with ``check`` a failure shows kubectl's stderr."""
+        proc = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if REAL_KUBECONFIG:
+        yield Cluster(Path(REAL_KUBECONFIG), None)
+        return
+    sim = SimThread()
+    path = tmp_path_factory.mktemp("sim") / "kubeconfig"
+    sim.cluster.write_kubeconfig(path)
+    try:
+        yield Cluster(path, sim)
+    finally:
+        sim.stop()
+
+
+@pytest.fixture
+def sim(cluster: Cluster) -> SimThread:
+    """The in-process embedded cluster (tests using it are sim-only)."""
+    if cluster.sim is None:
+        pytest.skip("needs the embedded cluster")
+    return cluster.sim
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (without waiting)."""
+    name = f"conf-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def k8s(cluster: Cluster) -> Iterator[Any]:
+    """The official ``kubernetes`` client, configured from the kubeconfig."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    yield api_client
+    api_client.close()
+    del client
