@@ -146,3 +146,7 @@ def sim(
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

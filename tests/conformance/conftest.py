@@ -72,6 +72,10 @@ class Cluster:
     kubeconfig: Path
     sim: SimThread | None
 
+    def kubectl_argv(self) -> list[str]:
+        """The kubectl command line for this cluster, for tests that run kubectl in the background."""
+        return [KUBECTL, "--kubeconfig", str(self.kubeconfig)]
+
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:

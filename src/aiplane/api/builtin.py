@@ -131,7 +131,9 @@ def _convert(node: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
         for key in out.get("x-kubernetes-list-map-keys", []):
             prop = item.get("properties", {}).get(key)
             if key not in required and prop is not None and "default" not in prop:
-                if key not in _LIST_MAP_KEY_DEFAULTS:
-                    raise ValueError(f"list-map key {key!r} is neither required nor defaulted")
-                prop["default"] = _LIST_MAP_KEY_DEFAULTS[key]
+                if key in _LIST_MAP_KEY_DEFAULTS:
+                    prop["default"] = _LIST_MAP_KEY_DEFAULTS[key]
+                else:
+                    # Go validation requires these keys (e.g. a condition's type); say so structurally.
+                    item["required"] = sorted({*item.get("required", []), key})
     return out

@@ -200,8 +200,16 @@ def go_json(value: Any) -> str:
     return go_json(str(value))
 
 
+class GoLiteral(str):
+    """A bad value kube prints verbatim, not quoted (e.g. ``0x0``, Go's ``%#v`` of an unsigned zero)."""
+
+    __slots__ = ()
+
+
 def go_value(value: Any) -> str:
     """How ``field.Error.ErrorBody`` prints a bad value (Kubernetes >= 1.34: JSON for composites)."""
+    if isinstance(value, GoLiteral):
+        return str(value)
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -19,6 +19,7 @@ from aiohttp import web
 from aiplane.sim import fleet as fleet_mod
 from aiplane.sim import thirdparty, tls
 from aiplane.sim.apiserver.server import ApiServer
+from aiplane.sim.namespace_defaults import NamespaceDefaults
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
@@ -46,13 +47,10 @@ class EmbeddedCluster:
 
     def _bootstrap(self, fleet: fleet_mod.Fleet, install_crds: bool) -> None:
         api = self.server.api
+        self.namespace_defaults = NamespaceDefaults(api, self.tls.ca_pem)
         ns_rt = api.resource("v1", "Namespace")
-        sa_rt = api.resource("v1", "ServiceAccount")
         for name in INITIAL_NAMESPACES:
             api.create(ns_rt, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-            api.create(
-                sa_rt, name, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}
-            )
         crd_rt = api.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
         crds = list(thirdparty.crds())
         if install_crds:
@@ -74,11 +72,13 @@ class EmbeddedCluster:
         site = web.SockSite(runner, sock, ssl_context=self.tls.server_context())
         await site.start()
         self._runner = runner
+        self.server.gc.start()  # the deletion/GC controllers' worker runs on this loop
         bound_port = sock.getsockname()[1]
         self.url = f"https://{host}:{bound_port}"
         return self.url
 
     async def stop(self) -> None:
+        await self.server.gc.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -31,6 +31,12 @@ _DEF = {
     ("apps", "ReplicaSet"): "io.k8s.api.apps.v1.ReplicaSet",
     ("apps", "ControllerRevision"): "io.k8s.api.apps.v1.ControllerRevision",
     ("batch", "Job"): "io.k8s.api.batch.v1.Job",
+    ("batch", "CronJob"): "io.k8s.api.batch.v1.CronJob",
+    ("", "ResourceQuota"): "io.k8s.api.core.v1.ResourceQuota",
+    ("", "LimitRange"): "io.k8s.api.core.v1.LimitRange",
+    ("", "PersistentVolume"): "io.k8s.api.core.v1.PersistentVolume",
+    ("scheduling.k8s.io", "PriorityClass"): "io.k8s.api.scheduling.v1.PriorityClass",
+    ("storage.k8s.io", "StorageClass"): "io.k8s.api.storage.v1.StorageClass",
     ("policy", "PodDisruptionBudget"): "io.k8s.api.policy.v1.PodDisruptionBudget",
     ("policy", "Eviction"): "io.k8s.api.policy.v1.Eviction",
     ("coordination.k8s.io", "Lease"): "io.k8s.api.coordination.v1.Lease",
@@ -152,7 +158,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _b("", "v1", "ConfigMap", "configmaps", short=("cm",), generation=False),
     _b("", "v1", "Secret", "secrets", generation=False),
     _b("", "v1", "Event", "events", short=("ev",), generation=False),
-    _b("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",), generation=False),
+    _b("", "v1", "ServiceAccount", "serviceaccounts", short=("sa",), sub=("token",), generation=False),
     _b(
         "",
         "v1",
@@ -172,6 +178,37 @@ BUILTINS: tuple[ResourceType, ...] = (
     _b("apps", "v1", "ReplicaSet", "replicasets", short=("rs",), categories=_ALL, sub=("status", "scale")),
     _b("apps", "v1", "ControllerRevision", "controllerrevisions", generation=False),
     _b("batch", "v1", "Job", "jobs", categories=_ALL, sub=("status",)),
+    _b("batch", "v1", "CronJob", "cronjobs", short=("cj",), categories=_ALL, sub=("status",)),
+    _b("", "v1", "ResourceQuota", "resourcequotas", short=("quota",), sub=("status",), generation=False),
+    _b("", "v1", "LimitRange", "limitranges", short=("limits",), generation=False),
+    _b(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        namespaced=False,
+        short=("pv",),
+        sub=("status",),
+        generation=False,
+    ),
+    _b(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        namespaced=False,
+        short=("pc",),
+        generation=False,
+    ),
+    _b(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        namespaced=False,
+        short=("sc",),
+        generation=False,
+    ),
     _b("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", short=("pdb",), sub=("status",)),
     _b("coordination.k8s.io", "v1", "Lease", "leases", generation=False),
     _b(
@@ -247,6 +284,8 @@ class Registry:
         self._by_resource: dict[tuple[str, str, str], ResourceType] = {}
         self._by_kind: dict[tuple[str, str, str], ResourceType] = {}
         self._crd_types: dict[str, list[ResourceType]] = {}
+        #: Bumped whenever the served types change (a CRD added, updated or removed); caches key on it.
+        self.generation = 0
         for rt in BUILTINS:
             self._add(rt)
 
@@ -261,6 +300,7 @@ class Registry:
         for rt in types:
             self._add(rt)
         self._crd_types[crd["metadata"]["name"]] = types
+        self.generation += 1
         return types
 
     def remove_crd(self, name: str) -> list[ResourceType]:
@@ -268,6 +308,7 @@ class Registry:
         for rt in types:
             self._by_resource.pop((rt.group, rt.version, rt.plural), None)
             self._by_kind.pop((rt.group, rt.version, rt.kind), None)
+        self.generation += 1
         return types
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:

@@ -9,6 +9,7 @@ semantics, generation, then a single commit to the store.
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 import secrets
@@ -19,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiplane.schema import errors as fe
+from aiplane.schema._values import GoLiteral
 from aiplane.schema.defaults import apply_defaults
 from aiplane.schema.errors import FieldError
 from aiplane.schema.prune import prune_with_field_paths
@@ -88,6 +90,7 @@ class DeleteOptions:
     precondition_uid: str | None = None
     precondition_rv: str | None = None
     dry_run: bool = False
+    orphan_dependents: bool | None = None  # the deprecated DeleteOptions.orphanDependents, as sent
 
 
 @dataclass
@@ -115,6 +118,7 @@ class Api:
         self.clock = clock
         self.managed_fields_hook: ManagedFieldsHook | None = None
         self.deletion: Any = None  # the deletion/GC controller (gc.py) installs itself here
+        self._service_ips = 0
 
     # --- lookup -----------------------------------------------------------------------------------
 
@@ -177,8 +181,15 @@ class Api:
             meta["name"] = name
         if ns:
             self._check_namespace_open(rt, ns, name)
+        if rt.crd_name is not None:
+            crd = self.store.get("apiextensions.k8s.io/customresourcedefinitions", "", rt.crd_name)
+            if crd is not None and crd["metadata"].get("deletionTimestamp"):
+                raise errors.method_not_allowed(
+                    "create not allowed while custom resource definition is terminating"
+                )
         warnings = self._prune(rt, obj, opts)
         self._prepare_create(rt, obj)
+        _normalize(rt, obj)
         now = rfc3339(self.clock())
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(key, None)
@@ -228,8 +239,7 @@ class Api:
             raise errors.bad_request("metadata must be an object")
         if meta.get("name") not in (None, name):
             raise errors.bad_request(
-                "the name of the object (%s) does not match the name on the URL (%s)"
-                % (meta.get("name"), name)
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
             )
         meta["name"] = name
         body_ns = meta.get("namespace")
@@ -256,25 +266,28 @@ class Api:
                         fe.INVALID,
                         0,
                         "must be specified for an update",
-                        bad_value="0x0",
+                        bad_value=GoLiteral("0x0"),
                     )
                 ],
             )
         warnings = self._prune(rt, obj, opts)
         obj = self._merge_for_update(rt, current, obj, subresource)
+        _normalize(rt, obj)
         self._validate(rt, obj, current)
         if self.managed_fields_hook is not None:
             self.managed_fields_hook(rt, current, obj, opts, operation)
         obj["apiVersion"] = self._storage_api_version(rt)
-        if obj == current | {
-            "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
-        }:
+        if obj == current:
             # A no-op write: kube-apiserver does not write etcd, the resourceVersion stays, no event.
             return Result(self.served(rt, current), warnings)
         if opts.dry_run:
             return Result(self.served(rt, obj), warnings)
         cur_meta = current["metadata"]
-        if cur_meta.get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
+        if (
+            self.deletion.delete_during_update(rt, current, obj)  # also pending grace periods, namespaces
+            if self.deletion is not None
+            else cur_meta.get("deletionTimestamp") and not obj["metadata"].get("finalizers")
+        ):
             # The last finalizer is gone from an object being deleted: it goes away now.
             event = self.store.remove(rt.storage_key, ns, name)
             assert event is not None
@@ -316,6 +329,14 @@ class Api:
                 new["status"] = current["status"]
             else:
                 new.pop("status", None)
+        if (rt.group, rt.kind) == ("", "Namespace") and subresource != "finalize":
+            # kube's namespace strategy: spec.finalizers only change through the /finalize subresource
+            spec, cur_spec = dict(new.get("spec") or {}), current.get("spec") or {}
+            spec.pop("finalizers", None)
+            new["spec"] = {
+                **spec,
+                **({"finalizers": cur_spec["finalizers"]} if "finalizers" in cur_spec else {}),
+            }
         if cur_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or []) - set(cur_meta.get("finalizers") or [])
             if added:
@@ -539,12 +560,39 @@ class Api:
             spec.setdefault("enableServiceLinks", True)
         elif key == ("", "Namespace"):
             obj["status"] = {"phase": "Active"}
-            obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+            spec = obj.setdefault("spec", {})
+            spec["finalizers"] = [
+                *[f for f in spec.get("finalizers") or [] if f != "kubernetes"],
+                "kubernetes",
+            ]
             obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
         elif key == ("", "Node"):
             pass  # the kubelet registers its node with status; kube keeps it
+        elif key == ("", "Secret"):
+            obj.setdefault("type", "Opaque")
+        elif key == ("", "Service"):
+            self._default_service(obj)
+            obj["status"] = {"loadBalancer": {}}
         elif key == ("apiextensions.k8s.io", "CustomResourceDefinition") or "status" in rt.subresources:
             obj.pop("status", None)
+
+    def _default_service(self, obj: dict[str, Any]) -> None:
+        """What the Service strategy and IP allocator do: type, cluster IP, target ports, policies."""
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec["type"] != "ExternalName":
+            if not spec.get("clusterIP"):
+                self._service_ips += 1
+                n = self._service_ips
+                spec["clusterIP"] = f"10.96.{(n // 254) % 256}.{n % 254 + 1}"
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port.get("port"))
 
     def _validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         meta = obj["metadata"]
@@ -674,6 +722,16 @@ class Api:
         if crd.get("status") != status:
             # kube's establishing controller: accepted names, stored versions, Established.
             self.store.put(event.key, {**crd, "status": status, "metadata": dict(crd["metadata"])})
+
+
+def _normalize(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Conversions kube applies on every write: a Secret's ``stringData`` is merged into ``data``."""
+    if (rt.group, rt.kind) == ("", "Secret") and "stringData" in obj:
+        string_data = obj.pop("stringData") or {}
+        data = dict(obj.get("data") or {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        obj["data"] = data
 
 
 def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:

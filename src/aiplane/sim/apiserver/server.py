@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,10 +20,12 @@ import orjson
 import yaml
 from aiohttp import web
 
-from aiplane.sim.apiserver import discovery, errors, faults, patch, scale, selectors, table, watch
+from aiplane.schema import errors as fe
+from aiplane.schema.errors import FieldError
+from aiplane.sim.apiserver import apply, discovery, errors, faults, gc, patch, scale, selectors, table, watch
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import Registry, ResourceType
-from aiplane.sim.apiserver.rest import Api, DeleteOptions, WriteOptions
+from aiplane.sim.apiserver.rest import Api, DeleteOptions, WriteOptions, rfc3339
 from aiplane.sim.apiserver.store import Store
 
 #: kube-apiserver's default limit on a request body (3 MiB, --max-request-bytes aside).
@@ -54,6 +57,29 @@ def error_response(err: ApiError) -> web.Response:
     return json_response(err.status(), status=err.code, headers=err.headers)
 
 
+def _token_for(sa: dict[str, Any], seconds: int, expires: datetime.datetime) -> str:
+    """A JWT-shaped bound token (unsigned: the embedded server authenticates only its own bearer token)."""
+    import base64
+
+    def segment(value: Any) -> str:
+        return base64.urlsafe_b64encode(orjson.dumps(value)).rstrip(b"=").decode()
+
+    meta = sa["metadata"]
+    claims = {
+        "aud": ["https://kubernetes.default.svc.cluster.local"],
+        "exp": int(expires.timestamp()),
+        "iat": int(expires.timestamp()) - seconds,
+        "iss": "https://kubernetes.default.svc.cluster.local",
+        "sub": f"system:serviceaccount:{meta.get('namespace')}:{meta['name']}",
+        "kubernetes.io": {
+            "namespace": meta.get("namespace"),
+            "serviceaccount": {"name": meta["name"], "uid": meta.get("uid")},
+        },
+    }
+    signature = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+    return f"{segment({'alg': 'none', 'typ': 'JWT'})}.{segment(claims)}.{signature}"
+
+
 class ApiServer:
     """One embedded cluster's API: store, registry, verbs, and the aiohttp application serving them."""
 
@@ -62,6 +88,8 @@ class ApiServer:
         self.store = Store(history_size=history_size)
         self.registry = Registry()
         self.api = Api(self.store, self.registry)
+        self.gc = gc.install(self.api)  # deletion, garbage collection, namespace/disruption controllers
+        apply.install(self.api)  # managedFields on every write (server-side apply's field manager)
         self.faults = faults.Faults()
         self.requests_total = 0
         self._watch_tasks: set[asyncio.Task[Any]] = set()
@@ -71,6 +99,7 @@ class ApiServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_REQUEST_BYTES + 1024 * 1024, middlewares=[self._middleware])
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        app.on_shutdown.append(watch.shutdown_hook(self))
         return app
 
     @web.middleware
@@ -78,6 +107,7 @@ class ApiServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         self.requests_total += 1
+        apply.REQUEST_USER_AGENT.set(request.headers.get("User-Agent", ""))  # default field manager
         if not request.path.startswith(_PUBLIC):
             auth = request.headers.get("Authorization", "")
             if auth != f"Bearer {self.token}":
@@ -96,6 +126,8 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         parts = [unquote(p) for p in path.strip("/").split("/")] if path != "/" else []
+        if parts[:1] == ["_sim"]:
+            return await faults.handle_http(self, request, parts)
         handled = await discovery.handle(self, request, parts)
         if handled is not None:
             return handled
@@ -138,7 +170,7 @@ class ApiServer:
             if t.name is None:
                 verb = "watch" if q.get("watch") in ("1", "true", "True") else "list"
             else:
-                verb = "get"
+                verb = "watch" if q.get("watch") in ("1", "true", "True") else "get"
         else:
             verb = {
                 "POST": "create",
@@ -148,17 +180,19 @@ class ApiServer:
             }.get(method, "")
             if not verb:
                 raise errors.method_not_allowed()
-        await self.faults.before(verb, t.rt, t.subresource)
+        await self.faults.before(verb, t.rt, t.subresource, t.namespace, t.name)
         if verb == "watch":
-            return await watch.serve(self, request, t.rt, t.namespace)
+            return await watch.serve(self, request, t.rt, t.namespace, name=t.name)
         if verb == "list":
             return self._list(request, t)
-        if verb == "get":
-            return self._get(request, t)
         if t.subresource == "scale":
             return await scale.handle(self, request, t.rt, t.namespace, t.name or "", verb)
+        if verb == "get":
+            return self._get(request, t)
         if t.subresource == "eviction":
             return await self._eviction(request, t)
+        if t.subresource == "token" and verb == "create":
+            return json_response(await self._token(request, t), status=201)
         if verb == "create":
             if t.name is not None and t.subresource is None:
                 raise errors.method_not_allowed()
@@ -190,12 +224,12 @@ class ApiServer:
         if verb == "delete":
             options = await self._delete_options(request)
             obj = self.api.delete(t.rt, t.namespace, t.name or "", options)
-            exists = self.api.find(t.rt, t.namespace, t.name or "") is not None and not options.dry_run
-            return json_response(obj, status=202 if exists else 200)
+            code, answer = gc.delete_response(t.rt, obj, options)  # 200/202 and object/Status as kube
+            return json_response(answer, status=code)
         if verb == "deletecollection":
             options = await self._delete_options(request)
             label = selectors.label_selector(q.get("labelSelector"))
-            fieldsel = selectors.field_selector(t.rt, q.get("fieldSelector"))
+            fieldsel = selectors.field_selector(t.rt, q.get("fieldSelector"), store=self.store)
             items = [o for o in self.api.items(t.rt, t.namespace) if label(o) and fieldsel(o)]
             for obj in items:
                 meta = obj["metadata"]
@@ -232,6 +266,7 @@ class ApiServer:
             field=q.get("fieldSelector"),
             limit=int(q["limit"]) if q.get("limit", "").isdigit() and int(q["limit"]) > 0 else None,
             continue_token=q.get("continue") or None,
+            query=q,
         )
         if table.wants_table(request):
             return json_response(
@@ -246,18 +281,29 @@ class ApiServer:
             meta["remainingItemCount"] = remaining
         head = dumps({"apiVersion": t.rt.api_version, "kind": f"{t.rt.kind}List", "metadata": meta})
         # Splice the cached encodings of the items into the list without re-encoding them.
-        ns_of = lambda o: o["metadata"].get("namespace", "")
         encoded = []
         for obj in items:
-            raw = (
-                self.store.raw(t.rt.storage_key, ns_of(obj), obj["metadata"]["name"])
-                if obj.get("apiVersion") == t.rt.api_version
-                and self.store.get(t.rt.storage_key, ns_of(obj), obj["metadata"]["name"]) is obj
-                else None
-            )
+            meta = obj["metadata"]
+            ns, name = meta.get("namespace", ""), meta["name"]
+            stored = self.store.get(t.rt.storage_key, ns, name) is obj
+            raw = self.store.raw(t.rt.storage_key, ns, name) if stored else None
             encoded.append(raw if raw is not None else dumps(obj))
         body = head[:-1] + b',"items":[' + b",".join(encoded) + b"]}"
         return json_response(body)
+
+    async def _token(self, request: web.Request, t: Target) -> dict[str, Any]:
+        """TokenRequest: a bound service-account token (an opaque string here; nothing verifies it)."""
+        body = await self._body(request)
+        sa = self.api.get(t.rt, t.namespace, t.name or "")
+        seconds = int((body.get("spec") or {}).get("expirationSeconds") or 3600)
+        expires = self.api.clock() + datetime.timedelta(seconds=seconds)
+        return {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": sa["metadata"]["name"], "namespace": sa["metadata"].get("namespace")},
+            "spec": {**(body.get("spec") or {}), "expirationSeconds": seconds},
+            "status": {"token": _token_for(sa, seconds, expires), "expirationTimestamp": rfc3339(expires)},
+        }
 
     async def _eviction(self, request: web.Request, t: Target) -> web.StreamResponse:
         from aiplane.sim.apiserver import gc
@@ -278,8 +324,12 @@ class ApiServer:
     async def _body(self, request: web.Request) -> dict[str, Any]:
         raw = await self._raw_body(request)
         ctype = request.content_type
-        if ctype in ("application/vnd.kubernetes.protobuf",):
-            raise errors.unsupported_media_type("application/json, application/yaml")
+        if ctype == "application/vnd.kubernetes.protobuf":
+            from aiplane.sim.apiserver import protobuf
+
+            parts = [unquote(p) for p in request.path.rstrip("/").strip("/").split("/")]
+            target = self._target(parts)
+            return protobuf.decode_request(raw, target.rt, target.subresource)
         try:
             body = yaml.safe_load(raw) if ctype == "application/yaml" else orjson.loads(raw)
         except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
@@ -305,27 +355,74 @@ class ApiServer:
         body: dict[str, Any] = {}
         if request.can_read_body:
             raw = await self._raw_body(request)
-            if raw.strip():
+            if raw and request.content_type == "application/vnd.kubernetes.protobuf":
+                from aiplane.sim.apiserver import protobuf
+
+                body = protobuf.decode_delete_options(raw)
+            elif raw.strip():
                 try:
                     decoded = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     raise errors.bad_request(f"error decoding DeleteOptions: {exc}") from exc
                 if isinstance(decoded, dict):
                     body = decoded
+        if not body:
+            # kube decodes DeleteOptions from the body when one is sent, else from the query.
+            body = {
+                key: q.getall(key) if key == "dryRun" else q[key]
+                for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents", "dryRun")
+                if key in q
+            }
+            if "orphanDependents" in body:
+                body["orphanDependents"] = body["orphanDependents"] in ("true", "1")
         pre = body.get("preconditions") or {}
-        policy = q.get("propagationPolicy") or body.get("propagationPolicy")
-        if body.get("orphanDependents") is True and not policy:
-            policy = "Orphan"
+        policy = body.get("propagationPolicy")
+        invalid: list[FieldError] = []
         if policy not in (None, "Background", "Foreground", "Orphan"):
-            raise errors.bad_request(f'propagationPolicy: Unsupported value: "{policy}"')
-        grace = q.get("gracePeriodSeconds") or body.get("gracePeriodSeconds")
-        dry = q.getall("dryRun", []) or body.get("dryRun") or []
+            invalid.append(
+                FieldError(
+                    "propagationPolicy",
+                    fe.NOT_SUPPORTED,
+                    policy,
+                    'supported values: "Foreground", "Background", "Orphan", "nil"',
+                    bad_value=[policy],
+                )
+            )
+        if body.get("orphanDependents") is not None and policy is not None:
+            invalid.append(
+                FieldError(
+                    "orphanDependents",
+                    fe.INVALID,
+                    body["orphanDependents"],
+                    "orphanDependents and deletionPropagation cannot be both set",
+                )
+            )
+        if invalid:
+            raise errors.ApiError(
+                422,
+                "Invalid",
+                'DeleteOptions.meta.k8s.io "" is invalid: ' + ", ".join(e.render_kube() for e in invalid)
+                if len(invalid) == 1
+                else 'DeleteOptions.meta.k8s.io "" is invalid: ['
+                + ", ".join(e.render_kube() for e in invalid)
+                + "]",
+                details={
+                    "group": "meta.k8s.io",
+                    "kind": "DeleteOptions",
+                    "causes": [e.cause() for e in invalid],
+                },
+            )
+        if body.get("orphanDependents") is True:
+            policy = "Orphan"
+        grace = body.get("gracePeriodSeconds")
+        dry = body.get("dryRun") or []
         return DeleteOptions(
             propagation_policy=policy,
             grace_period_seconds=int(grace) if grace is not None else None,
             precondition_uid=pre.get("uid"),
             precondition_rv=pre.get("resourceVersion"),
             dry_run=bool(dry),
+            orphan_dependents=o if isinstance(o := body.get("orphanDependents"), bool) else None,
         )
 
     def _write_response(

@@ -83,7 +83,7 @@ class Store:
         keys = sorted(k for k in data if namespace is None or k[0] == namespace)
         return [data[k] for k in keys]
 
-    def keys(self) -> Iterable[str]:
+    def storage_keys(self) -> Iterable[str]:
         return list(self._data)
 
     def count(self, key: str) -> int:

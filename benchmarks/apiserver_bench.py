@@ -1,0 +1,278 @@
+"""Throughput of the embedded API server, measured like a client sees it (not a test).
+
+Starts ``aiplane sim`` in its own process (HTTPS, bearer token, exactly what kubectl talks to), then,
+from one asyncio client process with a pool of keep-alive connections:
+
+* GET of one ConfigMap, many in flight: GETs/s (target >= 2,000/s on 2 cores)
+* merge-PATCH of ConfigMaps (PUT if the server does not do PATCH yet): writes/s (target >= 1,000/s)
+* LIST of 100 ConfigMaps: LISTs/s
+* watch fan-out: 20 watchers, 10,000 events; checks that every watcher got every event once, in
+  order, and reports the delivery rate (events received by all watchers per second)
+
+Usage: ``.venv/bin/python benchmarks/apiserver_bench.py [--seconds 5] [--concurrency 32]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+NS = "bench"
+OBJECTS = 100
+
+
+@dataclass
+class Target:
+    url: str
+    token: str
+    ssl: ssl.SSLContext
+
+
+def start_sim(workdir: Path) -> tuple[subprocess.Popen[bytes], Target]:
+    kubeconfig = workdir / "kubeconfig"
+    code = "from aiplane.cli import main; main()"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "sim", "--kubeconfig", str(kubeconfig), "--controllers", "none"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not kubeconfig.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            raise SystemExit(f"aiplane sim did not start:\n{err}")
+        time.sleep(0.05)
+    config = yaml.safe_load(kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    context = ssl.create_default_context(
+        cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
+    )
+    return proc, Target(cluster["server"], config["users"][0]["user"]["token"], context)
+
+
+def session(target: Target, connections: int) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=connections, ssl=target.ssl)
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers={"Authorization": f"Bearer {target.token}", "Accept": "application/json"},
+        timeout=aiohttp.ClientTimeout(total=None, sock_read=120),
+    )
+
+
+def cm_path(name: str = "") -> str:
+    base = f"/api/v1/namespaces/{NS}/configmaps"
+    return f"{base}/{name}" if name else base
+
+
+async def setup(http: aiohttp.ClientSession, url: str) -> None:
+    async with http.post(f"{url}/api/v1/namespaces", json={"metadata": {"name": NS}}) as resp:
+        assert resp.status in (201, 409), await resp.text()
+    for i in range(OBJECTS):
+        body = {"metadata": {"name": f"cm{i}", "labels": {"app": "bench"}}, "data": {"k": "v", "n": str(i)}}
+        async with http.post(f"{url}{cm_path()}", json=body) as resp:
+            assert resp.status in (201, 409), await resp.text()
+
+
+async def run_for(seconds: float, concurrency: int, one: Any) -> tuple[int, float]:
+    """Call ``one(i)`` from ``concurrency`` tasks for ``seconds``; (requests done, elapsed)."""
+    stop = time.perf_counter() + seconds
+    done = 0
+
+    async def worker(w: int) -> None:
+        nonlocal done
+        i = w
+        while time.perf_counter() < stop:
+            await one(i)
+            done += 1
+            i += concurrency
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return done, time.perf_counter() - started
+
+
+async def detect_patch(http: aiohttp.ClientSession, url: str) -> bool:
+    headers = {"Content-Type": "application/merge-patch+json"}
+    async with http.patch(f"{url}{cm_path('cm0')}", data=b'{"data":{"probe":"1"}}', headers=headers) as resp:
+        await resp.read()
+        return resp.status == 200
+
+
+async def fan_out(
+    http: aiohttp.ClientSession, url: str, watchers: int, events: int, concurrency: int, patch: bool
+) -> dict[str, Any]:
+    async with http.get(f"{url}{cm_path()}") as resp:
+        start_rv = (await resp.json())["metadata"]["resourceVersion"]
+    received: list[list[int]] = [[] for _ in range(watchers)]
+    all_done = asyncio.Event()
+    finished = 0
+    last_seen = [0.0] * watchers
+
+    async def watcher(w: int) -> None:
+        nonlocal finished
+        params = {"watch": "1", "resourceVersion": start_rv, "timeoutSeconds": "600"}
+        async with http.get(f"{url}{cm_path()}", params=params) as resp:
+            assert resp.status == 200
+            async for line in resp.content:
+                event = orjson.loads(line)
+                received[w].append(int(event["object"]["metadata"]["resourceVersion"]))
+                if len(received[w]) == events:
+                    last_seen[w] = time.perf_counter()
+                    finished += 1
+                    if finished == watchers:
+                        all_done.set()
+                    return
+
+    tasks = [asyncio.create_task(watcher(w)) for w in range(watchers)]
+    await asyncio.sleep(0.5)  # let every watch be established before the first write
+    written: list[int] = []
+    headers = {"Content-Type": "application/merge-patch+json"}
+
+    async def write(i: int) -> None:
+        name = f"cm{i % OBJECTS}"
+        if patch:
+            body = orjson.dumps({"data": {"n": str(i)}})
+            async with http.patch(f"{url}{cm_path(name)}", data=body, headers=headers) as resp:
+                obj = await resp.json()
+        else:
+            body = orjson.dumps(
+                {"metadata": {"name": name, "labels": {"app": "bench"}}, "data": {"k": "v", "n": str(i)}}
+            )
+            async with http.put(
+                f"{url}{cm_path(name)}", data=body, headers={"Content-Type": "application/json"}
+            ) as resp:
+                obj = await resp.json()
+        written.append(int(obj["metadata"]["resourceVersion"]))
+
+    started = time.perf_counter()
+    sem = asyncio.Semaphore(concurrency)
+
+    async def limited(i: int) -> None:
+        async with sem:
+            await write(i)
+
+    await asyncio.gather(*(limited(i) for i in range(events)))
+    writes_done = time.perf_counter()
+    await asyncio.wait_for(all_done.wait(), 300)
+    elapsed = max(last_seen) - started
+    for task in tasks:
+        task.cancel()
+    expected = sorted(written)
+    complete = all(r == expected for r in received)
+    return {
+        "watchers": watchers,
+        "events": events,
+        "write_seconds": writes_done - started,
+        "delivery_seconds": elapsed,
+        "lag_seconds": max(last_seen) - writes_done,
+        "lossless_in_order": complete,
+        "deliveries_per_s": watchers * events / elapsed,
+    }
+
+
+async def bench(
+    target: Target, seconds: float, concurrency: int, watchers: int, events: int
+) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    url = target.url
+    async with session(target, concurrency + watchers + 4) as http:
+        await setup(http, url)
+
+        async def get(i: int) -> None:
+            async with http.get(f"{url}{cm_path(f'cm{i % OBJECTS}')}") as resp:
+                await resp.read()
+                assert resp.status == 200
+
+        n, dt = await run_for(seconds, concurrency, get)
+        rows.append(("GET configmap", f"{n / dt:,.0f}/s", ">= 2,000/s"))
+
+        patch = await detect_patch(http, url)
+        headers = {"Content-Type": "application/merge-patch+json"}
+
+        async def write(i: int) -> None:
+            name = f"cm{i % OBJECTS}"
+            if patch:
+                body = orjson.dumps({"data": {"n": str(i)}})
+                async with http.patch(f"{url}{cm_path(name)}", data=body, headers=headers) as resp:
+                    await resp.read()
+                    assert resp.status == 200
+            else:
+                body = orjson.dumps(
+                    {"metadata": {"name": name, "labels": {"app": "bench"}}, "data": {"k": "v", "n": str(i)}}
+                )
+                async with http.put(
+                    f"{url}{cm_path(name)}", data=body, headers={"Content-Type": "application/json"}
+                ) as resp:
+                    await resp.read()
+                    assert resp.status == 200
+
+        n, dt = await run_for(seconds, concurrency, write)
+        label = "PATCH (merge) configmap" if patch else "PUT configmap (no PATCH yet)"
+        rows.append((label, f"{n / dt:,.0f}/s", ">= 1,000/s"))
+
+        async def lst(i: int) -> None:
+            async with http.get(f"{url}{cm_path()}") as resp:
+                await resp.read()
+                assert resp.status == 200
+
+        n, dt = await run_for(seconds, max(4, concurrency // 4), lst)
+        rows.append((f"LIST {OBJECTS} configmaps", f"{n / dt:,.0f}/s", ""))
+
+        result = await fan_out(http, url, watchers, events, concurrency, patch)
+        rows.append(
+            (
+                f"watch fan-out {watchers}x{events:,}",
+                f"{result['deliveries_per_s']:,.0f} events/s",
+                "lossless, in order" if result["lossless_in_order"] else "LOST OR REORDERED EVENTS",
+            )
+        )
+        rows.append(("  writes during fan-out", f"{events / result['write_seconds']:,.0f}/s", ""))
+        rows.append(("  last delivery after", f"{result['delivery_seconds']:.2f} s", ""))
+        rows.append(("  ... and after the last write", f"{result['lag_seconds'] * 1000:.0f} ms", ""))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each rate measurement")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
+    parser.add_argument("--watchers", type=int, default=20)
+    parser.add_argument("--events", type=int, default=10_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="aiplane-bench-") as tmp:
+        proc, target = start_sim(Path(tmp))
+        try:
+            rows = asyncio.run(bench(target, args.seconds, args.concurrency, args.watchers, args.events))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    width = max(len(r[0]) for r in rows)
+    print(f"aiplane sim on {os.cpu_count()} cores, {args.concurrency} requests in flight, HTTPS")
+    print(f"{'measure':<{width}}  {'result':>18}  target/check")
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>18}  {note}")
+    return 0 if all("LOST" not in r[2] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

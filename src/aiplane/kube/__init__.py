@@ -1,0 +1,1 @@
+"""The asyncio controller runtime: the Python counterpart of client-go and controller-runtime."""

@@ -1,0 +1,456 @@
+"""KubeClient: a thin async interface of plain dicts over the Kubernetes API.
+
+Controllers observe from informer caches and write little; what they write must be cheap and honest.
+So the client speaks JSON dicts (no model (de)serialisation on hot paths, orjson for encoding), builds
+paths from :class:`~aiplane.kube.resources.Resource`, limits its own request rate (QPS/burst, like
+client-go) and retries 429s after the server's Retry-After. kubernetes_asyncio provides what it is good
+at — kubeconfig and in-cluster configuration, credentials (including exec plugins and refresh), TLS — and
+its aiohttp session is the transport.
+
+Two implementations share every verb: :class:`HttpKubeClient` (a real or embedded API server) and
+``InMemoryKubeClient`` (``aiplane.kube.memory``: the embedded server's verbs without HTTP, for fast tests).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+
+from aiplane.kube.ratelimit import TokenBucket
+from aiplane.kube.resources import Resource
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+PATCH_TYPES = {"merge": MERGE_PATCH, "json": JSON_PATCH, "strategic": STRATEGIC_PATCH, "apply": APPLY_PATCH}
+
+#: Called after every request with (verb, HTTP status or 0 for a transport error, host).
+RequestObserver = Callable[[str, int, str], None]
+
+
+class ApiError(Exception):
+    """A failed API request: the server's ``Status`` (code, reason, message) or a transport failure."""
+
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        body: Mapping[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = dict(body or {})
+        self.retry_after = retry_after
+
+    @classmethod
+    def from_response(cls, status: int, raw: bytes, headers: Mapping[str, str]) -> ApiError:
+        body: dict[str, Any] = {}
+        try:
+            decoded = orjson.loads(raw) if raw else {}
+            if isinstance(decoded, dict):
+                body = decoded
+        except orjson.JSONDecodeError:
+            pass
+        retry_after: float | None = None
+        header = headers.get("Retry-After")
+        if header:
+            try:
+                retry_after = float(header)
+            except ValueError:
+                retry_after = None
+        reason = str(body.get("reason") or _REASONS.get(status, "Unknown"))
+        message = str(body.get("message") or raw[:200].decode("utf-8", "replace"))
+        return cls(status, reason, message, body, retry_after)
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409 and self.reason == "Conflict"
+
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def invalid(self) -> bool:
+        return self.status == 422
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def too_many_requests(self) -> bool:
+        return self.status == 429
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying with backoff: throttling, server errors, timeouts, lost connections, conflicts."""
+        return self.status in (0, 409, 429, 500, 502, 503, 504) and not self.already_exists
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+def _query(**params: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        if value is None or value is False:
+            continue
+        out[key] = "true" if value is True else str(value)
+    return out
+
+
+class KubeClient(abc.ABC):
+    """The verbs every controller uses, on plain dicts. Subclasses provide ``request`` and ``stream``."""
+
+    #: Unknown fields in what we write are bugs: ask the server to reject them.
+    field_validation = "Strict"
+
+    @abc.abstractmethod
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        retry_throttled: bool = True,
+    ) -> dict[str, Any]:
+        """One API call; the decoded JSON response, or :class:`ApiError`.
+
+        ``retry_throttled=False`` surfaces a 429 at once: for an eviction a 429 is an answer (a
+        PodDisruptionBudget says no), not throttling to wait out.
+        """
+
+    @abc.abstractmethod
+    def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """A watch: decoded ``{"type", "object"}`` events until the server ends the stream."""
+
+    async def close(self) -> None:
+        return None
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    async def get(
+        self, res: Resource, name: str, namespace: str | None = None, *, subresource: str | None = None
+    ) -> dict[str, Any]:
+        return await self.request("GET", res.path(namespace, name, subresource))
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        query = _query(
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            limit=limit,
+            resourceVersion=resource_version,
+        )
+        if continue_token:
+            query["continue"] = continue_token
+        return await self.request("GET", res.path(namespace), query=query)
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int | None = None,
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[dict[str, Any]]:
+        query = _query(
+            watch=True,
+            resourceVersion=resource_version,
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            timeoutSeconds=timeout_seconds,
+            allowWatchBookmarks=allow_bookmarks,
+        )
+        return self.stream(res.path(namespace), query)
+
+    # --- writes -----------------------------------------------------------------------------------
+
+    def _write_query(
+        self, field_manager: str | None, dry_run: bool = False, force: bool | None = None
+    ) -> dict[str, str]:
+        query = _query(fieldManager=field_manager, fieldValidation=self.field_validation, force=force)
+        if dry_run:
+            query["dryRun"] = "All"
+        return query
+
+    async def create(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        field_manager: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        ns = namespace or obj.get("metadata", {}).get("namespace")
+        return await self.request(
+            "POST", res.path(ns), query=self._write_query(field_manager, dry_run), body=obj
+        )
+
+    async def replace(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        meta = obj["metadata"]
+        path = res.path(meta.get("namespace"), meta["name"], subresource)
+        return await self.request("PUT", path, query=self._write_query(field_manager), body=obj)
+
+    async def replace_status(
+        self, res: Resource, obj: Mapping[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        return await self.replace(res, obj, subresource="status", field_manager=field_manager)
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: Any,
+        *,
+        namespace: str | None = None,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        field_manager: str | None = None,
+        force: bool | None = None,
+    ) -> dict[str, Any]:
+        content_type = PATCH_TYPES[patch_type]
+        query = self._write_query(field_manager, force=force)
+        return await self.request(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            query=query,
+            body=patch,
+            content_type=content_type,
+        )
+
+    async def apply(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        *,
+        field_manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Server-side apply of ``obj`` (a full or partial object with apiVersion, kind and metadata.name)."""
+        meta = obj["metadata"]
+        return await self.patch(
+            res,
+            meta["name"],
+            obj,
+            namespace=meta.get("namespace"),
+            patch_type="apply",
+            subresource=subresource,
+            field_manager=field_manager,
+            force=force,
+        )
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation_policy: str | None = None,
+        preconditions: Mapping[str, str] | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        return await self.request("DELETE", res.path(namespace, name), body=options)
+
+    async def evict(
+        self, name: str, namespace: str, *, delete_options: Mapping[str, Any] | None = None
+    ) -> None:
+        """Evict a pod through the Eviction API; a PodDisruptionBudget in the way is ``ApiError`` 429."""
+        from aiplane.kube.resources import PODS
+
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if delete_options:
+            body["deleteOptions"] = dict(delete_options)
+        await self.request("POST", PODS.path(namespace, name, "eviction"), body=body, retry_throttled=False)
+
+
+class HttpKubeClient(KubeClient):
+    """The client for a real API server (or ``aiplane sim``), over kubernetes_asyncio's aiohttp session."""
+
+    def __init__(
+        self,
+        configuration: Any,
+        *,
+        qps: float = 50.0,
+        burst: int = 100,
+        max_throttle_retries: int = 5,
+        observer: RequestObserver | None = None,
+        user_agent: str = "aiplane",
+    ) -> None:
+        from kubernetes_asyncio.client.rest import RESTClientObject
+
+        self.configuration = configuration
+        self._rest = RESTClientObject(configuration)
+        self._session = self._rest.pool_manager
+        self._host = str(configuration.host).rstrip("/")
+        self._bucket = TokenBucket(qps, burst) if qps != float("inf") else None
+        self._max_retries = max_throttle_retries
+        self._observer = observer
+        self._user_agent = user_agent
+
+    @classmethod
+    async def from_kubeconfig(
+        cls, path: str | None = None, *, context: str | None = None, **kw: Any
+    ) -> HttpKubeClient:
+        from kubernetes_asyncio import config
+        from kubernetes_asyncio.client import Configuration
+
+        configuration = Configuration()
+        await config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        return cls(configuration, **kw)
+
+    @classmethod
+    def in_cluster(cls, **kw: Any) -> HttpKubeClient:
+        from kubernetes_asyncio import config
+        from kubernetes_asyncio.client import Configuration
+
+        configuration = Configuration()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(configuration, **kw)
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    async def close(self) -> None:
+        await self._rest.close()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON, "User-Agent": self._user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        auth = await self.configuration.auth_settings()
+        for setting in auth.values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        return headers
+
+    def _observe(self, method: str, status: int) -> None:
+        if self._observer is not None:
+            self._observer(method, status, self._host)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        retry_throttled: bool = True,
+    ) -> dict[str, Any]:
+        import aiohttp
+
+        url = self._host + path + (f"?{urlencode(query)}" if query else "")
+        data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
+        attempt = 0
+        while True:
+            if self._bucket is not None:
+                await self._bucket.acquire()
+            headers = await self._headers(content_type if data is not None else None)
+            try:
+                async with self._session.request(method, url, data=data, headers=headers) as resp:
+                    raw = await resp.read()
+                    self._observe(method, resp.status)
+                    if resp.status < 400:
+                        decoded = orjson.loads(raw) if raw else {}
+                        return decoded if isinstance(decoded, dict) else {"items": decoded}
+                    error = ApiError.from_response(resp.status, raw, resp.headers)
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                self._observe(method, 0)
+                raise ApiError(0, "ConnectionError", f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            if error.too_many_requests and retry_throttled and attempt < self._max_retries:
+                attempt += 1
+                await asyncio.sleep(error.retry_after if error.retry_after is not None else 1.0)
+                continue
+            raise error
+
+    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+        import aiohttp
+
+        url = self._host + path + f"?{urlencode(query)}"
+        if self._bucket is not None:
+            await self._bucket.acquire()
+        headers = await self._headers(None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        try:
+            async with self._session.get(url, headers=headers, timeout=timeout) as resp:
+                self._observe("WATCH", resp.status)
+                if resp.status >= 400:
+                    raise ApiError.from_response(resp.status, await resp.read(), resp.headers)
+                buffer = b""
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        if line.strip():
+                            yield orjson.loads(line)
+                if buffer.strip():
+                    yield orjson.loads(buffer)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            self._observe("WATCH", 0)
+            raise ApiError(0, "ConnectionError", f"watch {path}: {type(exc).__name__}: {exc}") from exc
