@@ -144,6 +144,84 @@ def sim(
     raise typer.Exit(code)
 
 
+@app.command()
+def run(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            help="Kubeconfig; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config."
+        ),
+    ] = None,
+    controllers: Annotated[
+        str, typer.Option(help="Controllers to run: all, none, or NAME,... (diagnostic ones only by name).")
+    ] = "all",
+    leader_elect: Annotated[
+        bool, typer.Option("--leader-elect", help="Elect one active replica through a Lease.")
+    ] = False,
+    leader_election_namespace: Annotated[
+        str | None,
+        typer.Option(help="Namespace of the Lease; default: the pod's, else the kubeconfig context's."),
+    ] = None,
+    leader_election_id: Annotated[
+        str, typer.Option(help="Name of the Lease.")
+    ] = "aiplane-controller-manager",
+    leader_election_lease_duration: Annotated[
+        float,
+        typer.Option(help="Seconds a standby waits after the last observed renewal before taking over."),
+    ] = 15.0,
+    leader_election_renew_deadline: Annotated[
+        float, typer.Option(help="Seconds the leader keeps retrying a renewal before giving up leadership.")
+    ] = 10.0,
+    leader_election_retry_period: Annotated[
+        float, typer.Option(help="Seconds between attempts to acquire or renew.")
+    ] = 2.0,
+    metrics_bind_address: Annotated[
+        str, typer.Option(help="Address of /metrics, e.g. :8080 or 127.0.0.1:0; 0 disables.")
+    ] = ":8080",
+    health_probe_bind_address: Annotated[
+        str, typer.Option(help="Address of /healthz and /readyz, e.g. :8081; 0 disables.")
+    ] = ":8081",
+    max_concurrent_reconciles: Annotated[int, typer.Option(help="Workers per controller.", min=1)] = 1,
+    kube_api_qps: Annotated[
+        float,
+        typer.Option(help="Client-side API requests per second (burst above it is --kube-api-burst).", min=1),
+    ] = 200.0,
+    kube_api_burst: Annotated[int, typer.Option(help="Client-side API request burst.", min=1)] = 400,
+    shutdown_timeout: Annotated[
+        float, typer.Option(help="Seconds in-flight reconciles get to finish after SIGTERM.")
+    ] = 30.0,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the operator: a manager with the selected controllers, until SIGTERM.
+
+    Exit status 0 after SIGTERM and a clean drain, 1 when leadership is lost or the manager fails,
+    2 for invalid flags or configuration.
+    """
+    from aiplane.run import RunOptions
+    from aiplane.run import main as run_main
+
+    code = run_main(
+        RunOptions(
+            kubeconfig=kubeconfig,
+            controllers=controllers,
+            leader_elect=leader_elect,
+            leader_election_namespace=leader_election_namespace,
+            leader_election_id=leader_election_id,
+            leader_election_lease_duration=leader_election_lease_duration,
+            leader_election_renew_deadline=leader_election_renew_deadline,
+            leader_election_retry_period=leader_election_retry_period,
+            metrics_bind_address=metrics_bind_address,
+            health_probe_bind_address=health_probe_bind_address,
+            max_concurrent_reconciles=max_concurrent_reconciles,
+            kube_api_qps=kube_api_qps,
+            kube_api_burst=kube_api_burst,
+            shutdown_timeout=shutdown_timeout,
+            log_level=log_level,
+        )
+    )
+    raise typer.Exit(code)
+
+
 def main() -> None:
     app()
 

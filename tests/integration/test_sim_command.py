@@ -113,3 +113,70 @@ def test_sim_rejects_a_bad_fleet_file_with_the_field_named(tmp_path: Path) -> No
     assert proc.returncode == 2
     assert "nodePools.0.gpu.vendor" in proc.stderr
     assert not (tmp_path / "kc").exists()
+
+
+ECHO = {
+    "apiVersion": "diagnostics.aiplane.io/v1",
+    "kind": "Echo",
+    "metadata": {"name": "hello", "namespace": "default"},
+    "spec": {"value": "world"},
+}
+
+
+def test_sim_runs_selected_controllers_in_process(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = subprocess.Popen(
+        [*AIPLANE, "sim", "--kubeconfig", str(kubeconfig), "--controllers", "echo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(kubeconfig, proc)
+        kubectl = [KUBECTL, "--kubeconfig", str(kubeconfig)]
+        subprocess.run(
+            [
+                *kubectl,
+                "wait",
+                "crd/echoes.diagnostics.aiplane.io",
+                "--for=condition=Established",
+                "--timeout=60s",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
+        subprocess.run(
+            [*kubectl, "apply", "-f", "-"],
+            input=json.dumps(ECHO),
+            text=True,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        waited = subprocess.run(
+            [*kubectl, "wait", "echo/hello", "--for=jsonpath={.status.value}=world", "--timeout=60s"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        assert waited.returncode == 0, waited.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sim_rejects_unknown_controllers(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*AIPLANE, "sim", "--kubeconfig", str(tmp_path / "kc"), "--controllers", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "unknown controller(s) nope" in proc.stderr

@@ -1,11 +1,17 @@
-"""``aiplane sim``: serve an embedded cluster until SIGINT/SIGTERM, then exit 0."""
+"""``aiplane sim``: serve an embedded cluster until SIGINT/SIGTERM, then exit 0.
+
+Unless ``--controllers none``, the same manager ``aiplane run`` builds runs in the same process, on an
+in-memory client to the embedded server (no HTTP between them), so one command gives a working cluster.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -13,9 +19,35 @@ from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, load_fleet
 
 
+async def _in_process_manager(cluster: EmbeddedCluster, selected: dict[str, Any]) -> Any:
+    from aiplane.kube.manager import Manager
+    from aiplane.kube.memory import InMemoryKubeClient
+
+    client = InMemoryKubeClient.for_cluster(cluster)
+    manager = Manager(
+        client,
+        leader_election=None,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        handle_signals=False,
+    )
+    for setup in selected.values():
+        result = setup(manager)
+        if inspect.isawaitable(result):
+            await result
+    return manager
+
+
 async def run_sim(
     *, kubeconfig: Path, port: int, fleet_file: Path | None, controllers: str, faults: list[str]
 ) -> int:
+    from aiplane.controllers import registry
+
+    try:
+        selected = registry.select(controllers)
+    except registry.UnknownControllerError as exc:
+        print(f"aiplane sim: {exc}", file=sys.stderr)
+        return 2
     fleet: Fleet | None = None
     if fleet_file is not None:
         try:
@@ -35,16 +67,31 @@ async def run_sim(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     url = await cluster.start(port=port)
+    manager: Any = None
+    manager_task: asyncio.Task[int] | None = None
+    if selected:
+        manager = await _in_process_manager(cluster, selected)
+        manager_task = asyncio.create_task(manager.run())
     cluster.write_kubeconfig(kubeconfig)
     nodes = cluster.server.store.count("/nodes")
     print(f"aiplane sim: serving {url} ({nodes} nodes); kubeconfig written to {kubeconfig}", file=sys.stderr)
+    if selected:
+        print(f"aiplane sim: controllers running in-process: {', '.join(sorted(selected))}", file=sys.stderr)
     print(f"aiplane sim: try  KUBECONFIG={kubeconfig} kubectl get nodes", file=sys.stderr)
-    if controllers not in ("none", "all"):
-        print(
-            f"aiplane sim: controllers {controllers!r}: no controllers exist yet; serving without",
-            file=sys.stderr,
-        )
-    await stop.wait()
+    stopped = asyncio.create_task(stop.wait())
+    waiting: set[asyncio.Task[Any]] = {stopped}
+    if manager_task is not None:
+        waiting.add(manager_task)
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if manager_task is not None:
+        if manager_task.done():
+            code = manager_task.result()
+            print(f"aiplane sim: the in-process manager exited ({code})", file=sys.stderr)
+        else:
+            manager.stop()
+            code = await manager_task
+    stopped.cancel()
     await cluster.stop()
     print("aiplane sim: stopped", file=sys.stderr)
-    return 0
+    return code

@@ -8,6 +8,7 @@ this module only translates HTTP to those calls and back.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime
 import secrets
@@ -92,6 +93,7 @@ class ApiServer:
         apply.install(self.api)  # managedFields on every write (server-side apply's field manager)
         self.faults = faults.Faults()
         self.requests_total = 0
+        self.request_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
 
     # --- application --------------------------------------------------------------------------------
@@ -107,6 +109,9 @@ class ApiServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         self.requests_total += 1
+        agent = request.headers.get("User-Agent", "").split("/", 1)[0] or "unknown"
+        verb = "WATCH" if request.query.get("watch") in ("1", "true") else request.method
+        self.request_stats[(verb, agent)] += 1
         apply.REQUEST_USER_AGENT.set(request.headers.get("User-Agent", ""))  # default field manager
         if not request.path.startswith(_PUBLIC):
             auth = request.headers.get("Authorization", "")
@@ -126,6 +131,12 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         parts = [unquote(p) for p in path.strip("/").split("/")] if path != "/" else []
+        if parts == ["_sim", "stats"] and request.method == "GET":
+            # Requests by verb and client (User-Agent product): how many writes an operator made.
+            stats: dict[str, dict[str, int]] = {}
+            for (verb, agent), count in sorted(self.request_stats.items()):
+                stats.setdefault(agent, {})[verb] = count
+            return json_response({"requests": stats, "resourceVersion": self.store.rv})
         if parts[:1] == ["_sim"]:
             return await faults.handle_http(self, request, parts)
         handled = await discovery.handle(self, request, parts)

@@ -1,0 +1,1 @@
+"""aiplane's controllers; ``registry.CONTROLLERS`` names the ones ``aiplane run`` can start."""

@@ -1,0 +1,108 @@
+"""A diagnostic controller: copies ``spec.value`` of an Echo to ``status.value``.
+
+It exercises the whole runtime with the least domain logic (tests, the runtime benchmark and its kopf
+comparison): observe from the cache, decide purely, write status only when it differs, so a steady
+cluster sees zero writes. Its CRD (``echoes.diagnostics.aiplane.io``) is installed by the controller
+itself when missing; it is not part of aiplane's API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.resources import CRDS, Resource, register
+
+GROUP = "diagnostics.aiplane.io"
+ECHOES = register(Resource(GROUP, "v1", "echoes", "Echo", True))
+FIELD_MANAGER = "aiplane-echo"
+
+CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": f"echoes.{GROUP}"},
+    "spec": {
+        "group": GROUP,
+        "scope": "Namespaced",
+        "names": {"kind": "Echo", "plural": "echoes", "singular": "echo", "listKind": "EchoList"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Value", "type": "string", "jsonPath": ".spec.value"},
+                    {"name": "Echoed", "type": "string", "jsonPath": ".status.value"},
+                ],
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "properties": {"value": {"type": "string"}}},
+                            "status": {
+                                "type": "object",
+                                "properties": {
+                                    "value": {"type": "string"},
+                                    "observedGeneration": {"type": "integer"},
+                                },
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def desired_status(obj: dict[str, Any]) -> dict[str, Any]:
+    """The status an Echo should have: pure, so the steady state is obvious."""
+    return {
+        "value": obj.get("spec", {}).get("value", ""),
+        "observedGeneration": obj["metadata"].get("generation", 1),
+    }
+
+
+async def ensure_crd(client: KubeClient) -> None:
+    try:
+        await client.create(CRDS, CRD)
+    except ApiError as exc:
+        if not exc.already_exists:
+            raise
+
+
+def new_controller(client: KubeClient, informers: Any, *, workers: int = 1) -> Controller:
+    informer = informers.informer(ECHOES)
+
+    async def reconcile(request: Request) -> Result | None:
+        obj = informer.cache.get(request.key)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return None
+        want = desired_status(obj)
+        if (obj.get("status") or {}) == want:
+            return None
+        await client.patch(
+            ECHOES,
+            request.name,
+            {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": want},
+            namespace=request.namespace,
+            subresource="status",
+            field_manager=FIELD_MANAGER,
+        )
+        return None
+
+    return Controller.build("echo").for_(ECHOES).workers(workers).reconcile(reconcile)
+
+
+async def setup(manager: Any) -> None:
+    """``aiplane run --controllers echo``: install the CRD if missing, then register the controller."""
+    await ensure_crd(manager.client)
+    controller = new_controller(
+        manager.client, manager.informers, workers=manager.controller_options.max_concurrent_reconciles
+    )
+    controller.bind(
+        manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
+    )
+    manager.add_controller(controller)

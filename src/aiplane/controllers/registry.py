@@ -1,0 +1,125 @@
+"""The controllers ``aiplane run --controllers`` can start, by name.
+
+Each entry is a *setup function* ``setup(manager) -> None`` (or a coroutine function: ``async def
+setup(manager)``, for setup that must talk to the API server first, such as installing a CRD its
+informer lists): it builds its controller(s) on the manager's shared client and informers and
+registers them with ``manager.add_controller`` (and any agent with ``manager.add_runnable``). Setup
+functions read process-wide options, such as ``--max-concurrent-reconciles``, from
+``manager.controller_options``, the way controller-runtime controllers read the manager's
+``config.Controller``. A typical one::
+
+    def setup(manager: Manager) -> None:
+        controller = build(manager.client, manager.informers,
+                           workers=manager.controller_options.max_concurrent_reconciles)
+        controller.bind(manager.informers, observer=manager.metrics.controllers,
+                        queue_metrics=manager.metrics.workqueue)
+        manager.add_controller(controller)
+
+Setup runs before the manager starts; the manager then starts the informers created during setup,
+waits for their caches and only then runs the controllers (and only while leading).
+
+Entries import their module lazily, so ``aiplane run --controllers a`` never imports controller ``b``
+(nor its dependencies).
+
+Diagnostic controllers (:data:`DIAGNOSTIC`) exercise the runtime, not the product: they run only when
+named, never as part of ``all``. Besides ``echo`` (copies ``spec.value`` of
+``echoes.diagnostics.aiplane.io`` objects to ``status.value``), tests and benchmarks may register more
+through the environment, without shipping them in the package::
+
+    AIPLANE_EXTRA_CONTROLLERS="probe=tests.integration.run_helpers:setup_probe,other=pkg.mod:fn"
+
+Each ``NAME=MODULE:FUNCTION`` names a setup function importable by the process; these too are
+diagnostic (run only when named) and may not shadow a built-in name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from aiplane.kube.manager import Manager
+
+__all__ = [
+    "CONTROLLERS",
+    "DIAGNOSTIC",
+    "EXTRA_CONTROLLERS_ENV",
+    "ControllerSetup",
+    "UnknownControllerError",
+    "extra_controllers",
+    "select",
+]
+
+#: Registers one controller (or a few that belong together) with a manager; may be a coroutine function.
+ControllerSetup = Callable[["Manager"], Awaitable[None] | None]
+
+EXTRA_CONTROLLERS_ENV: Final = "AIPLANE_EXTRA_CONTROLLERS"
+
+
+def _lazy(module: str, function: str = "setup") -> ControllerSetup:
+    """A setup function that imports ``module`` only when called."""
+
+    async def setup(manager: Manager) -> None:
+        fn: ControllerSetup = getattr(importlib.import_module(module), function)
+        result = fn(manager)
+        if inspect.isawaitable(result):
+            await result
+
+    setup.__qualname__ = setup.__name__ = f"{module}.{function}"
+    return setup
+
+
+#: Every controller ``aiplane run`` knows, by the name ``--controllers`` takes.
+CONTROLLERS: dict[str, ControllerSetup] = {
+    "echo": _lazy("aiplane.controllers.echo"),
+}
+
+#: Names that run only when asked for by name (never as part of ``all``).
+DIAGNOSTIC: frozenset[str] = frozenset({"echo"})
+
+
+class UnknownControllerError(ValueError):
+    """``--controllers`` named something no one registered."""
+
+
+def extra_controllers(env: Mapping[str, str] | None = None) -> dict[str, ControllerSetup]:
+    """Diagnostic setup functions from ``AIPLANE_EXTRA_CONTROLLERS`` (see the module docstring)."""
+    spec = (os.environ if env is None else env).get(EXTRA_CONTROLLERS_ENV, "").strip()
+    extras: dict[str, ControllerSetup] = {}
+    if not spec:
+        return extras
+    for entry in spec.split(","):
+        name, eq, target = entry.strip().partition("=")
+        module, colon, function = target.partition(":")
+        if not (eq and colon and name and module and function):
+            raise ValueError(f"{EXTRA_CONTROLLERS_ENV}: {entry!r} is not NAME=MODULE:FUNCTION")
+        if name in CONTROLLERS or name in ("all", "none"):
+            raise ValueError(f"{EXTRA_CONTROLLERS_ENV}: {name!r} is a reserved controller name")
+        extras[name] = _lazy(module, function)
+    return extras
+
+
+def select(selection: str, env: Mapping[str, str] | None = None) -> dict[str, ControllerSetup]:
+    """The setup functions ``--controllers`` asks for: ``all``, ``none`` or ``NAME,...``.
+
+    ``all`` is every non-diagnostic controller. Unknown names raise
+    :class:`UnknownControllerError` naming the known ones, before anything connects anywhere.
+    """
+    known = {**CONTROLLERS, **extra_controllers(env)}
+    text = selection.strip()
+    if text == "none":
+        return {}
+    if text == "all":
+        return {name: fn for name, fn in CONTROLLERS.items() if name not in DIAGNOSTIC}
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise UnknownControllerError("--controllers is empty: give all, none or NAME,...")
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UnknownControllerError(
+            f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(sorted(known))} (or all, none)"
+        )
+    return {name: known[name] for name in dict.fromkeys(names)}

@@ -1,0 +1,354 @@
+"""Controllers: level-triggered ``reconcile(request)`` over a work queue fed by shared informers.
+
+A controller names its primary kind (``for_``), the kinds it creates (``owns``: an event on a child
+enqueues its controlling owner) and any other kinds whose changes matter (``watches`` with a map
+function, e.g. a Node change to the plans selecting it). Events only ever enqueue keys; the reconcile
+function reads current state from the caches, so a burst of events for one object costs one reconcile,
+and an object is never reconciled concurrently with itself (the work queue guarantees it).
+
+Failures never stop a controller: an exception requeues the key with per-item exponential backoff
+(5 ms → 1000 s, combined with a 10 qps/100 burst bucket, client-go's default) and is logged with the
+key; a ``Result(requeue_after=…)`` schedules the next look without counting as a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from aiplane.kube.logging import reconcile_context
+from aiplane.kube.meta import controller_of
+from aiplane.kube.ratelimit import default_controller_rate_limiter
+from aiplane.kube.resources import Resource
+from aiplane.kube.workqueue import NoopMetricsProvider, WorkQueue, WorkQueueMetricsProvider
+
+log = structlog.get_logger("aiplane.controller")
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, order=True)
+class Request:
+    """What to reconcile: a namespace (``None`` for cluster-scoped kinds) and a name."""
+
+    namespace: str | None
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def for_object(cls, obj: Obj) -> Request:
+        meta = obj["metadata"]
+        return cls(meta.get("namespace") or None, meta["name"])
+
+    def __str__(self) -> str:
+        return self.key
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks for next: nothing, a look after ``requeue_after`` seconds, or a retry."""
+
+    requeue_after: float | None = None
+    requeue: bool = False
+
+
+Reconciler = Callable[[Request], Awaitable["Result | None"]]
+MapFunc = Callable[[Obj], Iterable[Request]]
+
+
+class Predicate(Protocol):
+    """Filters update events (creates and deletes always pass, as they change what exists)."""
+
+    def __call__(self, old: Obj, new: Obj) -> bool: ...
+
+
+def generation_changed(old: Obj, new: Obj) -> bool:
+    """Spec changes only: status writes (ours included) do not bump generation."""
+    return bool(old["metadata"].get("generation") != new["metadata"].get("generation"))
+
+
+def labels_changed(old: Obj, new: Obj) -> bool:
+    return bool(old["metadata"].get("labels") != new["metadata"].get("labels"))
+
+
+def annotations_changed(old: Obj, new: Obj) -> bool:
+    return bool(old["metadata"].get("annotations") != new["metadata"].get("annotations"))
+
+
+def deletion_started(old: Obj, new: Obj) -> bool:
+    """A deletionTimestamp appeared or finalizers changed: finalizer logic must run."""
+    o, n = old["metadata"], new["metadata"]
+    return bool(
+        o.get("deletionTimestamp") != n.get("deletionTimestamp") or o.get("finalizers") != n.get("finalizers")
+    )
+
+
+def any_of(*predicates: Predicate) -> Predicate:
+    def check(old: Obj, new: Obj) -> bool:
+        return any(p(old, new) for p in predicates)
+
+    return check
+
+
+class ReconcileObserver(Protocol):
+    """Metrics a controller reports (implemented by ``aiplane.kube.metrics.ControllerMetrics``)."""
+
+    def reconcile_started(self, controller: str) -> None: ...
+
+    def reconcile_finished(self, controller: str, result: str, seconds: float) -> None: ...
+
+    def set_max_concurrent(self, controller: str, n: int) -> None: ...
+
+
+@dataclass
+class _Source:
+    resource: Resource
+    map_fn: MapFunc
+    predicates: tuple[Predicate, ...] = ()
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+
+
+def _own_request(primary: Resource) -> MapFunc:
+    def to_owner(obj: Obj) -> Iterable[Request]:
+        owner = controller_of(obj)
+        if owner is None or owner.get("kind") != primary.kind:
+            return ()
+        if (
+            owner.get("apiVersion", "").split("/")[0]
+            != (primary.group or owner.get("apiVersion", "")).split("/")[0]
+        ):
+            return ()
+        namespace = obj["metadata"].get("namespace") if primary.namespaced else None
+        return (Request(namespace or None, owner["name"]),)
+
+    return to_owner
+
+
+def _self_request(obj: Obj) -> Iterable[Request]:
+    return (Request.for_object(obj),)
+
+
+@dataclass
+class ControllerBuilder:
+    """``Controller.build(name).for_(…).owns(…).watches(…).workers(n).reconcile(fn)``."""
+
+    name: str
+    _primary: Resource | None = None
+    _sources: list[_Source] = field(default_factory=list)
+    _workers: int = 1
+
+    def for_(
+        self,
+        resource: Resource,
+        *,
+        predicates: Iterable[Predicate] = (),
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> ControllerBuilder:
+        self._primary = resource
+        self._sources.insert(
+            0, _Source(resource, _self_request, tuple(predicates), namespace, label_selector)
+        )
+        return self
+
+    def owns(self, resource: Resource, *, predicates: Iterable[Predicate] = ()) -> ControllerBuilder:
+        if self._primary is None:
+            raise ValueError("call for_() before owns(): owned objects map to the primary kind")
+        self._sources.append(_Source(resource, _own_request(self._primary), tuple(predicates)))
+        return self
+
+    def watches(
+        self,
+        resource: Resource,
+        map_fn: MapFunc,
+        *,
+        predicates: Iterable[Predicate] = (),
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ControllerBuilder:
+        self._sources.append(
+            _Source(
+                resource,
+                map_fn,
+                tuple(predicates),
+                label_selector=label_selector,
+                field_selector=field_selector,
+            )
+        )
+        return self
+
+    def workers(self, n: int) -> ControllerBuilder:
+        if n < 1:
+            raise ValueError("a controller needs at least one worker")
+        self._workers = n
+        return self
+
+    def reconcile(self, fn: Reconciler) -> Controller:
+        if self._primary is None:
+            raise ValueError(f"controller {self.name}: for_() names no primary kind")
+        return Controller(self.name, fn, list(self._sources), self._workers)
+
+
+class Controller:
+    """A running controller: informer handlers enqueue requests, N workers reconcile them."""
+
+    def __init__(self, name: str, reconciler: Reconciler, sources: list[_Source], workers: int = 1) -> None:
+        self.name = name
+        self.reconciler = reconciler
+        self.sources = sources
+        self.max_concurrent = workers
+        self.observer: ReconcileObserver | None = None
+        self.queue_metrics: WorkQueueMetricsProvider = NoopMetricsProvider()
+        self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=default_controller_rate_limiter())
+        self._informers: list[Any] = []
+        self._log = log.bind(controller=name)
+
+    @staticmethod
+    def build(name: str) -> ControllerBuilder:
+        return ControllerBuilder(name)
+
+    # --- wiring -----------------------------------------------------------------------------------
+
+    def bind(
+        self,
+        informers: Any,
+        *,
+        observer: ReconcileObserver | None = None,
+        queue_metrics: WorkQueueMetricsProvider | None = None,
+    ) -> Controller:
+        """Attach to a shared ``InformerFactory``: one handler per source, enqueueing requests."""
+        if queue_metrics is not None:
+            self.queue_metrics = queue_metrics
+            self.queue = WorkQueue(
+                self.name, rate_limiter=default_controller_rate_limiter(), metrics=queue_metrics
+            )
+        self.observer = observer
+        for source in self.sources:
+            informer = informers.informer(
+                source.resource,
+                namespace=source.namespace,
+                label_selector=source.label_selector,
+                field_selector=source.field_selector,
+            )
+            self._informers.append(informer)
+            informer.add_handler(*self._handlers(source))
+        return self
+
+    def _handlers(
+        self, source: _Source
+    ) -> tuple[Callable[[Obj], None], Callable[[Obj, Obj], None], Callable[[Obj], None]]:
+        def enqueue(obj: Obj) -> None:
+            for request in source.map_fn(obj):
+                self.queue.add(request)
+
+        def on_update(old: Obj, new: Obj) -> None:
+            if source.predicates and not any(p(old, new) for p in source.predicates):
+                return
+            enqueue(new)
+            if source.map_fn is not _self_request:
+                enqueue(old)  # a child that changed owner, a node that stopped matching: both sides
+
+        return enqueue, on_update, enqueue
+
+    def enqueue(self, request: Request, after: float | None = None) -> None:
+        if after:
+            self.queue.add_after(request, after)
+        else:
+            self.queue.add(request)
+
+    @property
+    def informers(self) -> list[Any]:
+        return list(self._informers)
+
+    def has_synced(self) -> bool:
+        return all(inf.has_synced for inf in self._informers)
+
+    # --- running ----------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event, *, drain_timeout: float = 30.0) -> None:
+        """Reconcile until ``stop`` is set, then finish in-flight work within ``drain_timeout``."""
+        for informer in self._informers:
+            await informer.wait_synced()
+        if self.observer is not None:
+            self.observer.set_max_concurrent(self.name, self.max_concurrent)
+        workers = [
+            asyncio.create_task(self._worker(i), name=f"{self.name}-worker-{i}")
+            for i in range(self.max_concurrent)
+        ]
+        self._log.info("controller started", workers=self.max_concurrent)
+        try:
+            await stop.wait()
+        finally:
+            drained = await self.queue.shutdown_with_drain(timeout=drain_timeout)
+            if not drained:
+                self._log.warning("in-flight reconciles did not finish in time", timeout=drain_timeout)
+            for task in workers:
+                if not task.done():
+                    task.cancel()
+            for task in workers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._log.info("controller stopped")
+
+    async def _worker(self, index: int) -> None:
+        while True:
+            request = await self.queue.get()
+            if request is None:
+                return
+            try:
+                await self.process(request)
+            finally:
+                self.queue.done(request)
+
+    async def process(self, request: Request) -> str:
+        """One reconcile of ``request`` with its bookkeeping; returns the result label for metrics."""
+        with reconcile_context(controller=self.name, key=request.key) as reconcile_id:
+            bound = self._log.bind(key=request.key, reconcile_id=reconcile_id)
+            if self.observer is not None:
+                self.observer.reconcile_started(self.name)
+            started = time.perf_counter()
+            label = "success"
+            try:
+                result = await self.reconciler(request) or Result()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                label = "error"
+                self.queue.add_rate_limited(request)
+                bound.error(
+                    "reconcile failed",
+                    error=f"{type(exc).__name__}: {exc}",
+                    retries=self.queue.num_requeues(request),
+                    exc_info=not _is_api_error(exc),
+                )
+            else:
+                if result.requeue_after:
+                    label = "requeue_after"
+                    self.queue.forget(request)
+                    self.queue.add_after(request, result.requeue_after)
+                elif result.requeue:
+                    label = "requeue"
+                    self.queue.add_rate_limited(request)
+                else:
+                    self.queue.forget(request)
+            finally:
+                if self.observer is not None:
+                    self.observer.reconcile_finished(self.name, label, time.perf_counter() - started)
+            return label
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    from aiplane.kube.client import ApiError
+
+    return isinstance(exc, ApiError)

@@ -1,0 +1,801 @@
+"""Informers: a local, indexed, always-catching-up copy of one kind of object, with change callbacks.
+
+Controllers read from informer caches rather than the API server, so what the cache guarantees is what
+every controller decision rests on. This is client-go's reflector + indexer + shared informer
+(``k8s.io/client-go/tools/cache``) for asyncio and plain dicts:
+
+* **List, then watch.** The initial LIST is paginated (``limit``, default 500, following ``continue``);
+  every page of one list is served from the same snapshot, so the pages add up to one consistent state.
+  If the snapshot expires mid-way (410 on the continue token) the list restarts as one unpaginated list,
+  as client-go's pager does (restarting pagination could expire again, forever, on a busy resource). The
+  WATCH then starts at the list's resourceVersion with ``allowWatchBookmarks``: nothing between the list
+  and the watch is missed, and bookmarks keep the resourceVersion fresh on quiet resources so that a
+  later re-watch rarely falls out of the server's history.
+* **Re-watch, relist.** A stream that ends normally (the server's timeout, a load balancer) is resumed
+  from the last resourceVersion seen: no event is missed or repeated. When that is impossible — 410 Gone
+  (an ERROR event with code 410, or HTTP 410: the history no longer reaches back), or a stream that broke
+  (a lost connection, a 5xx) — the informer relists and reconciles its cache against the fresh list,
+  emitting synthetic ``on_add``, ``on_update`` (only for a changed resourceVersion) and ``on_delete`` for
+  exactly the differences (:func:`diff`). So a handler sees every object's state converge to the server's,
+  and never the same (key, resourceVersion) twice.
+* **Backoff.** Failed attempts wait an exponentially growing, jittered delay capped at 30 s (client-go's
+  reflector uses 800 ms … 30 s); a watch that delivers events resets it. A 429 re-watches after the
+  server's ``Retry-After``; a first 410 relists at once (it is routine, not a failure).
+* **Cache.** Objects are stored without ``metadata.managedFields`` (often bigger than the object, and no
+  controller decides on them), keyed ``namespace/name`` (or ``name``), and shared: a cached object, and
+  every object passed to a handler, must never be mutated (``meta.deep_copy`` first). Indexes — built in:
+  ``namespace`` and ``owner`` (the uid of the controller ownerReference); more with :meth:`add_indexer` —
+  are maintained incrementally. Each event costs O(1) (a shallow copy of the top level and metadata, one
+  dict update, the index functions), never a deep copy, so caches of tens of thousands of objects are fine.
+* **Handlers** are synchronous callbacks run on the event loop, in event order, after the cache has been
+  updated (a handler reading the cache sees at least the state it is told about). A handler added once
+  the informer has data first gets a synthetic ``on_add`` for every cached object, as client-go does. A
+  handler that raises is logged and does not disturb the informer or the other handlers.
+
+:class:`InformerFactory` shares one informer per (resource, namespace, label selector, field selector), so
+controllers watching the same kind cost one list and one watch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.meta import controller_of, strip_managed_fields
+from aiplane.kube.resources import Resource
+
+__all__ = [
+    "NAMESPACE_INDEX",
+    "OWNER_INDEX",
+    "AddHandler",
+    "Backoff",
+    "Cache",
+    "Change",
+    "DeleteHandler",
+    "HandlerRegistration",
+    "IndexFunc",
+    "Informer",
+    "InformerFactory",
+    "InformerStats",
+    "UpdateHandler",
+    "diff",
+    "namespace_index",
+    "object_rv",
+    "owner_index",
+]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+AddHandler = Callable[[Obj], None]
+UpdateHandler = Callable[[Obj, Obj], None]
+DeleteHandler = Callable[[Obj], None]
+#: An index function: the values an object is indexed under (``[]``: not indexed).
+IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
+# Aliases for annotations inside classes that define a ``list`` method (which shadows the builtin there).
+ObjList = list[Obj]
+StrList = list[str]
+Sleep = Callable[[float], Awaitable[None]]
+
+NAMESPACE_INDEX: Final = "namespace"
+OWNER_INDEX: Final = "owner"
+
+#: A watch that ends normally sooner than this without delivering anything counts as a failure
+#: (client-go's "very short watch"), so a server that keeps closing watches is not hammered.
+SHORT_WATCH: Final = 1.0
+
+
+def namespace_index(obj: Mapping[str, Any]) -> StrList:
+    """``cache.MetaNamespaceIndexFunc``: the object's namespace (``""`` for cluster-scoped objects)."""
+    meta = obj.get("metadata")
+    return [str(meta.get("namespace") or "")] if isinstance(meta, Mapping) else [""]
+
+
+def owner_index(obj: Mapping[str, Any]) -> StrList:
+    """The uid of the object's controller (``controller: true`` ownerReference), if any."""
+    ref = controller_of(obj)
+    uid = ref.get("uid") if ref is not None else None
+    return [str(uid)] if uid else []
+
+
+def object_rv(obj: Mapping[str, Any]) -> str:
+    """``metadata.resourceVersion`` (``""`` if absent). Opaque: compared for equality only."""
+    meta = obj.get("metadata")
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+
+
+def _key(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return None
+    name = meta.get("name")
+    if not name:
+        return None
+    ns = meta.get("namespace")
+    return f"{ns}/{name}" if ns else str(name)
+
+
+# --------------------------------------------------------------------------------------------------
+# The cache
+# --------------------------------------------------------------------------------------------------
+
+
+class Cache:
+    """The informer's store: objects by key, plus incrementally maintained indexes.
+
+    Read-only for everyone but its informer. Every method returns the shared cached objects themselves
+    (no copies: that is what makes reads free), which callers must not mutate.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[str, Obj] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {}
+        self.add_indexer(NAMESPACE_INDEX, namespace_index)
+        self.add_indexer(OWNER_INDEX, owner_index)
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Obj | None:
+        """The object at ``namespace/name`` (or ``name``), or ``None``."""
+        return self._items.get(key)
+
+    def get_by(self, namespace: str | None, name: str) -> Obj | None:
+        return self._items.get(f"{namespace}/{name}" if namespace else name)
+
+    def list(self, namespace: str | None = None) -> ObjList:
+        """Every object, or those in ``namespace`` (through the namespace index)."""
+        if namespace is None:
+            return list(self._items.values())
+        return self.by_index(NAMESPACE_INDEX, namespace)
+
+    def keys(self) -> StrList:
+        return list(self._items)
+
+    def by_index(self, index: str, value: str) -> ObjList:
+        """The objects whose index function returned ``value`` (``KeyError`` for an unknown index)."""
+        items = self._items
+        return [items[key] for key in self._bucket(index, value)]
+
+    def index_keys(self, index: str, value: str) -> StrList:
+        """The keys of :meth:`by_index`."""
+        return list(self._bucket(index, value))
+
+    def index_values(self, index: str) -> StrList:
+        """The values ``index`` currently has objects under."""
+        return list(self._indices_of(index))
+
+    @property
+    def indexers(self) -> StrList:
+        return list(self._indexers)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._items))
+
+    def _indices_of(self, index: str) -> dict[str, set[str]]:
+        try:
+            return self._indices[index]
+        except KeyError:
+            raise KeyError(f"no index named {index!r} (known: {', '.join(self._indexers)})") from None
+
+    def _bucket(self, index: str, value: str) -> set[str]:
+        return self._indices_of(index).get(value) or set()
+
+    # --- indexes ----------------------------------------------------------------------------------
+
+    def add_indexer(self, name: str, fn: IndexFunc) -> None:
+        """Index objects by ``fn(obj)`` under ``name``; existing objects are indexed at once (O(n))."""
+        if name in self._indexers:
+            raise ValueError(f"an index named {name!r} already exists")
+        self._indexers[name] = fn
+        buckets: dict[str, set[str]] = {}
+        self._indices[name] = buckets
+        for key, obj in self._items.items():
+            for value in self._values(name, fn, obj):
+                buckets.setdefault(value, set()).add(key)
+
+    @staticmethod
+    def _values(name: str, fn: IndexFunc, obj: Obj) -> StrList:
+        try:
+            return list(fn(obj))
+        except Exception:
+            # One bad index function must not stop the informer; the object is simply not indexed.
+            log.exception("index function %r failed on %s", name, _key(obj))
+            return []
+
+    # --- writes (the informer's) --------------------------------------------------------------------
+
+    def put(self, key: str, obj: Obj) -> Obj | None:
+        """Store ``obj`` at ``key``; returns what was there. Index buckets move only where values changed."""
+        old = self._items.get(key)
+        self._items[key] = obj
+        for name, fn in self._indexers.items():
+            buckets = self._indices[name]
+            new_values = self._values(name, fn, obj)
+            old_values = self._values(name, fn, old) if old is not None else []
+            if new_values == old_values:
+                continue
+            for value in old_values:
+                if value not in new_values:
+                    self._discard(buckets, value, key)
+            for value in new_values:
+                if value not in old_values:
+                    buckets.setdefault(value, set()).add(key)
+        return old
+
+    def remove(self, key: str) -> Obj | None:
+        """Drop ``key``; returns what was there (``None``: nothing)."""
+        old = self._items.pop(key, None)
+        if old is None:
+            return None
+        for name, fn in self._indexers.items():
+            buckets = self._indices[name]
+            for value in self._values(name, fn, old):
+                self._discard(buckets, value, key)
+        return old
+
+    @staticmethod
+    def _discard(buckets: dict[str, set[str]], value: str, key: str) -> None:
+        bucket = buckets.get(value)
+        if bucket is not None:
+            bucket.discard(key)
+            if not bucket:
+                del buckets[value]
+
+
+# --------------------------------------------------------------------------------------------------
+# Relist reconciliation
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One difference between the cache and a fresh list, as a handler will be told about it."""
+
+    type: Literal["add", "update", "delete"]
+    key: str
+    old: Obj | None
+    new: Obj | None
+
+
+def diff(before: Mapping[str, Obj], after: Mapping[str, Obj]) -> list[Change]:
+    """The changes that turn ``before`` into ``after``, each key at most once.
+
+    Keys only in ``after`` are adds, keys only in ``before`` deletes, and keys in both are updates when
+    their resourceVersions differ — equal resourceVersions mean the same object state, which the
+    handlers have already seen, so it is not delivered again. (An object deleted and re-created under the
+    same key while the informer was not watching is an update whose ``uid`` changed, as in client-go.)
+    """
+    changes: list[Change] = []
+    for key, new in after.items():
+        old = before.get(key)
+        if old is None:
+            changes.append(Change("add", key, None, new))
+        elif object_rv(old) != object_rv(new):
+            changes.append(Change("update", key, old, new))
+    changes.extend(Change("delete", key, old, None) for key, old in before.items() if key not in after)
+    return changes
+
+
+# --------------------------------------------------------------------------------------------------
+# Backoff, handlers, stats
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with jitter: ``initial * factor**n``, times ``1 + jitter * random()``, at most
+    ``cap`` seconds. Tests pass a tiny one (``Backoff(initial=0.001, cap=0.01)``) to run fast."""
+
+    initial: float = 0.8
+    factor: float = 2.0
+    cap: float = 30.0
+    jitter: float = 1.0
+    rng: random.Random = field(default_factory=random.Random)
+    attempts: int = 0
+
+    def next(self) -> float:
+        """The delay before the next attempt (and count this one)."""
+        base = min(self.cap, self.initial * self.factor ** min(self.attempts, 64))
+        self.attempts += 1
+        return min(self.cap, base * (1.0 + self.jitter * self.rng.random()))
+
+    def reset(self) -> None:
+        self.attempts = 0
+
+
+class HandlerRegistration:
+    """One :meth:`Informer.add_handler` call; :meth:`remove` stops its callbacks."""
+
+    __slots__ = ("_informer", "on_add", "on_delete", "on_update")
+
+    def __init__(
+        self,
+        informer: Informer,
+        on_add: AddHandler | None,
+        on_update: UpdateHandler | None,
+        on_delete: DeleteHandler | None,
+    ) -> None:
+        self._informer = informer
+        self.on_add = on_add
+        self.on_update = on_update
+        self.on_delete = on_delete
+
+    def remove(self) -> None:
+        self._informer.remove_handler(self)
+
+
+@dataclass
+class InformerStats:
+    """What the informer did, for tests and metrics."""
+
+    lists: int = 0  #: LIST requests (pages)
+    relists: int = 0  #: complete lists after the first
+    watches: int = 0  #: WATCH requests
+    events: int = 0  #: watch events applied (ADDED/MODIFIED/DELETED)
+    bookmarks: int = 0
+    expired: int = 0  #: 410s (watch history or list snapshot gone)
+    failures: int = 0  #: failed attempts (errors, broken or very short streams)
+
+
+class _GoneError(Exception):
+    """The watch's resourceVersion is no longer in the server's history: relist."""
+
+
+# --------------------------------------------------------------------------------------------------
+# The informer
+# --------------------------------------------------------------------------------------------------
+
+
+class Informer:
+    """A cache of one resource (in ``namespace``, matching the selectors), kept current by list + watch.
+
+    See the module docstring for the guarantees. ``run()`` does the work until cancelled (or use
+    :meth:`start`/:meth:`stop`); ``page_size`` is the LIST ``limit`` (``0``: unpaginated);
+    ``watch_timeout`` the base of each watch's ``timeoutSeconds`` (randomised up to twice that, so
+    informers do not re-watch in lockstep); ``backoff`` and ``sleep`` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        watch_timeout: float = 300.0,
+        backoff: Backoff | None = None,
+        sleep: Sleep = asyncio.sleep,
+        name: str | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = (namespace or None) if resource.namespaced else None
+        self.label_selector = label_selector or None
+        self.field_selector = field_selector or None
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff if backoff is not None else Backoff()
+        self.name = name or resource.label + (f"/{self.namespace}" if self.namespace else "")
+        self.cache = Cache()
+        self.stats = InformerStats()
+        #: The resourceVersion the next watch starts from (the last event, bookmark or list seen).
+        self.resource_version = ""
+        self._sleep = sleep
+        self._handlers: tuple[HandlerRegistration, ...] = ()
+        self._synced = asyncio.Event()
+        self._running = False
+        self._task: asyncio.Task[None] | None = None
+        self._expired_streak = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Informer({self.name!r}, objects={len(self.cache)}, synced={self.has_synced}, "
+            f"rv={self.resource_version!r})"
+        )
+
+    # --- cache reads --------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Obj | None:
+        return self.cache.get(key)
+
+    def get_by(self, namespace: str | None, name: str) -> Obj | None:
+        return self.cache.get_by(namespace, name)
+
+    def list(self, namespace: str | None = None) -> ObjList:
+        return self.cache.list(namespace)
+
+    def keys(self) -> StrList:
+        return self.cache.keys()
+
+    def by_index(self, index: str, value: str) -> ObjList:
+        return self.cache.by_index(index, value)
+
+    def add_indexer(self, name: str, fn: IndexFunc) -> None:
+        """Add an index (e.g. pods by ``spec.nodeName``); if the cache has objects they are indexed now."""
+        self.cache.add_indexer(name, fn)
+
+    # --- sync -------------------------------------------------------------------------------------
+
+    @property
+    def has_synced(self) -> bool:
+        """The first complete list is in the cache and its ``on_add`` calls have been made."""
+        return self._synced.is_set()
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait for :attr:`has_synced`; ``False`` if ``timeout`` seconds passed first."""
+        if self._synced.is_set():
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._synced.wait(), timeout)
+        return self._synced.is_set()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # --- handlers ---------------------------------------------------------------------------------
+
+    def add_handler(
+        self,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> HandlerRegistration:
+        """Register callbacks: ``on_add(obj)``, ``on_update(old, new)``, ``on_delete(last_state)``.
+
+        Objects already in the cache are delivered to ``on_add`` right away (synchronously), then live
+        changes follow, so a late handler misses nothing and sees nothing twice. For a delete found by a
+        relist, ``last_state`` is the last state the informer saw (the final one is unknown).
+        """
+        registration = HandlerRegistration(self, on_add, on_update, on_delete)
+        self._handlers = (*self._handlers, registration)
+        if on_add is not None:
+            for obj in list(self.cache._items.values()):
+                self._call(on_add, obj)
+        return registration
+
+    def remove_handler(self, registration: HandlerRegistration) -> None:
+        self._handlers = tuple(h for h in self._handlers if h is not registration)
+
+    def _call(self, fn: Callable[..., None], *args: Obj) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("informer %s: event handler %r failed", self.name, fn)
+
+    def _added(self, obj: Obj) -> None:
+        for handler in self._handlers:
+            if handler.on_add is not None:
+                self._call(handler.on_add, obj)
+
+    def _updated(self, old: Obj, new: Obj) -> None:
+        for handler in self._handlers:
+            if handler.on_update is not None:
+                self._call(handler.on_update, old, new)
+
+    def _deleted(self, obj: Obj) -> None:
+        for handler in self._handlers:
+            if handler.on_delete is not None:
+                self._call(handler.on_delete, obj)
+
+    # --- applying what the server says --------------------------------------------------------------
+
+    def _prepare(self, obj: Mapping[str, Any]) -> Obj:
+        """The cached form: no managedFields, and apiVersion/kind even for list items (kube omits them)."""
+        out = strip_managed_fields(obj)
+        if "apiVersion" not in out:
+            out["apiVersion"] = self.resource.api_version
+        if "kind" not in out:
+            out["kind"] = self.resource.kind
+        return out
+
+    def _apply_event(self, kind: str, raw: Obj) -> None:
+        key = _key(raw)
+        if key is None:
+            log.warning("informer %s: ignoring a %s event for an object without a name", self.name, kind)
+            return
+        obj = self._prepare(raw)
+        if kind in ("ADDED", "MODIFIED"):
+            old = self.cache.get(key)
+            if old is not None and object_rv(old) == object_rv(obj):
+                return  # already delivered
+            self.cache.put(key, obj)
+            if old is None:
+                self._added(obj)
+            else:
+                self._updated(old, obj)
+        elif kind == "DELETED":
+            if self.cache.remove(key) is not None:
+                self._deleted(obj)
+        else:
+            log.warning("informer %s: ignoring a watch event of type %r", self.name, kind)
+            return
+        self.stats.events += 1
+
+    def _replace(self, fresh: Mapping[str, Obj]) -> None:
+        """Make the cache equal ``fresh`` (a complete list), telling handlers about each difference."""
+        cache = self.cache
+        for change in diff(cache._items, fresh):
+            if change.type == "delete":
+                assert change.old is not None
+                cache.remove(change.key)
+                self._deleted(change.old)
+            elif change.type == "add":
+                assert change.new is not None
+                cache.put(change.key, change.new)
+                self._added(change.new)
+            else:
+                assert change.old is not None and change.new is not None
+                cache.put(change.key, change.new)
+                self._updated(change.old, change.new)
+
+    # --- list ---------------------------------------------------------------------------------------
+
+    async def _list(self) -> tuple[dict[str, Obj], str]:
+        """One complete, consistent list: ``({key: cached form}, its resourceVersion)``."""
+        limit: int | None = self.page_size if self.page_size > 0 else None
+        token: str | None = None
+        items: dict[str, Obj] = {}
+        rv = ""
+        while True:
+            self.stats.lists += 1
+            try:
+                page = await self.client.list(
+                    self.resource,
+                    self.namespace,
+                    label_selector=self.label_selector,
+                    field_selector=self.field_selector,
+                    limit=limit,
+                    continue_token=token,
+                )
+            except ApiError as err:
+                if not (err.gone and token):
+                    raise
+                # The snapshot the pages came from is gone; client-go's pager falls back to one full list.
+                log.info("informer %s: list continuation expired, listing again in one page", self.name)
+                self.stats.expired += 1
+                items.clear()
+                token, limit = None, None
+                continue
+            for raw in page.get("items") or ():
+                key = _key(raw)
+                if key is not None:
+                    items[key] = self._prepare(raw)
+            meta = page.get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or rv)
+            token = meta.get("continue") or None
+            if not token:
+                return items, rv
+
+    async def _list_and_replace(self) -> None:
+        fresh, rv = await self._list()
+        if self._synced.is_set():
+            self.stats.relists += 1
+        self._replace(fresh)
+        self.resource_version = rv
+        self._synced.set()
+
+    # --- watch --------------------------------------------------------------------------------------
+
+    async def _watch(self) -> bool:
+        """One watch stream until it ends; whether it was healthy (delivered something or ran a while)."""
+        loop = asyncio.get_running_loop()
+        timeout = max(1, int(self.watch_timeout * (1.0 + random.random())))
+        self.stats.watches += 1
+        stream = self.client.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self.resource_version or None,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=timeout,
+            allow_bookmarks=True,
+        )
+        started = loop.time()
+        received = 0
+        try:
+            async for event in stream:
+                kind = event.get("type")
+                obj = event.get("object")
+                if not isinstance(obj, dict):
+                    continue
+                if kind == "ERROR":
+                    code = int(obj.get("code") or 0)
+                    if code == 410:
+                        raise _GoneError(obj.get("message") or "")
+                    raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""), obj)
+                received += 1
+                if kind == "BOOKMARK":
+                    self.stats.bookmarks += 1
+                else:
+                    self._apply_event(str(kind), obj)
+                rv = object_rv(obj)
+                if rv:
+                    self.resource_version = rv
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return received > 0 or loop.time() - started >= SHORT_WATCH
+
+    # --- the loop -----------------------------------------------------------------------------------
+
+    async def _pause(self, retry_after: float | None = None) -> None:
+        self.stats.failures += 1
+        delay = self.backoff.next()
+        if retry_after is not None:  # the server's Retry-After, but never a hot loop
+            delay = max(delay, min(retry_after, self.backoff.cap))
+        if delay > 0:
+            await self._sleep(delay)
+
+    async def run(self) -> None:
+        """List, watch, re-watch and relist until cancelled; cancelling closes the open stream."""
+        if self._running:
+            raise RuntimeError(f"informer {self.name} is already running")
+        self._running = True
+        try:
+            await self._loop()
+        finally:
+            self._running = False
+
+    async def _loop(self) -> None:
+        need_list = True
+        while True:
+            if need_list:
+                try:
+                    await self._list_and_replace()
+                except Exception as exc:
+                    log.warning("informer %s: list failed: %s", self.name, exc)
+                    await self._pause(_retry_after(exc))
+                    continue
+                need_list = False
+            try:
+                healthy = await self._watch()
+            except _GoneError:
+                # The history no longer reaches our resourceVersion: only a relist can catch up. Routine
+                # once; repeatedly (a tiny history, a write storm) it backs off like any failure.
+                self.stats.expired += 1
+                need_list = True
+                self._expired_streak += 1
+                if self._expired_streak > 1:
+                    await self._pause()
+                continue
+            except ApiError as err:
+                if err.gone:
+                    self.stats.expired += 1
+                    need_list = True
+                    self._expired_streak += 1
+                    if self._expired_streak > 1:
+                        await self._pause()
+                    continue
+                log.warning("informer %s: watch failed: %s", self.name, err)
+                # 429: the server asks us to wait, and the stream state is still valid: re-watch.
+                # Anything else (a broken connection, 5xx, 403/404) may have lost events: relist.
+                need_list = not err.too_many_requests
+                await self._pause(err.retry_after)
+                continue
+            except Exception as exc:  # e.g. an undecodable line from a truncated stream
+                log.warning("informer %s: watch stream broke: %r", self.name, exc)
+                need_list = True
+                await self._pause()
+                continue
+            if healthy:
+                self.backoff.reset()
+                self._expired_streak = 0
+            else:
+                await self._pause()  # a very short, empty watch: do not hammer the server
+
+    def start(self) -> asyncio.Task[None]:
+        """Run in a task of the running loop (idempotent while it runs)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self.run(), name=f"informer:{self.name}")
+        return self._task
+
+    async def stop(self) -> None:
+        """Cancel :meth:`start`'s task and wait for it (its stream is closed)."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    return exc.retry_after if isinstance(exc, ApiError) and exc.too_many_requests else None
+
+
+# --------------------------------------------------------------------------------------------------
+# The factory
+# --------------------------------------------------------------------------------------------------
+
+InformerKey = tuple[Resource, str | None, str | None, str | None]
+
+
+class InformerFactory:
+    """Shares one :class:`Informer` per (resource, namespace, label selector, field selector).
+
+    ``informer(...)`` may be called before or after :meth:`start`; like client-go's
+    ``SharedInformerFactory.Start``, :meth:`start` starts whatever is not running yet, so call it again
+    after asking for more informers. ``backoff`` builds each informer's :class:`Backoff`.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        page_size: int = 500,
+        watch_timeout: float = 300.0,
+        backoff: Callable[[], Backoff] | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.client = client
+        self._page_size = page_size
+        self._watch_timeout = watch_timeout
+        self._backoff = backoff or Backoff
+        self._sleep = sleep
+        self._informers: dict[InformerKey, Informer] = {}
+
+    def informer(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Informer:
+        """The shared informer for these arguments (created on first use, not started)."""
+        key: InformerKey = (
+            resource,
+            (namespace or None) if resource.namespaced else None,
+            label_selector or None,
+            field_selector or None,
+        )
+        found = self._informers.get(key)
+        if found is None:
+            found = self._informers[key] = Informer(
+                self.client,
+                resource,
+                key[1],
+                label_selector=key[2],
+                field_selector=key[3],
+                page_size=self._page_size,
+                watch_timeout=self._watch_timeout,
+                backoff=self._backoff(),
+                sleep=self._sleep,
+            )
+        return found
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    def start(self) -> None:
+        """Start every informer that is not running (on the running loop)."""
+        for informer in self._informers.values():
+            informer.start()
+
+    async def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Wait until every informer has synced; ``False`` if ``timeout`` seconds passed first."""
+        pending = [i for i in self._informers.values() if not i.has_synced]
+        if pending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(i.wait_synced() for i in pending)), timeout)
+        return all(i.has_synced for i in self._informers.values())
+
+    async def stop(self) -> None:
+        """Stop every informer and wait for them (caches are kept)."""
+        await asyncio.gather(*(i.stop() for i in self._informers.values()))

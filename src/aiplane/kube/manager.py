@@ -1,0 +1,631 @@
+"""The manager: one process's informers, controllers, leader election, probes and metrics.
+
+controller-runtime's ``manager.Manager`` for asyncio. An operator binary builds a :class:`Manager`,
+lets each controller's setup function register with it, and awaits :meth:`Manager.run`, whose
+return value is the process exit code. The order of events is controller-runtime's, for the same
+reasons:
+
+1. **Probes and metrics first** (``/healthz``, ``/readyz``, ``/metrics``): liveness must answer while
+   caches fill, or a slow first list gets the pod killed in a loop.
+2. **Informers, then wait for their caches.** A controller that reconciled from a half-filled
+   cache would "fix" objects it merely had not seen yet. ``/readyz`` turns 200 once synced.
+3. **Runnables that need no leadership** (:meth:`Manager.add_runnable`): per-node agents and the
+   like, which every replica runs.
+4. **Leader election** (optional). Standbys keep their informers warm and stay ready, but run no
+   controllers, so a takeover costs one Lease expiry, not a cold start.
+5. **Controllers** (:meth:`Manager.add_controller`), only while leading.
+
+Shutdown, on SIGTERM/SIGINT (or :meth:`Manager.stop`): stop taking work, let in-flight reconciles
+finish within ``shutdown_timeout`` while *still renewing the lease* (a drain longer than the lease
+must not let a second leader in), then stop informers, release the lease, stop the HTTP servers,
+return :data:`EXIT_OK`. A second signal exits at once with status 1, as controller-runtime's signal
+handler does.
+
+Exit codes (:meth:`Manager.run`'s return value):
+
+* :data:`EXIT_OK` (0): stopped on request after a clean drain.
+* :data:`EXIT_FAILURE` (1): leadership lost (returned *at once*: no drain, since another process may
+  already be acting, and the lease is not ours to release); a controller or runnable failed; the
+  drain did not finish within ``shutdown_timeout``; the caches did not sync within
+  ``cache_sync_timeout``; a probe or metrics address could not be bound. Kubernetes restarts the
+  container, which is the clean way back from all of these.
+
+What is run is anything with a ``name`` and ``async run(stop: asyncio.Event) -> None`` that returns
+once ``stop`` is set and its in-flight work is done (:class:`Runnable`);
+``aiplane.kube.controller.Controller`` is one.
+
+Bind addresses follow controller-runtime's flags: ``":8080"`` (all interfaces), ``"127.0.0.1:0"``
+(loopback, a free port), ``"[::1]:9090"``; ``"0"`` or ``""`` disable the server. The bound ports are
+:attr:`Manager.metrics_port` and :attr:`Manager.health_port` once :attr:`Manager.serving` is set. If
+both addresses name the same fixed port, one server answers all three paths (two ``:0`` addresses
+get a free port each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from aiohttp import web
+
+from aiplane.kube.client import KubeClient
+from aiplane.kube.leaderelection import LeaderElectionConfig, LeaderElector
+from aiplane.kube.logging import get_logger
+from aiplane.kube.metrics import Metrics
+
+if TYPE_CHECKING:
+    from aiplane.kube.informer import InformerFactory
+
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "ControllerOptions",
+    "HealthCheck",
+    "Manager",
+    "Runnable",
+    "parse_bind_address",
+]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+
+#: How long cleanup after a lost lease or a forced stop may take before ``run`` returns anyway.
+_ABANDON_TIMEOUT: Final = 2.0
+
+_log = get_logger("aiplane.manager")
+
+
+class Runnable(Protocol):
+    """Something the manager runs: returns from ``run`` once ``stop`` is set and its work is done."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+#: A named health or readiness check: raise (any exception) to fail; may be a coroutine function.
+HealthCheck = Callable[[], Awaitable[None] | None]
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    """Defaults for every controller of this manager (controller-runtime's ``config.Controller``).
+
+    Setup functions read them from ``manager.controller_options`` so ``--max-concurrent-reconciles``
+    applies everywhere without each setup taking its own flag.
+    """
+
+    max_concurrent_reconciles: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_concurrent_reconciles < 1:
+            raise ValueError("max_concurrent_reconciles must be at least 1")
+
+
+def parse_bind_address(address: str) -> tuple[str | None, int] | None:
+    """``host:port`` as Go's ``net.Listen`` takes it; ``None`` when the server is disabled.
+
+    ``":8080"`` gives host ``None`` (every interface), ``"[::1]:0"`` host ``"::1"``; ``"0"`` and ``""``
+    disable, as controller-runtime's ``--metrics-bind-address=0`` does.
+    """
+    text = address.strip()
+    if text in ("", "0"):
+        return None
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"invalid bind address {address!r}: expected HOST:PORT, :PORT or 0")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"invalid bind address {address!r}: port {port_text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"invalid bind address {address!r}: port out of range")
+    return (host or None), port
+
+
+def _listen(host: str | None, port: int) -> socket.socket:
+    """A listening socket; every interface (dual-stack where possible) when ``host`` is ``None``."""
+    if host is None:
+        if socket.has_dualstack_ipv6():
+            try:
+                return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
+            except OSError:
+                pass
+        return socket.create_server(("0.0.0.0", port))
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    family = infos[0][0] if infos else socket.AF_INET
+    return socket.create_server((host, port), family=family)
+
+
+async def _run_check(check: HealthCheck) -> None:
+    result = check()
+    if result is not None and inspect.isawaitable(result):
+        await result
+
+
+@dataclass
+class _Task:
+    name: str
+    runnable: Runnable
+    task: asyncio.Task[None]
+    controller: bool
+
+
+class Manager:
+    """Runs informers, runnables and (while leading) controllers; see the module docstring.
+
+    ``client`` is shared by everything the manager runs. ``leader_election`` enables Lease-based
+    election (``None``: every replica leads, fine for one replica or for tests). ``metrics`` is
+    created when not given; hand ``metrics.rest_client.observe`` to the ``HttpKubeClient`` to get
+    ``rest_client_requests_total``. ``handle_signals`` installs the SIGTERM/SIGINT handlers while
+    :meth:`run` runs (embedders and tests that call :meth:`stop` themselves can turn it off).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        leader_election: LeaderElectionConfig | None = None,
+        metrics_bind_address: str = "0",
+        health_probe_bind_address: str = "0",
+        shutdown_timeout: float = 30.0,
+        cache_sync_timeout: float = 120.0,
+        metrics: Metrics | None = None,
+        controller_options: ControllerOptions | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.client = client
+        self.leader_election = leader_election
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.controller_options = controller_options or ControllerOptions()
+        self.shutdown_timeout = shutdown_timeout
+        self.cache_sync_timeout = cache_sync_timeout
+        self.handle_signals = handle_signals
+        self._metrics_bind = parse_bind_address(metrics_bind_address)
+        self._health_bind = parse_bind_address(health_probe_bind_address)
+
+        self._informers: InformerFactory | None = None
+        self._controllers: list[Runnable] = []
+        self._runnables: list[Runnable] = []
+        self._healthz_checks: dict[str, HealthCheck] = {"ping": lambda: None}
+        self._readyz_checks: dict[str, HealthCheck] = {"informers": self._check_synced}
+        self._runners: list[web.AppRunner] = []
+        self._stop = asyncio.Event()
+        self._signals = 0
+        self._started = False
+
+        #: The elector, once :meth:`run` started leader election.
+        self.elector: LeaderElector | None = None
+        #: Bound ports, set before :attr:`serving` is (``None`` when that server is disabled).
+        self.metrics_port: int | None = None
+        self.health_port: int | None = None
+        #: The HTTP servers are listening.
+        self.serving = asyncio.Event()
+        #: Every informer registered before :meth:`run` has synced (``/readyz`` is 200 from then on).
+        self.cache_synced = asyncio.Event()
+        #: This process leads (set at once without leader election): controllers are running.
+        self.elected = asyncio.Event()
+
+    # ---------------------------------------------------------------------------------------------
+    # Registration
+
+    @property
+    def informers(self) -> InformerFactory:
+        """The shared ``InformerFactory``: one informer per (resource, namespace, selectors).
+
+        Informers created through it before :meth:`run` are started by the manager and synced
+        before any controller runs; created lazily, so a manager whose controllers need no cache
+        never imports the informer machinery.
+        """
+        if self._informers is None:
+            from aiplane.kube.informer import InformerFactory
+
+            self._informers = InformerFactory(self.client)
+        return self._informers
+
+    def add_controller(self, controller: Runnable) -> None:
+        """Run ``controller`` while this process leads, after the caches synced."""
+        self._check_not_started()
+        if any(c.name == controller.name for c in self._controllers):
+            raise ValueError(f"a controller named {controller.name!r} is already registered")
+        self._controllers.append(controller)
+
+    def add_runnable(self, runnable: Runnable, *, need_leader_election: bool = False) -> None:
+        """Run ``runnable`` after the caches synced, on every replica unless ``need_leader_election``."""
+        self._check_not_started()
+        if need_leader_election:
+            self._controllers.append(runnable)
+        else:
+            self._runnables.append(runnable)
+
+    def add_healthz_check(self, name: str, check: HealthCheck) -> None:
+        """A liveness check: failing it gets the container restarted. Keep it about this process."""
+        self._healthz_checks[name] = check
+
+    def add_readyz_check(self, name: str, check: HealthCheck) -> None:
+        """A readiness check, on top of the built-in ``informers`` (caches synced)."""
+        self._readyz_checks[name] = check
+
+    @property
+    def controllers(self) -> list[Runnable]:
+        return list(self._controllers)
+
+    def _check_not_started(self) -> None:
+        if self._started:
+            raise RuntimeError("register controllers and runnables before Manager.run()")
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to shut down gracefully (what SIGTERM does)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # ---------------------------------------------------------------------------------------------
+    # Probes and metrics
+
+    def _check_synced(self) -> None:
+        if not self.cache_synced.is_set():
+            raise RuntimeError("informer caches have not synced yet")
+
+    async def _serve_checks(
+        self, checks: dict[str, HealthCheck], request: web.Request, what: str
+    ) -> web.Response:
+        excluded = set(request.query.getall("exclude", []))
+        lines: list[str] = []
+        failed = False
+        for name in sorted(checks):
+            if name in excluded:
+                excluded.discard(name)
+                lines.append(f"[+]{name} excluded: ok")
+                continue
+            try:
+                await _run_check(checks[name])
+            except Exception as exc:
+                _log.debug(f"{what} check failed", checker=name, error=str(exc))
+                lines.append(f"[-]{name} failed: reason withheld")
+                failed = True
+            else:
+                lines.append(f"[+]{name} ok")
+        if excluded:
+            names = ",".join(f'"{n}"' for n in sorted(excluded))
+            lines.append(f"warn: some health checks cannot be excluded: no matches for {names}")
+        headers = {"X-Content-Type-Options": "nosniff"}
+        if failed:
+            text = "\n".join(lines) + f"\n{what} check failed"
+            return web.Response(status=500, text=text, headers=headers)
+        if "verbose" not in request.query:
+            return web.Response(text="ok", headers=headers)
+        return web.Response(text="\n".join(lines) + f"\n{what} check passed\n", headers=headers)
+
+    async def _serve_one_check(self, checks: dict[str, HealthCheck], request: web.Request) -> web.Response:
+        check = checks.get(request.match_info["name"])
+        if check is None:
+            raise web.HTTPNotFound()
+        try:
+            await _run_check(check)
+        except Exception as exc:
+            return web.Response(status=500, text=f"internal server error: {exc}")
+        return web.Response(text="ok")
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return await self._serve_checks(self._healthz_checks, request, "healthz")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        return await self._serve_checks(self._readyz_checks, request, "readyz")
+
+    async def _healthz_one(self, request: web.Request) -> web.Response:
+        return await self._serve_one_check(self._healthz_checks, request)
+
+    async def _readyz_one(self, request: web.Request) -> web.Response:
+        return await self._serve_one_check(self._readyz_checks, request)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body, content_type = self.metrics.exposition(request.headers.get("Accept"))
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    def _app(self, *, health: bool, metrics: bool) -> web.Application:
+        app = web.Application()
+        if health:
+            app.router.add_get("/healthz", self._healthz)
+            app.router.add_get("/healthz/{name}", self._healthz_one)
+            app.router.add_get("/readyz", self._readyz)
+            app.router.add_get("/readyz/{name}", self._readyz_one)
+        if metrics:
+            app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def _start_server(self, bind: tuple[str | None, int], *, health: bool, metrics: bool) -> int:
+        sock = _listen(*bind)
+        runner = web.AppRunner(
+            self._app(health=health, metrics=metrics), handle_signals=False, access_log=None
+        )
+        await runner.setup()
+        self._runners.append(runner)
+        await web.SockSite(runner, sock).start()
+        port: int = sock.getsockname()[1]
+        _log.info(
+            "serving",
+            address=f"{bind[0] or ''}:{port}",
+            paths=(["/healthz", "/readyz"] if health else []) + (["/metrics"] if metrics else []),
+        )
+        return port
+
+    async def _start_servers(self) -> None:
+        shared = self._health_bind is not None and self._health_bind == self._metrics_bind
+        if shared and self._health_bind is not None and self._health_bind[1] != 0:
+            port = await self._start_server(self._health_bind, health=True, metrics=True)
+            self.health_port = self.metrics_port = port
+        else:
+            if self._metrics_bind is not None:
+                self.metrics_port = await self._start_server(self._metrics_bind, health=False, metrics=True)
+            if self._health_bind is not None:
+                self.health_port = await self._start_server(self._health_bind, health=True, metrics=False)
+        self.serving.set()
+
+    async def _stop_servers(self) -> None:
+        for runner in self._runners:
+            with contextlib.suppress(Exception):
+                await runner.cleanup()
+        self._runners.clear()
+
+    # ---------------------------------------------------------------------------------------------
+    # Informers
+
+    async def _sync_caches(self) -> bool:
+        """Start the informers and wait for their caches; ``False`` if stopped or timed out first."""
+        factory = self._informers
+        if factory is not None:
+            factory.start()
+            sync = asyncio.ensure_future(factory.wait_for_sync(self.cache_sync_timeout))
+            stop = asyncio.ensure_future(self._stop.wait())
+            try:
+                await asyncio.wait((sync, stop), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                if not sync.done():
+                    sync.cancel()
+            if not sync.done() or sync.cancelled() or not sync.result():
+                if not self._stop.is_set():
+                    _log.error("informer caches did not sync in time", timeout=self.cache_sync_timeout)
+                return False
+        self.cache_synced.set()
+        _log.info("caches synced")
+        return True
+
+    async def _stop_informers(self) -> None:
+        if self._informers is not None:
+            with contextlib.suppress(Exception):
+                await self._informers.stop()
+
+    # ---------------------------------------------------------------------------------------------
+    # Running
+
+    def _install_signals(self) -> list[signal.Signals]:
+        if not self.handle_signals:
+            return []
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue
+            installed.append(sig)
+        return installed
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            # controller-runtime's SetupSignalHandler: the second signal exits directly.
+            _log.error("second signal received, exiting now", signal=sig.name)
+            os._exit(EXIT_FAILURE)
+        _log.info("signal received, shutting down", signal=sig.name)
+        self._stop.set()
+
+    async def run(self) -> int:
+        """Run until stopped or leadership is lost; the process exit code (see the module docstring)."""
+        if self._started:
+            raise RuntimeError("a Manager runs once")
+        self._started = True
+        installed = self._install_signals()
+        try:
+            return await self._run()
+        finally:
+            loop = asyncio.get_running_loop()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+
+    def _spawn(self, runnable: Runnable, stop: asyncio.Event, *, controller: bool) -> _Task:
+        kind = "controller" if controller else "runnable"
+        _log.info(f"starting {kind}", **{kind: runnable.name})
+        task = asyncio.create_task(runnable.run(stop), name=f"{kind}:{runnable.name}")
+        return _Task(runnable.name, runnable, task, controller)
+
+    async def _run(self) -> int:
+        try:
+            await self._start_servers()
+        except OSError as exc:
+            _log.error("cannot serve probes or metrics", error=str(exc))
+            await self._stop_servers()
+            return EXIT_FAILURE
+
+        work_stop = asyncio.Event()  # what controllers and runnables see: stop taking work
+        elector_stop = asyncio.Event()  # set only after the drain: keeps renewing meanwhile
+        elector_task: asyncio.Task[bool] | None = None
+        running: list[_Task] = []
+        try:
+            if not await self._sync_caches():
+                if self._stop.is_set():
+                    return await self._graceful(running, work_stop, None, elector_stop, EXIT_OK)
+                return await self._graceful(running, work_stop, None, elector_stop, EXIT_FAILURE)
+
+            running.extend(self._spawn(r, work_stop, controller=False) for r in self._runnables)
+
+            waiters: dict[asyncio.Future[Any], str] = {asyncio.ensure_future(self._stop.wait()): "stop"}
+            if self.leader_election is not None:
+                self.elector = LeaderElector(
+                    self.client,
+                    self.leader_election,
+                    metrics=self.metrics.leader_election,
+                    on_new_leader=self._on_new_leader,
+                )
+                elector = self.elector
+                self.add_healthz_check("leaderElection", lambda: elector.check(20.0))
+                elector_task = asyncio.create_task(elector.run(elector_stop), name="leader-election")
+                waiters[elector_task] = "elector"
+                waiters[asyncio.ensure_future(elector.elected.wait())] = "elected"
+            else:
+                self._start_leading(running, work_stop)
+            for item in running:
+                waiters[item.task] = "work"
+
+            try:
+                while True:
+                    done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                    for fut in done:
+                        what = waiters.pop(fut)
+                        if what == "stop":
+                            return await self._graceful(
+                                running, work_stop, elector_task, elector_stop, EXIT_OK
+                            )
+                        if what == "elector" and elector_task is not None:
+                            return await self._lost(running, elector_task)
+                        if what == "elected":
+                            before = len(running)
+                            self._start_leading(running, work_stop)
+                            for item in running[before:]:
+                                waiters[item.task] = "work"
+                        elif what == "work" and self._failed(fut, running):
+                            return await self._graceful(
+                                running, work_stop, elector_task, elector_stop, EXIT_FAILURE
+                            )
+            finally:
+                for fut, what in waiters.items():
+                    if what in ("stop", "elected"):
+                        fut.cancel()
+        finally:
+            await self._stop_servers()
+
+    def _on_new_leader(self, identity: str) -> None:
+        assert self.elector is not None
+        if identity != self.elector.identity:
+            _log.info("new leader elected", leader=identity)
+
+    def _start_leading(self, running: list[_Task], work_stop: asyncio.Event) -> None:
+        self.elected.set()
+        if self._informers is not None:
+            self._informers.start()  # informers asked for since the sync (idempotent for the rest)
+        running.extend(self._spawn(c, work_stop, controller=True) for c in self._controllers)
+
+    def _failed(self, fut: asyncio.Future[Any], running: list[_Task]) -> bool:
+        """A runnable ended on its own: fine if it returned, fatal if it raised."""
+        item = next((r for r in running if r.task is fut), None)
+        name = item.name if item else "?"
+        if fut.cancelled():
+            _log.error("runnable was cancelled", runnable=name)
+            return True
+        exc = fut.exception()
+        if exc is not None:
+            _log.error("runnable failed", runnable=name, error=f"{type(exc).__name__}: {exc}", exc_info=exc)
+            return True
+        _log.info("runnable finished", runnable=name)
+        return False
+
+    async def _lost(self, running: list[_Task], elector_task: asyncio.Task[bool]) -> int:
+        """Leadership lost: stop acting now, no drain (another process may be leading already)."""
+        if elector_task.cancelled() or elector_task.exception() is not None:
+            _log.error(
+                "leader election failed",
+                error=repr(None if elector_task.cancelled() else elector_task.exception()),
+            )
+        elif elector_task.result():
+            # run() returned without being asked to stop and without a loss: cannot happen; be safe.
+            _log.error("leader election ended unexpectedly")
+        _log.error("leader election lost, exiting")
+        await self._abandon(running)
+        return EXIT_FAILURE
+
+    async def _abandon(self, running: list[_Task]) -> None:
+        """Cancel everything and give cleanup a short, bounded time."""
+        for item in running:
+            item.task.cancel()
+        tasks = [item.task for item in running]
+        if tasks:
+            await asyncio.wait(tasks, timeout=_ABANDON_TIMEOUT)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_ABANDON_TIMEOUT):
+                await self._stop_informers()
+
+    async def _graceful(
+        self,
+        running: list[_Task],
+        work_stop: asyncio.Event,
+        elector_task: asyncio.Task[bool] | None,
+        elector_stop: asyncio.Event,
+        exit_code: int,
+    ) -> int:
+        """Drain within ``shutdown_timeout`` while still renewing, then release the lease."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.shutdown_timeout
+        _log.info("stopping: waiting for in-flight work", timeout=self.shutdown_timeout)
+        work_stop.set()
+        pending = {item.task for item in running if not item.task.done()}
+        while pending:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            watch: set[asyncio.Future[Any]] = set(pending)
+            if elector_task is not None:
+                watch.add(elector_task)
+            done, _ = await asyncio.wait(watch, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            if elector_task is not None and elector_task in done:
+                return await self._lost(running, elector_task)
+            pending -= done
+        for item in running:
+            if item.task.done() and not item.task.cancelled() and item.task.exception() is not None:
+                exit_code = EXIT_FAILURE
+        clean = not pending
+        if not clean:
+            names = sorted(item.name for item in running if item.task in pending)
+            _log.error(
+                "shutdown timeout: work still in flight, cancelling it",
+                timeout=self.shutdown_timeout,
+                running=names,
+            )
+            exit_code = EXIT_FAILURE
+            for task in pending:
+                task.cancel()
+            _, still = await asyncio.wait(pending, timeout=_ABANDON_TIMEOUT)
+            clean = not still
+        await self._stop_informers()
+        if elector_task is not None:
+            if clean:
+                elector_stop.set()  # the elector releases the lease on its way out
+                try:
+                    async with asyncio.timeout(
+                        self.leader_election.renew_deadline if self.leader_election else 10.0
+                    ):
+                        await elector_task
+                except TimeoutError:
+                    elector_task.cancel()
+                except Exception as exc:
+                    _log.error("leader election failed while stopping", error=str(exc))
+            else:
+                # Something guarded by the lease may still be running: never hand it over early.
+                elector_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await elector_task
+        _log.info("stopped", exit_code=exit_code)
+        return exit_code
