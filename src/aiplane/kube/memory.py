@@ -49,12 +49,10 @@ import orjson
 from multidict import MultiDict, MultiDictProxy
 
 from aiplane.kube.client import JSON, ApiError, KubeClient, RequestObserver
-from aiplane.schema import errors as fe
-from aiplane.schema.errors import FieldError
 from aiplane.sim.apiserver import apply, errors, gc, patch, scale, selectors, watch
 from aiplane.sim.apiserver.errors import ApiError as SimApiError
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.rest import Api, DeleteOptions
+from aiplane.sim.apiserver.rest import Api, DeleteOptions, delete_options
 from aiplane.sim.apiserver.server import ApiServer
 from aiplane.sim.apiserver.store import Store
 
@@ -509,61 +507,7 @@ class InMemoryKubeClient(KubeClient):
                 raise errors.bad_request(f"error decoding DeleteOptions: {exc}") from exc
             if isinstance(decoded, dict):
                 body = decoded
-        if not body:
-            body = {
-                key: [q[key]] if key == "dryRun" else q[key]
-                for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents", "dryRun")
-                if key in q
-            }
-            if "orphanDependents" in body:
-                body["orphanDependents"] = body["orphanDependents"] in ("true", "1")
-        pre = body.get("preconditions") or {}
-        policy = body.get("propagationPolicy")
-        invalid: list[FieldError] = []
-        if policy not in (None, "Background", "Foreground", "Orphan"):
-            invalid.append(
-                FieldError(
-                    "propagationPolicy",
-                    fe.NOT_SUPPORTED,
-                    policy,
-                    'supported values: "Foreground", "Background", "Orphan", "nil"',
-                    bad_value=[policy],
-                )
-            )
-        if body.get("orphanDependents") is not None and policy is not None:
-            invalid.append(
-                FieldError(
-                    "orphanDependents",
-                    fe.INVALID,
-                    body["orphanDependents"],
-                    "orphanDependents and deletionPropagation cannot be both set",
-                )
-            )
-        if invalid:
-            rendered = ", ".join(e.render_kube() for e in invalid)
-            raise SimApiError(
-                422,
-                "Invalid",
-                'DeleteOptions.meta.k8s.io "" is invalid: '
-                + (rendered if len(invalid) == 1 else f"[{rendered}]"),
-                details={
-                    "group": "meta.k8s.io",
-                    "kind": "DeleteOptions",
-                    "causes": [e.cause() for e in invalid],
-                },
-            )
-        if body.get("orphanDependents") is True:
-            policy = "Orphan"
-        grace = body.get("gracePeriodSeconds")
-        orphan = body.get("orphanDependents")
-        return DeleteOptions(
-            propagation_policy=policy,
-            grace_period_seconds=int(grace) if grace is not None else None,
-            precondition_uid=pre.get("uid"),
-            precondition_rv=pre.get("resourceVersion"),
-            dry_run=bool(body.get("dryRun") or []),
-            orphan_dependents=orphan if isinstance(orphan, bool) else None,
-        )
+        return delete_options(body, q, dry_run_values=[q["dryRun"]] if "dryRun" in q else None)
 
     # --- watch ------------------------------------------------------------------------------------
 

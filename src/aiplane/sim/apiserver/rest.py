@@ -93,6 +93,69 @@ class DeleteOptions:
     orphan_dependents: bool | None = None  # the deprecated DeleteOptions.orphanDependents, as sent
 
 
+def delete_options(
+    body: dict[str, Any], query: Any, *, dry_run_values: list[str] | None = None
+) -> DeleteOptions:
+    """DeleteOptions as kube-apiserver reads them: from the body if one was sent, else from the query.
+
+    ``query`` is any mapping of query parameters (first values); ``dry_run_values`` the repeated
+    ``dryRun`` values. Invalid options are kube's 422 on ``DeleteOptions.meta.k8s.io``.
+    """
+    if not body:
+        body = {
+            key: query[key]
+            for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents")
+            if key in query
+        }
+        if dry_run_values:
+            body["dryRun"] = list(dry_run_values)
+        if "orphanDependents" in body:
+            body["orphanDependents"] = body["orphanDependents"] in ("true", "1")
+    pre = body.get("preconditions") or {}
+    policy = body.get("propagationPolicy")
+    invalid: list[FieldError] = []
+    if policy not in (None, "Background", "Foreground", "Orphan"):
+        invalid.append(
+            FieldError(
+                "propagationPolicy",
+                fe.NOT_SUPPORTED,
+                policy,
+                'supported values: "Foreground", "Background", "Orphan", "nil"',
+                bad_value=[policy],
+            )
+        )
+    if body.get("orphanDependents") is not None and policy is not None:
+        invalid.append(
+            FieldError(
+                "orphanDependents",
+                fe.INVALID,
+                body["orphanDependents"],
+                "orphanDependents and deletionPropagation cannot be both set",
+            )
+        )
+    if invalid:
+        rendered = ", ".join(e.render_kube() for e in invalid)
+        raise errors.ApiError(
+            422,
+            "Invalid",
+            'DeleteOptions.meta.k8s.io "" is invalid: '
+            + (rendered if len(invalid) == 1 else f"[{rendered}]"),
+            details={"group": "meta.k8s.io", "kind": "DeleteOptions", "causes": [e.cause() for e in invalid]},
+        )
+    orphan = body.get("orphanDependents")
+    if orphan is True:
+        policy = "Orphan"
+    grace = body.get("gracePeriodSeconds")
+    return DeleteOptions(
+        propagation_policy=policy,
+        grace_period_seconds=int(grace) if grace is not None else None,
+        precondition_uid=pre.get("uid"),
+        precondition_rv=pre.get("resourceVersion"),
+        dry_run=bool(body.get("dryRun") or []),
+        orphan_dependents=orphan if isinstance(orphan, bool) else None,
+    )
+
+
 @dataclass
 class Result:
     """A write's outcome: the object as stored (or as it would be, for dry runs) and warnings."""

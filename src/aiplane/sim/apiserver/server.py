@@ -21,12 +21,10 @@ import orjson
 import yaml
 from aiohttp import web
 
-from aiplane.schema import errors as fe
-from aiplane.schema.errors import FieldError
 from aiplane.sim.apiserver import apply, discovery, errors, faults, gc, patch, scale, selectors, table, watch
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import Registry, ResourceType
-from aiplane.sim.apiserver.rest import Api, DeleteOptions, WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import Api, DeleteOptions, WriteOptions, delete_options, rfc3339
 from aiplane.sim.apiserver.store import Store
 
 #: kube-apiserver's default limit on a request body (3 MiB, --max-request-bytes aside).
@@ -377,64 +375,7 @@ class ApiServer:
                     raise errors.bad_request(f"error decoding DeleteOptions: {exc}") from exc
                 if isinstance(decoded, dict):
                     body = decoded
-        if not body:
-            # kube decodes DeleteOptions from the body when one is sent, else from the query.
-            body = {
-                key: q.getall(key) if key == "dryRun" else q[key]
-                for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents", "dryRun")
-                if key in q
-            }
-            if "orphanDependents" in body:
-                body["orphanDependents"] = body["orphanDependents"] in ("true", "1")
-        pre = body.get("preconditions") or {}
-        policy = body.get("propagationPolicy")
-        invalid: list[FieldError] = []
-        if policy not in (None, "Background", "Foreground", "Orphan"):
-            invalid.append(
-                FieldError(
-                    "propagationPolicy",
-                    fe.NOT_SUPPORTED,
-                    policy,
-                    'supported values: "Foreground", "Background", "Orphan", "nil"',
-                    bad_value=[policy],
-                )
-            )
-        if body.get("orphanDependents") is not None and policy is not None:
-            invalid.append(
-                FieldError(
-                    "orphanDependents",
-                    fe.INVALID,
-                    body["orphanDependents"],
-                    "orphanDependents and deletionPropagation cannot be both set",
-                )
-            )
-        if invalid:
-            raise errors.ApiError(
-                422,
-                "Invalid",
-                'DeleteOptions.meta.k8s.io "" is invalid: ' + ", ".join(e.render_kube() for e in invalid)
-                if len(invalid) == 1
-                else 'DeleteOptions.meta.k8s.io "" is invalid: ['
-                + ", ".join(e.render_kube() for e in invalid)
-                + "]",
-                details={
-                    "group": "meta.k8s.io",
-                    "kind": "DeleteOptions",
-                    "causes": [e.cause() for e in invalid],
-                },
-            )
-        if body.get("orphanDependents") is True:
-            policy = "Orphan"
-        grace = body.get("gracePeriodSeconds")
-        dry = body.get("dryRun") or []
-        return DeleteOptions(
-            propagation_policy=policy,
-            grace_period_seconds=int(grace) if grace is not None else None,
-            precondition_uid=pre.get("uid"),
-            precondition_rv=pre.get("resourceVersion"),
-            dry_run=bool(dry),
-            orphan_dependents=o if isinstance(o := body.get("orphanDependents"), bool) else None,
-        )
+        return delete_options(body, q, dry_run_values=q.getall("dryRun", []))
 
     def _write_response(
         self, obj: dict[str, Any], warnings: list[str], status: int, request: web.Request, rt: ResourceType
