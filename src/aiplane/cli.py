@@ -187,6 +187,9 @@ def run(
         typer.Option(help="Client-side API requests per second (burst above it is --kube-api-burst).", min=1),
     ] = 200.0,
     kube_api_burst: Annotated[int, typer.Option(help="Client-side API request burst.", min=1)] = 400,
+    dcm_config: Annotated[
+        str, typer.Option(help="NAMESPACE/NAME of the AMD GPU operator's Device Config Manager ConfigMap.")
+    ] = "kube-amd-gpu/config-manager-config",
     shutdown_timeout: Annotated[
         float, typer.Option(help="Seconds in-flight reconciles get to finish after SIGTERM.")
     ] = 30.0,
@@ -215,6 +218,7 @@ def run(
             max_concurrent_reconciles=max_concurrent_reconciles,
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
+            dcm_config=dcm_config,
             shutdown_timeout=shutdown_timeout,
             log_level=log_level,
         )

@@ -64,6 +64,7 @@ class RunOptions:
     max_concurrent_reconciles: int = 1
     #: Client-side request budget (kube-controller-manager's --kube-api-qps/--kube-api-burst). The
     #: API server's priority and fairness is the real protection; this only stops a runaway loop.
+    dcm_config: str = "kube-amd-gpu/config-manager-config"
     kube_api_qps: float = 200.0
     kube_api_burst: int = 400
     shutdown_timeout: float = 30.0
@@ -197,7 +198,9 @@ async def run(options: RunOptions) -> int:
             health_probe_bind_address=options.health_probe_bind_address,
             shutdown_timeout=options.shutdown_timeout,
             metrics=metrics,
-            controller_options=ControllerOptions(max_concurrent_reconciles=options.max_concurrent_reconciles),
+            controller_options=ControllerOptions(
+                max_concurrent_reconciles=options.max_concurrent_reconciles, dcm_config=options.dcm_config
+            ),
         )
         for name, setup in selected.items():
             try:

@@ -75,6 +75,7 @@ def _lazy(module: str, function: str = "setup") -> ControllerSetup:
 #: Every controller ``aiplane run`` knows, by the name ``--controllers`` takes.
 CONTROLLERS: dict[str, ControllerSetup] = {
     "echo": _lazy("aiplane.controllers.echo"),
+    "partitioningprofile": _lazy("aiplane.controllers.partitioning.profile"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).

@@ -174,6 +174,7 @@ class ControllerBuilder:
         map_fn: MapFunc,
         *,
         predicates: Iterable[Predicate] = (),
+        namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> ControllerBuilder:
@@ -182,6 +183,7 @@ class ControllerBuilder:
                 resource,
                 map_fn,
                 tuple(predicates),
+                namespace=namespace,
                 label_selector=label_selector,
                 field_selector=field_selector,
             )

@@ -104,6 +104,8 @@ class ControllerOptions:
     """
 
     max_concurrent_reconciles: int = 1
+    #: ``NAMESPACE/NAME`` of the AMD GPU operator's Device Config Manager ConfigMap (``--dcm-config``).
+    dcm_config: str = "kube-amd-gpu/config-manager-config"
 
     def __post_init__(self) -> None:
         if self.max_concurrent_reconciles < 1:

@@ -1,0 +1,1 @@
+"""GPU partitioning controllers (infrastructure.silogen.ai): profiles, plans, per-node partitioning."""
