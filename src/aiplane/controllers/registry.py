@@ -76,6 +76,7 @@ def _lazy(module: str, function: str = "setup") -> ControllerSetup:
 CONTROLLERS: dict[str, ControllerSetup] = {
     "echo": _lazy("aiplane.controllers.echo"),
     "partitioningprofile": _lazy("aiplane.controllers.partitioning.profile"),
+    "nodepartitioning": _lazy("aiplane.controllers.partitioning.node"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).

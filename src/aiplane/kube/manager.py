@@ -106,6 +106,10 @@ class ControllerOptions:
     max_concurrent_reconciles: int = 1
     #: ``NAMESPACE/NAME`` of the AMD GPU operator's Device Config Manager ConfigMap (``--dcm-config``).
     dcm_config: str = "kube-amd-gpu/config-manager-config"
+    #: NodePartitioning timeouts in seconds (``--drain-timeout`` …): drain, DCM's retry window, device plugin.
+    drain_timeout: float = 1200.0
+    operator_timeout: float = 1800.0
+    verify_timeout: float = 300.0
 
     def __post_init__(self) -> None:
         if self.max_concurrent_reconciles < 1:

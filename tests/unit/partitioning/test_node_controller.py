@@ -1,0 +1,219 @@
+"""The NodePartitioning controller end to end on the in-memory cluster, with the test playing DCM."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from aiplane.controllers.partitioning import node as node_controller
+from aiplane.controllers.partitioning.hashing import desired_hash
+from aiplane.controllers.partitioning.node import node_partitionings_resource
+from aiplane.controllers.partitioning.plan_logic import ADMITTED_ANNOTATION
+from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.kube.controller import Request
+from aiplane.kube.manager import Manager
+from aiplane.kube.memory import InMemoryKubeClient
+from aiplane.kube.resources import NODES, PDBS, PODS
+from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+
+CPX = {"dcmProfileName": "cpx", "expectedResources": {"amd.com/gpu": "64"}}
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 15.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met before the deadline")
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[InMemoryKubeClient]:
+    fleet = Fleet(
+        nodePools=[NodePool(name="mi300x", count=1, gpu=GpuSpec(vendor="amd", product="MI300X", count=8))]
+    )
+    c = InMemoryKubeClient.fresh(fleet=fleet)
+    yield c
+    await c.close()
+
+
+@pytest.fixture
+async def manager(client: InMemoryKubeClient) -> AsyncIterator[Manager]:
+    profile = await client.create(
+        profiles_resource(),
+        {
+            "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+            "kind": "PartitioningProfile",
+            "metadata": {"name": "cpx"},
+            "spec": CPX,
+        },
+    )
+    await client.patch(
+        profiles_resource(),
+        "cpx",
+        {
+            "status": {
+                "observedGeneration": 1,
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "ProfileFound",
+                        "message": "ok",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        "observedGeneration": profile["metadata"]["generation"],
+                    }
+                ],
+            }
+        },
+        subresource="status",
+    )
+    m = Manager(
+        client,
+        leader_election=None,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        handle_signals=False,
+    )
+    await node_controller.setup(m)
+    task = asyncio.create_task(m.run())
+    yield m
+    m.stop()
+    await task
+
+
+def np_body(admitted: bool = True) -> dict[str, Any]:
+    digest = desired_hash(CPX)
+    body: dict[str, Any] = {
+        "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+        "kind": "NodePartitioning",
+        "metadata": {"name": "plan-mi300x-0"},
+        "spec": {
+            "planRef": {"name": "plan", "uid": "u"},
+            "nodeName": "mi300x-0",
+            "desiredHash": digest,
+            "profileRef": {"name": "cpx"},
+        },
+    }
+    if admitted:
+        body["metadata"]["annotations"] = {ADMITTED_ANNOTATION: digest}
+    return body
+
+
+async def phase(client: InMemoryKubeClient) -> str | None:
+    np = await client.get(node_partitionings_resource(), "plan-mi300x-0")
+    return (np.get("status") or {}).get("phase")
+
+
+async def play_dcm(client: InMemoryKubeClient) -> None:
+    """What the AMD GPU operator does when the profile label changes to cpx on a drained node."""
+
+    async def labelled() -> bool:
+        node = await client.get(NODES, "mi300x-0")
+        return bool(node["metadata"]["labels"].get("dcm.amd.com/gpu-config-profile") == "cpx")
+
+    await eventually(labelled)
+    node = await client.get(NODES, "mi300x-0")
+    node["status"]["capacity"]["amd.com/gpu"] = "64"
+    node["status"]["allocatable"]["amd.com/gpu"] = "64"
+    await client.replace_status(NODES, node)
+    await client.patch(
+        NODES, "mi300x-0", {"metadata": {"labels": {"dcm.amd.com/gpu-config-profile-state": "success"}}}
+    )
+
+
+async def test_drain_apply_verify_and_give_the_node_back(
+    client: InMemoryKubeClient, manager: Manager
+) -> None:
+    workload = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "w", "namespace": "default", "labels": {"app": "w"}},
+        "spec": {
+            "nodeName": "mi300x-0",
+            "containers": [{"name": "c", "image": "x", "resources": {"limits": {"amd.com/gpu": "1"}}}],
+        },
+    }
+    await client.create(PODS, workload)
+    await client.create(node_partitionings_resource(), np_body())
+
+    async def cordoned_and_drained() -> bool:
+        node = await client.get(NODES, "mi300x-0")
+        pods = (await client.list(PODS, "default"))["items"]
+        tainted = any(t.get("key") == "amd-dcm" for t in node["spec"].get("taints", []))
+        return bool(node["spec"].get("unschedulable")) and tainted and not pods
+
+    await eventually(cordoned_and_drained)  # the workload pod was evicted
+    await play_dcm(client)
+
+    async def succeeded() -> bool:
+        return await phase(client) == "Succeeded"
+
+    await eventually(succeeded)
+    node = await client.get(NODES, "mi300x-0")
+    assert not node["spec"].get("unschedulable")
+    assert not any(t.get("key") == "amd-dcm" for t in node["spec"].get("taints", []))
+    np = await client.get(node_partitionings_resource(), "plan-mi300x-0")
+    assert np["status"]["currentHash"] == np["spec"]["desiredHash"]
+    assert "infrastructure.silogen.ai/node-partitioning" not in (np["metadata"].get("finalizers") or [])
+    client.reset_counts()
+    informer = manager.informers.informer(node_partitionings_resource())
+    for key in list(informer.keys()):
+        for controller in manager.controllers:
+            controller.enqueue(Request(None, key))
+    await eventually(lambda: _idle(manager))
+    assert client.writes == 0  # steady state: nothing to write
+
+
+async def _idle(manager: Manager) -> bool:
+    return all(len(c.queue) == 0 and c.queue.num_processing == 0 for c in manager.controllers)
+
+
+async def test_a_pdb_holds_the_drain_until_relaxed(client: InMemoryKubeClient, manager: Manager) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "guarded", "namespace": "default", "labels": {"app": "g"}},
+        "spec": {"nodeName": "mi300x-0", "containers": [{"name": "c", "image": "x"}]},
+    }
+    created = await client.create(PODS, pod)
+    created["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    await client.replace_status(PODS, created)
+    await client.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+        },
+    )
+    await client.create(node_partitionings_resource(), np_body())
+
+    async def draining() -> bool:
+        return await phase(client) == "Draining"
+
+    await eventually(draining)
+    assert (await client.list(PODS, "default"))["items"]  # the PDB holds the pod
+    await client.patch(PDBS, "g", {"spec": {"minAvailable": 0}}, namespace="default")
+
+    async def evicted() -> bool:
+        return not (await client.list(PODS, "default"))["items"]
+
+    await eventually(evicted, timeout=30)
+
+
+async def test_not_admitted_stays_pending_and_untouched(client: InMemoryKubeClient, manager: Manager) -> None:
+    await client.create(node_partitionings_resource(), np_body(admitted=False))
+
+    async def pending() -> bool:
+        return await phase(client) in (None, "Pending")
+
+    await eventually(pending)
+    node = await client.get(NODES, "mi300x-0")
+    assert not node["spec"].get("unschedulable")
