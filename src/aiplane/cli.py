@@ -130,6 +130,27 @@ def sim(
         list[str] | None,
         typer.Option(help="Inject a fault, e.g. 'verb=patch,resource=pods,error=500,count=3' (repeatable)."),
     ] = None,
+    agents: Annotated[
+        bool,
+        typer.Option(
+            "--agents/--no-agents",
+            help="Run the simulated kubelet, DaemonSet controller and AMD GPU operator (DCM, device plugin).",
+        ),
+    ] = True,
+    dcm_delay: Annotated[
+        float,
+        typer.Option(
+            "--dcm-delay", metavar="SECONDS", help="How long the simulated DCM takes to partition a node."
+        ),
+    ] = 1.0,
+    pod_ready_delay: Annotated[
+        float,
+        typer.Option(
+            "--pod-ready-delay",
+            metavar="SECONDS",
+            help="How long a bound pod takes to become Running and Ready.",
+        ),
+    ] = 0.5,
 ) -> None:
     """Run the embedded cluster (a Kubernetes API server faithful enough for kubectl) until SIGINT/SIGTERM."""
     import asyncio
@@ -138,7 +159,14 @@ def sim(
 
     code = asyncio.run(
         run_sim(
-            kubeconfig=kubeconfig, port=port, fleet_file=fleet, controllers=controllers, faults=fault or []
+            kubeconfig=kubeconfig,
+            port=port,
+            fleet_file=fleet,
+            controllers=controllers,
+            faults=fault or [],
+            agents=agents,
+            dcm_delay=dcm_delay,
+            pod_ready_delay=pod_ready_delay,
         )
     )
     raise typer.Exit(code)

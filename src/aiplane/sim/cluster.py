@@ -1,4 +1,4 @@
-"""The embedded cluster: API server + bootstrap objects + (later) simulated agents, on 127.0.0.1.
+"""The embedded cluster: API server + bootstrap objects + simulated agents (optional), on 127.0.0.1.
 
 Tests, benchmarks and the demo all start one of these, in-process (:class:`EmbeddedCluster`) or as
 ``aiplane sim`` in its own process; either way clients reach it over real HTTP with a kubeconfig.
@@ -18,6 +18,7 @@ from aiohttp import web
 
 from aiplane.sim import fleet as fleet_mod
 from aiplane.sim import thirdparty, tls
+from aiplane.sim.agents import AgentOptions, Agents
 from aiplane.sim.apiserver.server import ApiServer
 from aiplane.sim.namespace_defaults import NamespaceDefaults
 
@@ -34,12 +35,29 @@ class EmbeddedCluster:
         token: str | None = None,
         history_size: int = 10_000,
         install_crds: bool = True,
+        agents: bool = False,
+        ready_delay: float = 0.5,
+        dcm_delay: float = 1.0,
+        plugin_refresh_delay: float = 0.0,
     ) -> None:
+        """``agents=True`` runs the simulated kubelet, DaemonSet controller and AMD GPU operator
+        (docs/sim.md, "Simulated agents") from ``start()`` to ``stop()``; off by default so that tests
+        of the API server see only their own objects. The delays are the agents' initial timing."""
         self.server = ApiServer(token=token, history_size=history_size)
         self.url: str | None = None
         self.tls = tls.generate()
         self._runner: web.AppRunner | None = None
         self._bootstrap(fleet_mod.DEFAULT_FLEET if fleet is None else fleet, install_crds)
+        self.agents: Agents | None = (
+            Agents(
+                self.server.api,
+                AgentOptions(
+                    ready_delay=ready_delay, dcm_delay=dcm_delay, plugin_refresh_delay=plugin_refresh_delay
+                ),
+            )
+            if agents
+            else None
+        )
 
     @property
     def api(self) -> Any:
@@ -73,11 +91,15 @@ class EmbeddedCluster:
         await site.start()
         self._runner = runner
         self.server.gc.start()  # the deletion/GC controllers' worker runs on this loop
+        if self.agents is not None:
+            self.agents.start()  # kubelet, DaemonSets, AMD GPU operator: on this loop too
         bound_port = sock.getsockname()[1]
         self.url = f"https://{host}:{bound_port}"
         return self.url
 
     async def stop(self) -> None:
+        if self.agents is not None:
+            await self.agents.stop()
         await self.server.gc.stop()
         if self._runner is not None:
             await self._runner.cleanup()

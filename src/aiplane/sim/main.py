@@ -39,7 +39,15 @@ async def _in_process_manager(cluster: EmbeddedCluster, selected: dict[str, Any]
 
 
 async def run_sim(
-    *, kubeconfig: Path, port: int, fleet_file: Path | None, controllers: str, faults: list[str]
+    *,
+    kubeconfig: Path,
+    port: int,
+    fleet_file: Path | None,
+    controllers: str,
+    faults: list[str],
+    agents: bool = True,
+    dcm_delay: float = 1.0,
+    pod_ready_delay: float = 0.5,
 ) -> int:
     from aiplane.controllers import registry
 
@@ -55,7 +63,12 @@ async def run_sim(
         except (OSError, ValidationError) as exc:
             print(f"aiplane sim: invalid fleet file {fleet_file}: {exc}", file=sys.stderr)
             return 2
-    cluster = EmbeddedCluster(fleet=fleet)
+    if dcm_delay < 0 or pod_ready_delay < 0:
+        print("aiplane sim: --dcm-delay and --pod-ready-delay must not be negative", file=sys.stderr)
+        return 2
+    # The simulated kubelet, DaemonSet controller and AMD GPU operator run by default here: a
+    # newcomer's cluster should behave like one (pods run, GPUs partition).
+    cluster = EmbeddedCluster(fleet=fleet, agents=agents, dcm_delay=dcm_delay, ready_delay=pod_ready_delay)
     for spec in faults:
         try:
             cluster.server.faults.add_spec(spec)
@@ -77,6 +90,12 @@ async def run_sim(
     print(f"aiplane sim: serving {url} ({nodes} nodes); kubeconfig written to {kubeconfig}", file=sys.stderr)
     if selected:
         print(f"aiplane sim: controllers running in-process: {', '.join(sorted(selected))}", file=sys.stderr)
+    if agents:
+        print(
+            "aiplane sim: simulated agents: kubelet, daemonset controller, AMD GPU operator "
+            f"(pod ready delay {pod_ready_delay}s, DCM delay {dcm_delay}s)",
+            file=sys.stderr,
+        )
     print(f"aiplane sim: try  KUBECONFIG={kubeconfig} kubectl get nodes", file=sys.stderr)
     stopped = asyncio.create_task(stop.wait())
     waiting: set[asyncio.Task[Any]] = {stopped}

@@ -1,0 +1,441 @@
+"""Simulated agents: the parts of a real cluster that are not the API server and that we do not own.
+
+A real cluster has kubelets running pods, kube-controller-manager's DaemonSet and taint-eviction
+controllers, and (on AMD GPU nodes) the AMD GPU operator's device plugin and Device Config Manager.
+Our controllers observe their effects (pods Running, DaemonSet pods evicted by a taint and coming
+back, ``dcm.amd.com/gpu-config-profile-state``, ``amd.com/gpu`` allocatable), so the embedded cluster
+plays them, in-process, on the event loop that serves it:
+
+* :mod:`.kubelet` — kubelet-lite (bound pods become Running/Ready; NotReady nodes make their pods
+  NotReady) and the NoExecute taint eviction of kube-controller-manager;
+* :mod:`.daemonsets` — the DaemonSet controller;
+* :mod:`.amd_gpu_operator` — the AMD GPU operator's objects, its device plugin's registration with the
+  kubelet and the Device Config Manager (DCM) that partitions GPUs.
+
+Every agent works like the deletion/GC controllers in ``apiserver/gc.py``: the store calls it
+synchronously for every committed write (:meth:`AgentLoop.on_event`), which only queues work; a task on
+the event loop does the work through the same ``rest.Api`` verbs HTTP clients use, so clients see the
+agents' writes exactly as they would see a kubelet's or a controller's (admission, resourceVersions,
+watch events, managedFields with the agent's field manager). Delays are timers on the loop.
+
+docs/sim.md ("Simulated agents") lists how each agent differs from the real component.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiplane.sim.apiserver.errors import ApiError
+from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
+from aiplane.sim.apiserver.store import DELETED, Event
+
+if TYPE_CHECKING:
+    from aiplane.sim.agents.amd_gpu_operator import AmdGpuOperator
+    from aiplane.sim.agents.daemonsets import DaemonSetController
+    from aiplane.sim.agents.kubelet import Kubelet
+    from aiplane.sim.apiserver.rest import Api
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+#: A unit of queued work: a hashable tuple whose first item says what to do.
+Work = tuple[str, ...]
+
+PODS = "/pods"
+NODES = "/nodes"
+
+__all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "record_event"]
+
+
+def meta_of(obj: Obj) -> dict[str, Any]:
+    meta: dict[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def labels_of(obj: Obj) -> dict[str, str]:
+    labels: dict[str, str] = meta_of(obj).get("labels") or {}
+    return labels
+
+
+def controller_uid(obj: Obj) -> str | None:
+    """The uid of the object's controller (the ownerReference with ``controller: true``)."""
+    for ref in meta_of(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid", ""))
+    return None
+
+
+def node_ready(node: Obj | None) -> bool:
+    """The node's ``Ready`` condition is ``True`` (what "the kubelet is up" means to everyone else)."""
+    if node is None:
+        return False
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def pod_terminal(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_terminating(pod: Obj) -> bool:
+    return bool(meta_of(pod).get("deletionTimestamp"))
+
+
+def pod_ready(pod: Obj) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+class PodIndex:
+    """Pods by node and by controller uid, kept current from store events.
+
+    Agents look pods up by the node they are bound to (kubelet, taint eviction, DCM's "is the GPU
+    busy") and by their controller (DaemonSet); scanning every pod for each of those would make a
+    burst of pod events quadratic.
+    """
+
+    def __init__(self, api: Api) -> None:
+        self.store = api.store
+        self._by_node: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        self._by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        self._where: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self._subscribed = False
+
+    def start(self) -> None:
+        for pod in self.store.items(PODS):
+            self._add(pod)
+        self.store.subscribe(self._on_event)
+        self._subscribed = True
+
+    def stop(self) -> None:
+        if self._subscribed:
+            self.store.unsubscribe(self._on_event)
+            self._subscribed = False
+        self._by_node.clear()
+        self._by_owner.clear()
+        self._where.clear()
+
+    def _on_event(self, event: Event) -> None:
+        if event.key != PODS:
+            return
+        self._remove(event.obj)
+        if event.type != DELETED:
+            self._add(event.obj)
+
+    def _add(self, pod: Obj) -> None:
+        meta = meta_of(pod)
+        ident = (str(meta.get("namespace", "")), str(meta["name"]))
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        owner = controller_uid(pod)
+        self._where[ident] = (node, owner)
+        if node:
+            self._by_node[node].add(ident)
+        if owner:
+            self._by_owner[owner].add(ident)
+
+    def _remove(self, pod: Obj) -> None:
+        meta = meta_of(pod)
+        ident = (str(meta.get("namespace", "")), str(meta["name"]))
+        where = self._where.pop(ident, None)
+        if where is None:
+            return
+        node, owner = where
+        if node:
+            self._by_node[node].discard(ident)
+            if not self._by_node[node]:
+                del self._by_node[node]
+        if owner:
+            self._by_owner[owner].discard(ident)
+            if not self._by_owner[owner]:
+                del self._by_owner[owner]
+
+    def _objects(self, idents: Iterable[tuple[str, str]]) -> list[Obj]:
+        out = []
+        for ns, name in sorted(idents):
+            pod = self.store.get(PODS, ns, name)
+            if pod is not None:
+                out.append(pod)
+        return out
+
+    def on_node(self, node: str) -> list[Obj]:
+        """The pods bound to ``node`` (as stored now)."""
+        return self._objects(self._by_node.get(node, ()))
+
+    def owned_by(self, uid: str) -> list[Obj]:
+        """The pods whose controller has ``uid``."""
+        return self._objects(self._by_owner.get(uid, ()))
+
+
+_event_seq = itertools.count()
+
+
+def record_event(
+    api: Api,
+    involved: Obj,
+    type_: str,
+    reason: str,
+    message: str,
+    *,
+    component: str,
+    host: str | None = None,
+) -> Obj | None:
+    """Create a core/v1 Event about ``involved`` the way client-go's recorder names and fills it.
+
+    The Event lives in the involved object's namespace, ``default`` for cluster-scoped objects (a
+    Node), as kube's recorder puts it. Failures (e.g. a namespace being deleted) are logged, never
+    raised: an agent must not stop because it could not report.
+    """
+    meta = meta_of(involved)
+    namespace = str(meta.get("namespace") or "default")
+    now = rfc3339(api.clock())
+    ref = {
+        "apiVersion": involved.get("apiVersion"),
+        "kind": involved.get("kind"),
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
+    body: Obj = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{meta.get('name')}.{time.time_ns() + next(_event_seq):x}",
+            "namespace": namespace,
+        },
+        "involvedObject": {k: v for k, v in ref.items() if v},
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "source": {"component": component, **({"host": host} if host else {})},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": host or component,
+    }
+    try:
+        return api.create(
+            api.resource("v1", "Event"), namespace, body, WriteOptions(field_manager=component)
+        ).obj
+    except ApiError as err:
+        log.info("%s: could not record event %s on %s: %s", component, reason, meta.get("name"), err)
+        return None
+
+
+class AgentLoop:
+    """A work queue fed by store events and drained by one task on the event loop.
+
+    Subclasses implement :meth:`on_event` (synchronous, inside the store's fan-out: only queue work
+    there, never write), :meth:`resync` (queue everything once at start) and :meth:`process` (do one
+    piece of work through ``self.api``). Work that raises is retried with exponential backoff a few
+    times, then dropped and logged (a later event queues it again), like the GC's worker.
+    """
+
+    #: Used in task names and logs.
+    name = "agent"
+    #: How many retries of failing work before it is dropped.
+    max_retries = 8
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self.store = api.store
+        self._queue: dict[Work, None] = {}
+        self._failures: Counter[Work] = Counter()
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._subscribed = False
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None
+
+    def start(self) -> None:
+        """Subscribe to the store and start the worker on the running loop."""
+        if self._task is not None:
+            return
+        self._wakeup = asyncio.Event()
+        self.store.subscribe(self._dispatch)
+        self._subscribed = True
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"aiplane-sim-{self.name}")
+        self.resync()
+
+    async def stop(self) -> None:
+        if self._subscribed:
+            self.store.unsubscribe(self._dispatch)
+            self._subscribed = False
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        self._queue.clear()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- to implement -----------------------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        raise NotImplementedError
+
+    def resync(self) -> None:
+        raise NotImplementedError
+
+    def process(self, work: Work) -> None:
+        raise NotImplementedError
+
+    # --- queue ------------------------------------------------------------------------------------
+
+    def _dispatch(self, event: Event) -> None:
+        try:
+            self.on_event(event)
+        except Exception:  # a bug here must not break the writer whose commit we are told about
+            log.exception("%s: handling a %s event of %s failed", self.name, event.type, event.key)
+
+    def enqueue(self, work: Work) -> None:
+        if work not in self._queue:
+            self._queue[work] = None
+            if self._wakeup is not None:
+                self._wakeup.set()
+
+    def later(self, delay: float, work: Work) -> asyncio.TimerHandle | None:
+        """Queue ``work`` after ``delay`` seconds (at once when ``delay <= 0``)."""
+        if self._task is None:
+            return None
+        if delay <= 0:
+            self.enqueue(work)
+            return None
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle | None = None
+
+        def fire() -> None:
+            if handle is not None:
+                self._timers.discard(handle)
+            self.enqueue(work)
+
+        handle = loop.call_later(delay, fire)
+        self._timers.add(handle)
+        return handle
+
+    def cancel(self, handle: asyncio.TimerHandle | None) -> None:
+        if handle is not None:
+            handle.cancel()
+            self._timers.discard(handle)
+
+    async def _run(self) -> None:
+        assert self._wakeup is not None
+        while True:
+            if not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            self.run_pending(limit=200)
+            await asyncio.sleep(0)
+
+    def run_pending(self, limit: int | None = None) -> int:
+        """Do queued work now (all of it, or ``limit`` items); returns how many items were processed."""
+        done = 0
+        while self._queue and (limit is None or done < limit):
+            work = next(iter(self._queue))
+            del self._queue[work]
+            try:
+                self.process(work)
+                self._failures.pop(work, None)
+            except Exception:
+                log.exception("%s: %s failed", self.name, work)
+                self._retry(work)
+            done += 1
+        return done
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue
+
+    def _retry(self, work: Work) -> None:
+        self._failures[work] += 1
+        if self._failures[work] <= self.max_retries:
+            self.later(0.05 * 2 ** self._failures[work], work)
+        else:
+            self._failures.pop(work, None)
+
+
+@dataclass
+class AgentOptions:
+    """Timing of the simulated agents (all changeable at runtime on the agents themselves)."""
+
+    #: Seconds between a pod being bound to a Ready node and the kubelet reporting it Running and Ready.
+    ready_delay: float = 0.5
+    #: Seconds the Device Config Manager takes to partition a node's GPUs.
+    dcm_delay: float = 1.0
+    #: Seconds between the device plugin seeing new devices (its start, or a partition change) and
+    #: the kubelet's node status showing them.
+    plugin_refresh_delay: float = 0.0
+
+
+class Agents:
+    """The simulated agents of one embedded cluster: ``kubelet``, ``daemonsets``, ``amd``.
+
+    ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
+    as ``cluster.agents.amd.fail_nodes``, ``cluster.agents.amd.dcm_delay``,
+    ``cluster.agents.kubelet.ready_delay`` …
+    """
+
+    def __init__(self, api: Api, options: AgentOptions | None = None) -> None:
+        from aiplane.sim.agents.amd_gpu_operator import AmdGpuOperator
+        from aiplane.sim.agents.daemonsets import DaemonSetController
+        from aiplane.sim.agents.kubelet import Kubelet
+
+        options = options or AgentOptions()
+        self.api = api
+        self.pods = PodIndex(api)
+        self.kubelet: Kubelet = Kubelet(api, self.pods, ready_delay=options.ready_delay)
+        self.daemonsets: DaemonSetController = DaemonSetController(api, self.pods)
+        self.amd: AmdGpuOperator = AmdGpuOperator(
+            api,
+            self.pods,
+            dcm_delay=options.dcm_delay,
+            plugin_refresh_delay=options.plugin_refresh_delay,
+        )
+        self._started = False
+
+    @property
+    def loops(self) -> tuple[AgentLoop, ...]:
+        return (self.kubelet, self.daemonsets, self.amd)
+
+    def start(self) -> None:
+        """Start every agent on the running loop (the AMD operator first creates its objects)."""
+        if self._started:
+            return
+        self._started = True
+        self.pods.start()
+        self.amd.install()
+        for agent in self.loops:
+            agent.start()
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for agent in reversed(self.loops):
+            await agent.stop()
+        self.pods.stop()
+
+    @property
+    def idle(self) -> bool:
+        """No agent has queued work (timers may still be pending)."""
+        return all(agent.idle for agent in self.loops)

@@ -1,0 +1,516 @@
+"""The DaemonSet controller of kube-controller-manager (``pkg/controller/daemon``), lite.
+
+Why it matters here: the AMD GPU operator's device plugin is a DaemonSet that must *not* tolerate the
+``amd-dcm=up:NoExecute`` partitioning taint, so that it leaves a node while the Device Config Manager
+repartitions the GPUs and comes back (re-registering the new devices) when the taint goes. Our
+partitioning controllers depend on exactly that cycle, so the sim runs it.
+
+For every apps/v1 DaemonSet: one pod on every node the pod template may run on — node selector and
+required node affinity match (:func:`aiplane.kube.selectors.required_node_affinity_matches`), and the
+node's ``NoSchedule``/``NoExecute`` taints are tolerated (:func:`tolerates`, with the tolerations the
+controller adds to every daemon pod) — named ``<ds>-<5 random chars>``, bound to its node, owned by
+the DaemonSet, labelled with the template's labels plus ``controller-revision-hash`` and
+``pod-template-generation``. Pods on nodes that stop matching, or that get a ``NoExecute`` taint the
+pod does not tolerate, are deleted; deleted pods are recreated as soon as their node fits again.
+``RollingUpdate`` replaces outdated pods ``maxUnavailable`` at a time; the status counters are kept
+current.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from aiplane.kube.selectors import required_node_affinity_matches
+from aiplane.sim.agents import (
+    NODES,
+    PODS,
+    AgentLoop,
+    Obj,
+    PodIndex,
+    Work,
+    controller_uid,
+    labels_of,
+    meta_of,
+    pod_ready,
+    pod_terminating,
+    record_event,
+)
+from aiplane.sim.apiserver.errors import ApiError
+from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
+from aiplane.sim.apiserver.store import Event
+
+if TYPE_CHECKING:
+    from aiplane.sim.apiserver.resources import ResourceType
+    from aiplane.sim.apiserver.rest import Api
+
+log = logging.getLogger(__name__)
+
+#: Field manager / event source of kube-controller-manager's DaemonSet controller.
+COMPONENT = "daemonset-controller"
+FIELD_MANAGER = "kube-controller-manager"
+#: The label the controller puts on pods and ControllerRevisions (``apps.DefaultDaemonSetUniqueLabelKey``).
+REVISION_HASH_LABEL = "controller-revision-hash"
+#: The label with the DaemonSet's generation when the pod was made (``extensions.DaemonSetTemplateGenerationKey``).
+TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+#: Effects a daemon pod must tolerate to be placed (``NoSchedule`` and ``NoExecute``); to keep running,
+#: only ``NoExecute`` counts.
+SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+EXECUTE_EFFECTS = ("NoExecute",)
+
+#: The tolerations ``util.AddOrUpdateDaemonPodTolerations`` gives every daemon pod: daemons keep running
+#: on NotReady/unreachable nodes, under node pressure, and on cordoned nodes.
+DAEMON_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+)
+HOST_NETWORK_TOLERATION = {
+    "key": "node.kubernetes.io/network-unavailable",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+
+_SAFE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+# --- taints and tolerations (k8s.io/api/core/v1 toleration.go, component-helpers taints) -------------
+
+
+def toleration_tolerates_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """``Toleration.ToleratesTaint``: effect (empty = all), key (empty with ``Exists`` = all keys) and
+    operator (``Equal``, the default, compares values; ``Exists`` ignores them)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return bool((toleration.get("value") or "") == (taint.get("value") or ""))
+    return False
+
+
+def untolerated_taints(
+    taints: Iterable[Mapping[str, Any]] | None,
+    tolerations: Iterable[Mapping[str, Any]] | None,
+    effects: Sequence[str] = SCHEDULE_EFFECTS,
+) -> list[Mapping[str, Any]]:
+    """The taints with one of ``effects`` that no toleration tolerates."""
+    tols = list(tolerations or [])
+    return [
+        taint
+        for taint in taints or []
+        if taint.get("effect") in effects and not any(toleration_tolerates_taint(t, taint) for t in tols)
+    ]
+
+
+def tolerates(
+    taints: Iterable[Mapping[str, Any]] | None,
+    tolerations: Iterable[Mapping[str, Any]] | None,
+    effects: Sequence[str] = SCHEDULE_EFFECTS,
+) -> bool:
+    """Whether ``tolerations`` tolerate every taint whose effect is in ``effects`` (by default
+    ``NoSchedule`` and ``NoExecute``: what placing a pod needs; ``PreferNoSchedule`` never blocks)."""
+    return not untolerated_taints(taints, tolerations, effects)
+
+
+def daemon_pod_tolerations(pod_spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The template's tolerations plus :data:`DAEMON_TOLERATIONS` (added when no toleration with the
+    same key and effect exists, as ``AddOrUpdateTolerationInPodSpec`` does)."""
+    out = [dict(t) for t in pod_spec.get("tolerations") or []]
+    extra = list(DAEMON_TOLERATIONS)
+    if pod_spec.get("hostNetwork"):
+        extra.append(HOST_NETWORK_TOLERATION)
+    for toleration in extra:
+        if not any(
+            t.get("key") == toleration["key"] and t.get("effect") == toleration["effect"] for t in out
+        ):
+            out.append(dict(toleration))
+    return out
+
+
+def node_should_run(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> tuple[bool, bool]:
+    """``NodeShouldRunDaemonPod``: (should run a new pod, should keep an existing one running).
+
+    ``pod_spec`` is the template's spec; the daemon tolerations are added here. A pod is placed only
+    where node selector, required node affinity and ``NoSchedule``/``NoExecute`` taints allow; an
+    existing pod keeps running despite a new ``NoSchedule`` taint, but not on a node that stopped
+    matching its node selector or affinity, or got an untolerated ``NoExecute`` taint.
+    """
+    wanted_node = pod_spec.get("nodeName")
+    if wanted_node and wanted_node != (node.get("metadata") or {}).get("name"):
+        return False, False
+    if not required_node_affinity_matches(pod_spec, node):
+        return False, False
+    taints = (node.get("spec") or {}).get("taints") or []
+    tolerations = daemon_pod_tolerations(pod_spec)
+    return tolerates(taints, tolerations, SCHEDULE_EFFECTS), tolerates(taints, tolerations, EXECUTE_EFFECTS)
+
+
+def replace_node_affinity(affinity: Mapping[str, Any] | None, node_name: str) -> dict[str, Any]:
+    """``ReplaceDaemonSetPodNodeNameNodeAffinity``: the required node affinity of a daemon pod becomes
+    exactly ``metadata.name In [node]`` (the template's terms were already checked)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+    out = dict(affinity or {})
+    node_affinity = dict(out.get("nodeAffinity") or {})
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [term]}
+    out["nodeAffinity"] = node_affinity
+    return out
+
+
+def template_hash(template: Mapping[str, Any], collision_count: int = 0) -> str:
+    """A stable hash of the pod template, spelled like kube's ``controller.ComputeHash`` (a 32-bit
+    number written with the "safe" alphabet ``bcdfghjklmnpqrstvwxz2456789``).
+
+    kube hashes the Go struct with fnv; we hash canonical JSON, so values differ from a real
+    cluster's but are as stable (the same template always gives the same hash)."""
+    import orjson
+
+    digest = hashlib.blake2b(orjson.dumps(template, option=orjson.OPT_SORT_KEYS), digest_size=4)
+    if collision_count:
+        digest.update(str(collision_count).encode())
+    number = str(int.from_bytes(digest.digest(), "big"))
+    return "".join(_SAFE_ALPHABET[ord(c) % len(_SAFE_ALPHABET)] for c in number)
+
+
+def max_unavailable(ds: Mapping[str, Any], desired: int) -> int:
+    """``rollingUpdate.maxUnavailable`` as a number of pods (percentages round up; default 1; at least
+    1 unless ``maxSurge`` is used, which we treat as 1 too)."""
+    rolling = ((ds.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
+    value = rolling.get("maxUnavailable", 1)
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            pct = int(value[:-1])
+        except ValueError:
+            return 1
+        number = -(-pct * desired // 100)
+    else:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            return 1
+    return max(number, 1)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+class DaemonSetController(AgentLoop):
+    """Keeps one pod per eligible node for every DaemonSet (see the module doc)."""
+
+    name = "daemonset-controller"
+
+    def __init__(self, api: Api, pods: PodIndex) -> None:
+        super().__init__(api)
+        self.pods = pods
+        self.ds_rt: ResourceType = api.resource("apps/v1", "DaemonSet")
+        self.rev_rt: ResourceType = api.resource("apps/v1", "ControllerRevision")
+        self.pod_rt: ResourceType = api.resource("v1", "Pod")
+        self._by_uid: dict[str, tuple[str, str]] = {}
+
+    # --- events -----------------------------------------------------------------------------------
+
+    def resync(self) -> None:
+        for ds in self.store.items(self.ds_rt.storage_key):
+            meta = meta_of(ds)
+            self._by_uid[str(meta.get("uid"))] = (meta["namespace"], meta["name"])
+            self.enqueue(("ds", meta["namespace"], meta["name"]))
+
+    def on_event(self, event: Event) -> None:
+        if event.key == self.ds_rt.storage_key:
+            meta = meta_of(event.obj)
+            uid = str(meta.get("uid"))
+            if event.type == "DELETED":
+                self._by_uid.pop(uid, None)
+            else:
+                self._by_uid[uid] = (meta["namespace"], meta["name"])
+                self.enqueue(("ds", meta["namespace"], meta["name"]))
+        elif event.key == PODS:
+            for obj in (event.obj, event.old):
+                owner = controller_uid(obj) if obj is not None else None
+                where = self._by_uid.get(owner or "")
+                if where is not None:
+                    self.enqueue(("ds", *where))
+        elif event.key == NODES and self._node_changed(event):
+            for ns, name in list(self._by_uid.values()):
+                self.enqueue(("ds", ns, name))
+
+    @staticmethod
+    def _node_changed(event: Event) -> bool:
+        """Only what placement depends on (labels, taints, existence) re-syncs every DaemonSet."""
+        if event.type != "MODIFIED" or event.old is None:
+            return True
+        old, new = event.old, event.obj
+        return bool(
+            labels_of(old) != labels_of(new)
+            or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")
+        )
+
+    # --- sync -------------------------------------------------------------------------------------
+
+    def process(self, work: Work) -> None:
+        if work[0] == "ds":
+            self.sync(work[1], work[2])
+
+    def sync(self, namespace: str, name: str) -> None:
+        ds = self.store.get(self.ds_rt.storage_key, namespace, name)
+        if ds is None or meta_of(ds).get("deletionTimestamp"):
+            return  # the garbage collector removes its pods through their ownerReferences
+        spec = ds.get("spec") or {}
+        template = spec.get("template") or {}
+        pod_spec = template.get("spec") or {}
+        status = ds.get("status") or {}
+        current_hash = template_hash(template, int(status.get("collisionCount") or 0))
+        self._ensure_revision(ds, template, current_hash)
+
+        uid = str(meta_of(ds)["uid"])
+        pods_by_node: dict[str, list[Obj]] = {}
+        for pod in self.pods.owned_by(uid):
+            if pod_terminating(pod):
+                continue
+            pods_by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+
+        nodes = self.store.items(NODES)
+        create_on: list[str] = []
+        delete: list[Obj] = []
+        keep: dict[str, Obj] = {}
+        placement: dict[str, bool] = {}
+        for node in nodes:
+            node_name = meta_of(node)["name"]
+            should_run, should_continue = node_should_run(pod_spec, node)
+            placement[node_name] = should_run
+            existing = sorted(
+                pods_by_node.pop(node_name, []), key=lambda p: str(meta_of(p).get("creationTimestamp", ""))
+            )
+            if should_run and not existing:
+                create_on.append(node_name)
+            elif not should_continue:
+                delete.extend(existing)
+            elif existing:
+                keep[node_name] = existing[0]
+                delete.extend(existing[1:])  # duplicates: keep the oldest, as kube does
+        for leftover in pods_by_node.values():  # unbound, or bound to a node that no longer exists
+            delete.extend(leftover)
+
+        delete.extend(self._rolling_update(ds, keep, placement, current_hash))
+        for node_name in create_on:
+            self._create_pod(ds, template, node_name, current_hash)
+        for pod in delete:
+            self._delete_pod(ds, pod)
+        self._update_status(ds, current_hash, placement)
+
+    def _rolling_update(
+        self, ds: Obj, keep: dict[str, Obj], placement: dict[str, bool], current_hash: str
+    ) -> list[Obj]:
+        """Outdated pods to delete now: unavailable ones at once, others within ``maxUnavailable``."""
+        strategy = ((ds.get("spec") or {}).get("updateStrategy") or {}).get("type") or "RollingUpdate"
+        if strategy != "RollingUpdate":
+            return []  # OnDelete: new pods get the new template only when old ones are deleted
+        desired = sum(1 for run in placement.values() if run)
+        available = sum(1 for node, pod in keep.items() if placement.get(node) and self._available(ds, pod))
+        budget = max_unavailable(ds, desired) - (desired - available)
+        out: list[Obj] = []
+        for node_name, pod in sorted(keep.items()):
+            if labels_of(pod).get(REVISION_HASH_LABEL) == current_hash:
+                continue
+            if not self._available(ds, pod):
+                out.append(pod)
+            elif budget > 0:
+                out.append(pod)
+                budget -= 1
+            else:
+                continue
+            del keep[node_name]
+        return out
+
+    def _available(self, ds: Obj, pod: Obj) -> bool:
+        """Ready for ``minReadySeconds`` (re-checked by a timer when that time is still to come)."""
+        if not pod_ready(pod):
+            return False
+        min_ready = int((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        if min_ready <= 0:
+            return True
+        since = None
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "Ready":
+                since = _parse_time(cond.get("lastTransitionTime"))
+        if since is None:
+            return True
+        left = (since - self.api.clock()).total_seconds() + min_ready
+        if left > 0:
+            meta = meta_of(ds)
+            self.later(left + 0.01, ("ds", meta["namespace"], meta["name"]))
+            return False
+        return True
+
+    def _ensure_revision(self, ds: Obj, template: Obj, current_hash: str) -> None:
+        """The ControllerRevision ``<ds>-<hash>`` holding the template (``kubectl rollout history``)."""
+        meta = meta_of(ds)
+        name = f"{meta['name']}-{current_hash}"
+        if self.store.get(self.rev_rt.storage_key, meta["namespace"], name) is not None:
+            return
+        revisions = [
+            r
+            for r in self.store.items(self.rev_rt.storage_key, meta["namespace"])
+            if controller_uid(r) == meta["uid"]
+        ]
+        revision = max((int(r.get("revision") or 0) for r in revisions), default=0) + 1
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "ControllerRevision",
+            "metadata": {
+                "name": name,
+                "namespace": meta["namespace"],
+                "labels": {**labels_of(template), REVISION_HASH_LABEL: current_hash},
+                "ownerReferences": [self._owner_ref(ds)],
+            },
+            "data": {"spec": {"template": {**template, "$patch": "replace"}}},
+            "revision": revision,
+        }
+        try:
+            self.api.create(self.rev_rt, meta["namespace"], body, WriteOptions(field_manager=FIELD_MANAGER))
+        except ApiError as err:
+            if err.code != 409:
+                raise
+
+    @staticmethod
+    def _owner_ref(ds: Obj) -> dict[str, Any]:
+        meta = meta_of(ds)
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def _create_pod(self, ds: Obj, template: Obj, node_name: str, current_hash: str) -> None:
+        meta = meta_of(ds)
+        tmeta = template.get("metadata") or {}
+        spec = dict(template.get("spec") or {})
+        spec["tolerations"] = daemon_pod_tolerations(spec)
+        spec["affinity"] = replace_node_affinity(spec.get("affinity"), node_name)
+        spec["nodeName"] = node_name
+        pod_meta: dict[str, Any] = {
+            "generateName": f"{meta['name']}-",
+            "namespace": meta["namespace"],
+            "labels": {
+                **(tmeta.get("labels") or {}),
+                REVISION_HASH_LABEL: current_hash,
+                TEMPLATE_GENERATION_LABEL: str(meta.get("generation", 1)),
+            },
+            "ownerReferences": [self._owner_ref(ds)],
+        }
+        if tmeta.get("annotations"):
+            pod_meta["annotations"] = dict(tmeta["annotations"])
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+        try:
+            created = self.api.create(
+                self.pod_rt, meta["namespace"], body, WriteOptions(field_manager=FIELD_MANAGER)
+            ).obj
+        except ApiError as err:
+            if err.code == 403:  # the namespace is being deleted: nothing to do
+                return
+            record_event(
+                self.api, ds, "Warning", "FailedCreate", f"Error creating: {err}", component=COMPONENT
+            )
+            raise
+        record_event(
+            self.api,
+            ds,
+            "Normal",
+            "SuccessfulCreate",
+            f"Created pod: {meta_of(created)['name']}",
+            component=COMPONENT,
+        )
+
+    def _delete_pod(self, ds: Obj, pod: Obj) -> None:
+        pmeta = meta_of(pod)
+        try:
+            self.api.delete(
+                self.pod_rt,
+                pmeta["namespace"],
+                pmeta["name"],
+                DeleteOptions(precondition_uid=pmeta.get("uid")),
+            )
+        except ApiError as err:
+            if err.code in (404, 409):
+                return
+            raise
+        record_event(
+            self.api, ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
+        )
+
+    def _update_status(self, ds: Obj, current_hash: str, placement: dict[str, bool]) -> None:
+        """The counters ``kubectl get ds`` prints, from the pods as stored after this sync's writes."""
+        meta = meta_of(ds)
+        fresh = self.store.get(self.ds_rt.storage_key, meta["namespace"], meta["name"])
+        if fresh is None:
+            return
+        on_node: dict[str, Obj] = {}
+        for pod in self.pods.owned_by(str(meta["uid"])):
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            if node and not pod_terminating(pod):
+                on_node.setdefault(node, pod)
+        desired = current = misscheduled = ready = available = updated = 0
+        for node_name, should_run in placement.items():
+            found = on_node.get(node_name)
+            if not should_run:
+                misscheduled += found is not None
+                continue
+            desired += 1
+            if found is None:
+                continue
+            pod = found
+            current += 1
+            ready += pod_ready(pod)
+            available += self._available(fresh, pod)
+            updated += labels_of(pod).get(REVISION_HASH_LABEL) == current_hash
+        old = fresh.get("status") or {}
+        status: dict[str, Any] = {
+            **{k: v for k, v in old.items() if k in ("collisionCount", "conditions")},
+            "currentNumberScheduled": current,
+            "desiredNumberScheduled": desired,
+            "numberMisscheduled": misscheduled,
+            "numberReady": ready,
+            "observedGeneration": int(meta_of(fresh).get("generation", 1)),
+            "updatedNumberScheduled": updated,
+            "numberAvailable": available,
+        }
+        if desired - available:
+            status["numberUnavailable"] = desired - available
+        # kube omits zero counters (omitempty) except the four required ones
+        for key in ("numberAvailable", "updatedNumberScheduled"):
+            if not status[key]:
+                del status[key]
+        if status == old:
+            return
+        try:
+            self.api.update(
+                self.ds_rt,
+                meta["namespace"],
+                meta["name"],
+                {**fresh, "status": status},
+                WriteOptions(field_manager=FIELD_MANAGER),
+                subresource="status",
+            )
+        except ApiError as err:
+            if err.code not in (404, 409):
+                raise

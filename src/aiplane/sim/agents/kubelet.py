@@ -1,0 +1,429 @@
+"""Kubelet-lite, and the NoExecute taint eviction of kube-controller-manager.
+
+Why: controllers wait for pods to be Running and Ready (rollouts, DaemonSet status, "the device plugin
+is back"), and the partitioning workflow drains a node with a ``NoExecute`` taint. Without a kubelet
+every pod stays Pending forever and a taint evicts nothing.
+
+**Kubelet** — for a pod bound to a node (``spec.nodeName`` set; scheduling unbound pods is not done
+here): once the node is ``Ready``, after ``ready_delay`` seconds (0: at once) the pod's status becomes
+what a kubelet reports for a started pod whose containers are up: ``phase: Running``, the conditions
+``PodReadyToStartContainers``, ``Initialized``, ``Ready``, ``ContainersReady``, ``PodScheduled`` (all
+``True``), one ``containerStatuses`` entry per container (``state.running``, ``ready``, ``started``,
+``restartCount: 0``, image and ids), init containers ``terminated``/``Completed``, ``podIP`` (from a
+per-node range, the node's address for ``hostNetwork`` pods), ``hostIP`` (the node's InternalIP) and
+``startTime``. When a node stops being Ready its pods are marked NotReady (``Ready`` condition
+``False``: what the node lifecycle controller does for a silent kubelet), and Ready again when the
+node is. Containers never exit. Deleted pods go at once (the GC module's default: no
+``pod_terminator`` is claimed).
+
+**Taint eviction** (``pkg/controller/tainteviction``) — a pod bound to a node with a ``NoExecute`` taint
+it does not tolerate gets the ``DisruptionTarget`` condition (``DeletionByTaintManager``) and is
+deleted, with the ``TaintManagerEviction`` event; a toleration with ``tolerationSeconds`` delays that
+by the smallest such value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from aiplane.sim.agents import (
+    NODES,
+    PODS,
+    AgentLoop,
+    Obj,
+    PodIndex,
+    Work,
+    meta_of,
+    node_ready,
+    pod_terminal,
+    pod_terminating,
+    record_event,
+)
+from aiplane.sim.agents.daemonsets import EXECUTE_EFFECTS, toleration_tolerates_taint, untolerated_taints
+from aiplane.sim.apiserver.errors import ApiError
+from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
+from aiplane.sim.apiserver.store import DELETED, Event
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from aiplane.sim.apiserver.resources import ResourceType
+    from aiplane.sim.apiserver.rest import Api
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "kubelet"
+EVICTION_COMPONENT = "taint-eviction-controller"
+EVICTION_MANAGER = "kube-controller-manager"
+#: The containerd the fleet's nodes report (``containerRuntimeVersion: containerd://2.1.4``).
+RUNTIME = "containerd"
+
+_CONDITION_ORDER = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+
+
+def internal_ip(node: Obj | None) -> str | None:
+    for address in ((node or {}).get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address.get("address"))
+    return None
+
+
+def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, ready: bool) -> dict[str, Any]:
+    """The status a kubelet reports for ``pod`` once its containers have started (pure)."""
+    spec = pod.get("spec") or {}
+    old = pod.get("status") or {}
+    meta = meta_of(pod)
+    seed = f"{meta.get('uid', '')}"
+
+    def container_id(name: str) -> str:
+        return f"{RUNTIME}://" + hashlib.sha256(f"{seed}/{name}".encode()).hexdigest()
+
+    def image_id(image: str) -> str:
+        return f"{image.split('@', 1)[0]}@sha256:" + hashlib.sha256(image.encode()).hexdigest()
+
+    def image_of(container: Obj) -> str:
+        image = str(container.get("image") or "")
+        return image if ("/" in image.split(":", 1)[0]) else f"docker.io/library/{image}"
+
+    ready_text = "True" if ready else "False"
+    conditions = {
+        "PodReadyToStartContainers": "True",
+        "Initialized": "True",
+        "Ready": ready_text,
+        "ContainersReady": "True",
+        "PodScheduled": "True",
+    }
+    previous = {c.get("type"): c for c in old.get("conditions") or []}
+    out_conditions = []
+    for kind in _CONDITION_ORDER:
+        value = conditions[kind]
+        before = previous.get(kind)
+        since = before.get("lastTransitionTime") if before and before.get("status") == value else now
+        out_conditions.append(
+            {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": since or now}
+        )
+    containers = [
+        {
+            "name": c["name"],
+            "state": {"running": {"startedAt": now}},
+            "lastState": {},
+            "ready": True,
+            "restartCount": 0,
+            "image": image_of(c),
+            "imageID": image_id(image_of(c)),
+            "containerID": container_id(c["name"]),
+            "started": True,
+        }
+        for c in spec.get("containers") or []
+    ]
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "conditions": out_conditions,
+        "podIP": pod_ip,
+        "podIPs": [{"ip": pod_ip}],
+        "startTime": old.get("startTime") or now,
+        "containerStatuses": containers,
+    }
+    if host_ip:
+        status["hostIP"] = host_ip
+        status["hostIPs"] = [{"ip": host_ip}]
+    if spec.get("initContainers"):
+        status["initContainerStatuses"] = [
+            {
+                "name": c["name"],
+                "state": {
+                    "terminated": {
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "startedAt": now,
+                        "finishedAt": now,
+                        "containerID": container_id(c["name"]),
+                    }
+                },
+                "lastState": {},
+                "ready": True,
+                "restartCount": 0,
+                "image": image_of(c),
+                "imageID": image_id(image_of(c)),
+                "containerID": container_id(c["name"]),
+                "started": False,
+            }
+            for c in spec["initContainers"]
+        ]
+    if old.get("qosClass"):
+        status["qosClass"] = old["qosClass"]
+    return status
+
+
+def with_ready(status: dict[str, Any], ready: bool, now: str) -> dict[str, Any]:
+    """``status`` with its ``Ready`` condition set to ``ready`` (transition time moves on a flip only)."""
+    wanted = "True" if ready else "False"
+    conditions = []
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("status") != wanted:
+            conditions.append({**cond, "status": wanted, "lastTransitionTime": now})
+        else:
+            conditions.append(cond)
+    return {**status, "conditions": conditions}
+
+
+def min_toleration_seconds(taints: list[Obj], tolerations: list[Obj]) -> float | None:
+    """``getMinTolerationTime``: the smallest ``tolerationSeconds`` among the tolerations used for
+    ``taints`` (``None``: tolerated forever; negative values count as 0)."""
+    best: float | None = None
+    for taint in taints:
+        for toleration in tolerations:
+            if not toleration_tolerates_taint(toleration, taint):
+                continue
+            seconds = toleration.get("tolerationSeconds")
+            if seconds is None:
+                continue
+            value = max(float(seconds), 0.0)
+            best = value if best is None else min(best, value)
+    return best
+
+
+class Kubelet(AgentLoop):
+    """Runs bound pods on every node, and evicts pods from ``NoExecute``-tainted nodes."""
+
+    name = "kubelet"
+
+    def __init__(
+        self, api: Api, pods: PodIndex, *, ready_delay: float = 0.5, taint_eviction: bool = True
+    ) -> None:
+        super().__init__(api)
+        self.pods = pods
+        #: Seconds from binding (node Ready) to Running/Ready; changeable at runtime.
+        self.ready_delay = ready_delay
+        #: Whether ``NoExecute`` taints evict pods (kube-controller-manager's taint eviction).
+        self.taint_eviction = taint_eviction
+        self.pod_rt: ResourceType = api.resource("v1", "Pod")
+        self._starting: dict[str, asyncio.TimerHandle | None] = {}  # pod uid -> pending start
+        self._evicting: dict[str, tuple[float, asyncio.TimerHandle | None]] = {}  # uid -> (deadline, timer)
+        self._node_index: dict[str, int] = {}  # node -> its pod range (10.244.<n>.0/24)
+        self._ranges = itertools.count()
+        self._next_ip: dict[str, int] = {}
+
+    # --- events -----------------------------------------------------------------------------------
+
+    def resync(self) -> None:
+        for node in self.store.items(NODES):
+            self.enqueue(("node", meta_of(node)["name"]))
+
+    def on_event(self, event: Event) -> None:
+        if event.key == PODS:
+            self._on_pod(event)
+        elif event.key == NODES:
+            name = meta_of(event.obj)["name"]
+            if event.type == DELETED:
+                return
+            old = event.old
+            if (
+                old is None
+                or node_ready(old) != node_ready(event.obj)
+                or (old.get("spec") or {}).get("taints") != (event.obj.get("spec") or {}).get("taints")
+                or internal_ip(old) != internal_ip(event.obj)
+            ):
+                self.enqueue(("node", name))
+
+    def _on_pod(self, event: Event) -> None:
+        pod = event.obj
+        meta = meta_of(pod)
+        uid = str(meta.get("uid"))
+        if event.type == DELETED:
+            self.cancel(self._starting.pop(uid, None))
+            _, timer = self._evicting.pop(uid, (0.0, None))
+            self.cancel(timer)
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        old_node = ((event.old or {}).get("spec") or {}).get("nodeName")
+        if (
+            event.old is None
+            or old_node != node
+            or (pod.get("spec") or {}).get("tolerations")
+            != ((event.old or {}).get("spec") or {}).get("tolerations")
+            or ((pod.get("status") or {}).get("phase") == "Pending" and uid not in self._starting)
+        ):
+            self.enqueue(("pod", meta["namespace"], meta["name"]))
+
+    # --- work -------------------------------------------------------------------------------------
+
+    def process(self, work: Work) -> None:
+        kind = work[0]
+        if kind == "node":
+            self._sync_node(work[1])
+        elif kind == "pod":
+            self._sync_pod(work[1], work[2])
+        elif kind == "start":
+            self._start(work[1], work[2], work[3])
+        elif kind == "evict":
+            self._evict_check(work[1], work[2], work[3])
+
+    def _sync_node(self, name: str) -> None:
+        for pod in self.pods.on_node(name):
+            meta = meta_of(pod)
+            self._sync_pod(meta["namespace"], meta["name"])
+
+    def _sync_pod(self, namespace: str, name: str) -> None:
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None or pod_terminating(pod) or pod_terminal(pod):
+            return
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            return
+        node = self.store.get(NODES, "", node_name)
+        if self.taint_eviction and node is not None and self._taint_check(pod, node):
+            return  # evicted
+        uid = str(meta_of(pod).get("uid"))
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Pending":
+            if node_ready(node) and uid not in self._starting:
+                self._starting[uid] = self.later(self.ready_delay, ("start", namespace, name, uid))
+            return
+        if phase == "Running":
+            self._report_ready(pod, node_ready(node))
+
+    def _start(self, namespace: str, name: str, uid: str) -> None:
+        self._starting.pop(uid, None)
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None or str(meta_of(pod).get("uid")) != uid or pod_terminating(pod):
+            return
+        if (pod.get("status") or {}).get("phase") != "Pending":
+            return
+        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = self.store.get(NODES, "", node_name)
+        if not node_ready(node):
+            return  # started when the node is Ready again (its node event re-syncs the pod)
+        host_ip = internal_ip(node)
+        pod_ip = (
+            host_ip if (pod.get("spec") or {}).get("hostNetwork") and host_ip else self._pod_ip(node_name)
+        )
+        status = running_status(
+            pod, host_ip=host_ip, pod_ip=pod_ip, now=rfc3339(self.api.clock()), ready=True
+        )
+        self._write_status(pod, status)
+
+    def _report_ready(self, pod: Obj, ready: bool) -> None:
+        status = pod.get("status") or {}
+        new = with_ready(status, ready, rfc3339(self.api.clock()))
+        if new != status:
+            self._write_status(pod, new)
+
+    def _pod_ip(self, node_name: str) -> str:
+        """Addresses from a per-node /24 of 10.244.0.0/16, as a pod CIDR allocator would hand out."""
+        index = self._node_index.get(node_name)
+        if index is None:  # a range is never handed to another node, so pod IPs stay unique
+            index = self._node_index[node_name] = next(self._ranges)
+        host = self._next_ip.get(node_name, 1) % 253 + 1
+        self._next_ip[node_name] = host
+        return f"10.{244 + index // 256}.{index % 256}.{host}"
+
+    def _write_status(self, pod: Obj, status: dict[str, Any], manager: str = FIELD_MANAGER) -> Obj | None:
+        meta = meta_of(pod)
+        try:
+            return self.api.update(
+                self.pod_rt,
+                meta["namespace"],
+                meta["name"],
+                {**pod, "status": status},
+                WriteOptions(field_manager=manager),
+                subresource="status",
+            ).obj
+        except ApiError as err:
+            if err.code in (404, 409):
+                return None  # gone, or changed meanwhile: the pod's own event re-syncs it
+            raise
+
+    # --- taint eviction ---------------------------------------------------------------------------
+
+    def _taint_check(self, pod: Obj, node: Obj) -> bool:
+        """Evict ``pod`` now, schedule it for later, or forget a scheduled eviction. True if evicted."""
+        uid = str(meta_of(pod).get("uid"))
+        taints = [
+            t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in EXECUTE_EFFECTS
+        ]
+        tolerations = list((pod.get("spec") or {}).get("tolerations") or [])
+        if not taints:
+            self._forget_eviction(uid)
+            return False
+        if untolerated_taints(taints, tolerations, EXECUTE_EFFECTS):
+            self._forget_eviction(uid)
+            self._evict(pod)
+            return True
+        seconds = min_toleration_seconds(taints, tolerations)
+        if seconds is None:
+            self._forget_eviction(uid)
+            return False
+        now = time.monotonic()
+        deadline, timer = self._evicting.get(uid, (now + seconds, None))
+        deadline = min(deadline, now + seconds)  # a shorter toleration (new taint) brings it forward
+        if deadline <= now + 0.001:
+            self._forget_eviction(uid)
+            self._evict(pod)
+            return True
+        self.cancel(timer)
+        meta = meta_of(pod)
+        self._evicting[uid] = (
+            deadline,
+            self.later(deadline - now, ("evict", meta["namespace"], meta["name"], uid)),
+        )
+        return False
+
+    def _forget_eviction(self, uid: str) -> None:
+        _, timer = self._evicting.pop(uid, (0.0, None))
+        self.cancel(timer)
+
+    def _evict_check(self, namespace: str, name: str, uid: str) -> None:
+        """A ``tolerationSeconds`` timer fired: evict if the pod still only tolerates for a while."""
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None or str(meta_of(pod).get("uid")) != uid or pod_terminating(pod):
+            self._forget_eviction(uid)
+            return
+        node = self.store.get(NODES, "", str((pod.get("spec") or {}).get("nodeName") or ""))
+        if node is None:
+            self._forget_eviction(uid)
+            return
+        self._taint_check(pod, node)
+
+    def _evict(self, pod: Obj) -> None:
+        """What the taint eviction controller does: a ``DisruptionTarget`` condition, then DELETE."""
+        meta = meta_of(pod)
+        now = rfc3339(self.api.clock())
+        status = dict(pod.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
+        conditions.append(
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint",
+            }
+        )
+        status["conditions"] = conditions
+        updated = self._write_status(pod, status, manager=EVICTION_MANAGER) or pod
+        record_event(
+            self.api,
+            updated,
+            "Normal",
+            "TaintManagerEviction",
+            f"Marking for deletion Pod {meta['namespace']}/{meta['name']}",
+            component=EVICTION_COMPONENT,
+        )
+        try:
+            self.api.delete(
+                self.pod_rt, meta["namespace"], meta["name"], DeleteOptions(precondition_uid=meta.get("uid"))
+            )
+        except ApiError as err:
+            if err.code not in (404, 409):
+                raise
+
+
+__all__ = ["Kubelet", "internal_ip", "min_toleration_seconds", "running_status", "with_ready"]
