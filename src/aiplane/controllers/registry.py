@@ -76,6 +76,7 @@ def _lazy(module: str, function: str = "setup") -> ControllerSetup:
 CONTROLLERS: dict[str, ControllerSetup] = {
     "echo": _lazy("aiplane.controllers.echo"),
     "partitioningprofile": _lazy("aiplane.controllers.partitioning.profile"),
+    "partitioningplan": _lazy("aiplane.controllers.partitioning.plan"),
     "nodepartitioning": _lazy("aiplane.controllers.partitioning.node"),
 }
 

@@ -27,6 +27,7 @@ from aiplane.controllers.partitioning.node_logic import (
     Cordon,
     Decision,
     Evict,
+    MarkApplied,
     NodeLogicConfig,
     RemoveLabels,
     SetLabels,
@@ -543,25 +544,35 @@ def test_pending_releases_marks_left_by_a_lost_status_write_when_no_longer_admit
 # --- Draining ----------------------------------------------------------------------------------------
 
 
-def test_admitted_pending_cordons_taints_and_evicts() -> None:
+def test_admitted_pending_cordons_and_evicts_before_tainting() -> None:
+    """PodDisruptionBudgets hold only against the Eviction API: the NoExecute taint (whose taint manager
+    ignores them) waits until the workload is gone; DaemonSet pods (the device plugin) go with it."""
     d = run(make_np(), make_node(), pods=ALL_PODS)
     assert d.phase == "Draining"
     assert d.finalizer == "add"
-    assert d.node_mutations == (Cordon(NP_NAME), Taint(NP_NAME))
-    assert d.evictions == (
-        Evict("team-a", "llama-70b-0", "uid-llama-70b-0"),
-        Evict("kube-amd-gpu", "amd-gpu-device-plugin-x7k2p", "uid-amd-gpu-device-plugin-x7k2p"),
-    )
+    assert d.node_mutations == (Cordon(NP_NAME),)
+    assert d.evictions == (Evict("team-a", "llama-70b-0", "uid-llama-70b-0"),)
     # Mutations come first: the executor writes the node before it evicts anything.
-    assert d.node_actions[:2] == d.node_mutations
+    assert d.node_actions[:1] == d.node_mutations
     assert reason_of(d, "NodeCordoned") == ("True", "CordonSucceeded")
-    assert reason_of(d, "NodeTainted") == ("True", "TaintApplied")
+    assert reason_of(d, "NodeTainted") == ("False", "WaitingForEvictions")
     assert reason_of(d, "DrainCompleted") == ("False", "DrainInProgress")
     dc = get_condition(conditions_of(d), "DrainCompleted")
-    assert dc is not None and dc["message"] == "waiting for 3 pods to be evicted: drain in progress"
+    # the workload pod being evicted and a terminating one being waited for (it may hold the GPU)
+    assert dc is not None and dc["message"] == "waiting for 2 pods to be evicted: drain in progress"
     assert dc["lastTransitionTime"] == format_time(NOW)
     assert event_reasons(d) == ["DrainStarted"]
     assert d.requeue_after == 5.0
+
+
+def test_the_taint_comes_once_the_workload_is_gone_and_moves_daemonset_pods() -> None:
+    first = run(make_np(), make_node(), pods=ALL_PODS)
+    np, node = applied(make_np(), first), apply_node_actions(make_node(), first.node_actions)
+    rest = [p for p in ALL_PODS if p["metadata"]["name"] not in ("llama-70b-0", "llama-70b-1")]
+    d = run(np, node, pods=rest, now=NOW + timedelta(seconds=5))
+    assert d.node_mutations == (Taint(NP_NAME),)
+    assert [e.name for e in d.evictions] == ["amd-gpu-device-plugin-x7k2p"]
+    assert reason_of(d, "NodeTainted") == ("True", "TaintApplied")
 
 
 def applied(np: Mapping[str, Any], d: Decision) -> dict[str, Any]:
@@ -583,7 +594,7 @@ def test_draining_blocked_by_pdb_retries_evictions_without_writes() -> None:
     d = run(np, node, pods=pods, now=NOW + timedelta(minutes=3))
     assert d.status is None and d.events == () and d.finalizer is None
     assert d.node_mutations == ()
-    assert [e.name for e in d.evictions] == ["llama-70b-0", "amd-gpu-device-plugin-x7k2p"]
+    assert [e.name for e in d.evictions] == ["llama-70b-0"]  # the device plugin waits for the taint
     assert d.requeue_after == 5.0
 
 
@@ -598,7 +609,7 @@ def test_draining_waits_for_terminating_pods_without_evicting_them() -> None:
 
 def test_pre_cordoned_node_is_not_claimed() -> None:
     d = run(make_np(), make_node(unschedulable=True), pods=[WORKLOAD])
-    assert d.node_mutations == (Taint(NP_NAME),)
+    assert d.node_mutations == ()  # no Cordon of ours; the taint waits for the eviction
     assert reason_of(d, "NodeCordoned") == ("True", "AlreadyCordoned")
 
 
@@ -629,6 +640,7 @@ def test_drain_completes_applies_profile_and_waits_for_operator() -> None:
     assert d.node_actions == (
         SetLabels(((PROFILE_LABEL, "cpx"), (APPLY_TRIGGER_LABEL, "apply"))),
         RemoveLabels((PROFILE_STATE_LABEL,)),
+        MarkApplied(f"{NP_NAME}/{HASH}"),
     )
     assert reason_of(d, "DrainCompleted") == ("True", "DrainSucceeded")
     assert reason_of(d, "ProfileApplied") == ("True", "DCMConfigUpdated")
@@ -643,7 +655,13 @@ def test_empty_node_goes_from_pending_to_waiting_operator_in_one_decision() -> N
     d = run(make_np(), make_node(), pods=[DCM_POD])
     assert d.phase == "WaitingOperator"
     assert d.finalizer == "add"
-    assert [type(a).__name__ for a in d.node_actions] == ["Cordon", "Taint", "SetLabels", "RemoveLabels"]
+    assert [type(a).__name__ for a in d.node_actions] == [
+        "Cordon",
+        "Taint",
+        "SetLabels",
+        "RemoveLabels",
+        "MarkApplied",
+    ]
     assert event_reasons(d) == ["DrainStarted", "DrainCompleted", "ProfileApplied"]
 
 
@@ -662,8 +680,26 @@ def test_same_label_value_is_removed_then_set_again() -> None:
     node = apply_node_actions(node, d1.node_actions)
     d2 = run(np, node, now=NOW + timedelta(seconds=1))
     assert d2.phase == "WaitingOperator"
-    assert d2.node_actions == (SetLabels(((PROFILE_LABEL, "cpx"), (APPLY_TRIGGER_LABEL, "apply"))),)
+    assert d2.node_actions == (
+        SetLabels(((PROFILE_LABEL, "cpx"), (APPLY_TRIGGER_LABEL, "apply"))),
+        MarkApplied(f"{NP_NAME}/{HASH}"),
+    )
     assert reason_of(d2, "ProfileApplied") == ("True", "DCMConfigUpdated")
+
+
+def test_a_lost_status_write_after_applying_does_not_retrigger_our_own_request() -> None:
+    """The node write (labels) landed but the NP status write after it conflicted: the next decision
+    sees phase Draining/Applying and the desired label. It is our in-flight request (the node says so),
+    so it must wait for DCM, not strip the labels DCM is acting on."""
+    np = make_np(phase="Draining", conditions=draining_conditions(), finalizer=True)
+    d = run(np, ours(make_node()), pods=[DCM_POD])
+    node = apply_node_actions(ours(make_node()), d.node_mutations)
+    again = run(np, node, pods=[DCM_POD], now=NOW + timedelta(seconds=1))  # np status unchanged: lost
+    assert again.phase == "WaitingOperator"
+    assert not any(isinstance(a, RemoveLabels) and PROFILE_LABEL in a.keys for a in again.node_actions)
+    dcm_answered = apply_node_actions(node, (SetLabels(((PROFILE_STATE_LABEL, "success"),)),))
+    third = run(np, dcm_answered, pods=[DCM_POD], now=NOW + timedelta(seconds=2))
+    assert third.phase in ("Verifying", "Succeeded")
 
 
 # --- WaitingOperator ---------------------------------------------------------------------------------
@@ -1031,12 +1067,23 @@ def execute(world: World, d: Decision, fail_at: int | None) -> None:
     if set_label == "cpx" and before["metadata"].get("labels", {}).get(PROFILE_LABEL) != "cpx":
         assert not pods_to_drain(world.pod_objs(), NODE), "profile label set before the drain completed"
         assert has_dcm_taint(after) and after["spec"].get("unschedulable") is True
+    if has_dcm_taint(after) and not has_dcm_taint(before):
+        workload = [
+            p
+            for p in pods_to_drain(world.pod_objs(), NODE)
+            if not any(ref.get("kind") == "DaemonSet" for ref in p["metadata"].get("ownerReferences") or [])
+        ]
+        assert not workload, "tainted NoExecute while workload pods remain (the taint manager ignores PDBs)"
     world.node = after
     if fail_at == 3:
         return
     for ev in d.evictions:
         assert world.node["spec"].get("unschedulable") is True, "evicted before cordon"
-        assert has_dcm_taint(world.node), "evicted before taint"
+        evicted = next((p.obj for p in world.pods if p.obj["metadata"]["name"] == ev.name), None)
+        if evicted is not None and any(
+            ref.get("kind") == "DaemonSet" for ref in evicted["metadata"].get("ownerReferences") or []
+        ):
+            assert has_dcm_taint(world.node), "a DaemonSet pod evicted before the taint"
         for p in world.pods:
             if p.obj["metadata"]["name"] == ev.name and p.terminating_for is None:
                 if p.pdb_rejections == 0:

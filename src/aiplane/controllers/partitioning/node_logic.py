@@ -137,6 +137,9 @@ __all__ = [
 FINALIZER: Final = "infrastructure.silogen.ai/node-partitioning"
 CORDONED_BY_ANNOTATION: Final = "infrastructure.silogen.ai/cordoned-by"
 TAINTED_BY_ANNOTATION: Final = "infrastructure.silogen.ai/tainted-by"
+#: ``<np>/<desiredHash>`` of the NP whose profile label is on the node, written with the label itself: a
+#: lost status write must not make our own in-flight request look like a pre-existing label.
+APPLIED_BY_ANNOTATION: Final = "infrastructure.silogen.ai/profile-applied-by"
 
 PROFILE_LABEL: Final = "dcm.amd.com/gpu-config-profile"
 PROFILE_STATE_LABEL: Final = "dcm.amd.com/gpu-config-profile-state"
@@ -359,6 +362,34 @@ class SetLabels:
 
 
 @dataclass(frozen=True)
+class MarkApplied:
+    """Record on the node which NP (and desiredHash) set its DCM profile label."""
+
+    value: str
+
+    def mutate(self, node: dict[str, Any]) -> bool:
+        if _annotations(node).get(APPLIED_BY_ANNOTATION) == self.value:
+            return False
+        _meta_dict(node, "annotations")[APPLIED_BY_ANNOTATION] = self.value
+        return True
+
+
+@dataclass(frozen=True)
+class UnmarkApplied:
+    """Drop our application record (the partitioning attempt is over)."""
+
+    owner: str
+
+    def mutate(self, node: dict[str, Any]) -> bool:
+        value = _annotations(node).get(APPLIED_BY_ANNOTATION)
+        if not isinstance(value, str) or value.split("/", 1)[0] != self.owner:
+            return False
+        del _meta_dict(node, "annotations")[APPLIED_BY_ANNOTATION]
+        _drop_empty_meta(node, "annotations")
+        return True
+
+
+@dataclass(frozen=True)
 class RemoveLabels:
     """Remove node labels (absent ones are ignored)."""
 
@@ -384,7 +415,9 @@ class Evict:
     uid: str | None = None
 
 
-NodeMutation: TypeAlias = Cordon | Uncordon | Taint | Untaint | SetLabels | RemoveLabels
+NodeMutation: TypeAlias = (
+    Cordon | Uncordon | Taint | Untaint | SetLabels | RemoveLabels | MarkApplied | UnmarkApplied
+)
 NodeAction: TypeAlias = NodeMutation | Evict
 
 
@@ -434,6 +467,11 @@ class Decision:
 
 
 # --- pods --------------------------------------------------------------------------------------------
+
+
+def _is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+    """Owned by a DaemonSet: it tolerates a cordon, so only the NoExecute taint moves it."""
+    return any(ref.get("kind") == "DaemonSet" for ref in deep_get(pod, "metadata.ownerReferences") or [])
 
 
 def _is_mirror_pod(pod: Mapping[str, Any]) -> bool:
@@ -700,7 +738,8 @@ class _Run:
 
     def has_marks(self) -> bool:
         ann = _annotations(self.node)
-        return self.owner in (ann.get(CORDONED_BY_ANNOTATION), ann.get(TAINTED_BY_ANNOTATION))
+        applied = str(ann.get(APPLIED_BY_ANNOTATION) or "").split("/", 1)[0]
+        return self.owner in (ann.get(CORDONED_BY_ANNOTATION), ann.get(TAINTED_BY_ANNOTATION), applied)
 
     def release(self) -> None:
         """Undo our taint and cordon (only ours), drop the trigger label if the operator step was
@@ -718,6 +757,8 @@ class _Run:
             self.cond_if_present(NODE_CORDONED, "False", "Uncordoned", f"Node {self.node_name} uncordoned")
         if self.drop_trigger:
             self.act(RemoveLabels((APPLY_TRIGGER_LABEL,)))
+        if str(_annotations(self.node).get(APPLIED_BY_ANNOTATION) or "").split("/", 1)[0] == self.owner:
+            self.act(UnmarkApplied(self.owner))
         if has_finalizer(self.np, FINALIZER) and not self.has_marks():
             self.finalizer = "remove"
 
@@ -793,23 +834,40 @@ class _Run:
                 "AlreadyCordoned",
                 f"Node {self.node_name} was already unschedulable; it will be left cordoned",
             )
-        if not has_dcm_taint(self.node):
-            self.act(Taint(self.owner))
-        if _annotations(self.node).get(TAINTED_BY_ANNOTATION) == self.owner:
-            self.cond(
-                NODE_TAINTED,
-                "True",
-                "TaintApplied",
-                f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} applied",
-            )
+        remaining = pods_to_drain(self.pods, self.node_name)
+        # The NoExecute taint comes only once the Eviction API has emptied the node of everything but
+        # DaemonSet pods: the taint manager evicts without asking PodDisruptionBudgets (upstream's bug),
+        # while a cordon cannot remove DaemonSet pods (they tolerate unschedulable) such as the device
+        # plugin, which must restart to publish the new partitions.
+        workload = [p for p in remaining if not _is_daemonset_pod(p)]
+        if not workload or has_dcm_taint(self.node):
+            if not has_dcm_taint(self.node):
+                self.act(Taint(self.owner))
+            if _annotations(self.node).get(TAINTED_BY_ANNOTATION) == self.owner or not has_dcm_taint(
+                self.node
+            ):
+                self.cond(
+                    NODE_TAINTED,
+                    "True",
+                    "TaintApplied",
+                    f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} applied",
+                )
+            else:
+                self.cond(
+                    NODE_TAINTED,
+                    "True",
+                    "AlreadyTainted",
+                    f"Node {self.node_name} already had an {TAINT_KEY}:{TAINT_EFFECT} taint; it will be left in place",
+                )
         else:
             self.cond(
                 NODE_TAINTED,
-                "True",
-                "AlreadyTainted",
-                f"Node {self.node_name} already had an {TAINT_KEY}:{TAINT_EFFECT} taint; it will be left in place",
+                "False",
+                "WaitingForEvictions",
+                f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} waits until {len(workload)} pods are evicted "
+                "through the Eviction API (PodDisruptionBudgets honoured)",
             )
-        remaining = pods_to_drain(self.pods, self.node_name)
+            remaining = workload
         if not remaining:
             message = f"All pods evicted from node {self.node_name}"
             self.cond(DRAIN_COMPLETED, "True", "DrainSucceeded", message)
@@ -852,6 +910,20 @@ class _Run:
         labels = _labels(self.node)
         applied = get_condition(self.conditions, PROFILE_APPLIED)
         retriggering = applied is not None and applied.get("reason") == "DCMRetrigger"
+        mark = f"{self.owner}/{self.desired_hash()}"
+        message = f"Set {PROFILE_LABEL}={dcm} on node {self.node_name}"
+        if labels.get(PROFILE_LABEL) == dcm and _annotations(self.node).get(APPLIED_BY_ANNOTATION) == mark:
+            # Our own request is already on the node (the status write after it was lost): in flight.
+            self.conditions = [c for c in self.conditions if c.get("type") != PROFILE_APPLIED]
+            self.cond(PROFILE_APPLIED, "True", "DCMConfigUpdated", message)
+            self.goto(WAITING_OPERATOR)
+            self.cond(
+                OPERATOR_READY,
+                "False",
+                "DCMProcessing",
+                f"Waiting for the Device Config Manager to apply {dcm}",
+            )
+            return True
         if labels.get(PROFILE_LABEL) == dcm and not retriggering:
             # DCM reacts to a *change* of the label: take it off now, put it back next time.
             self.act(RemoveLabels((PROFILE_LABEL, PROFILE_STATE_LABEL, APPLY_TRIGGER_LABEL)))
@@ -866,7 +938,7 @@ class _Run:
             return False
         self.act(SetLabels(((PROFILE_LABEL, dcm), (APPLY_TRIGGER_LABEL, APPLY_TRIGGER_VALUE))))
         self.act(RemoveLabels((PROFILE_STATE_LABEL,)))
-        message = f"Set {PROFILE_LABEL}={dcm} on node {self.node_name}"
+        self.act(MarkApplied(mark))
         # Remove first: the operator clock must start now even after a DCMRetrigger False.
         self.conditions = [c for c in self.conditions if c.get("type") != PROFILE_APPLIED]
         self.cond(PROFILE_APPLIED, "True", "DCMConfigUpdated", message)

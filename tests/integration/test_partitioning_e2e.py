@@ -1,0 +1,319 @@
+"""GPU partitioning end to end: 12 MI300X nodes + a control plane, the three controllers, the simulated
+AMD GPU operator (device plugin, DCM) and kubelet, on the embedded cluster.
+
+The rollout limits are checked on every committed NodePartitioning change (a store listener), not by
+sampling, so a single moment over the limit fails the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from aiplane.controllers.partitioning import node as node_controller
+from aiplane.controllers.partitioning import plan as plan_controller
+from aiplane.controllers.partitioning import profile as profile_controller
+from aiplane.controllers.partitioning.node import node_partitionings_resource
+from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.kube.client import ApiError
+from aiplane.kube.manager import Manager
+from aiplane.kube.memory import InMemoryKubeClient
+from aiplane.kube.resources import NODES, PDBS, PODS, resource_for
+from aiplane.sim.apiserver.store import Event
+from aiplane.sim.cluster import EmbeddedCluster
+from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+
+PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
+IN_PROGRESS = {"Draining", "Applying", "WaitingOperator", "Verifying"}
+PRODUCT = "AMD_Instinct_MI300X_OAM"
+
+
+def profile(name: str, dcm: str, gpus: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+        "kind": "PartitioningProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "dcmProfileName": dcm,
+            "targetSelector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+            "expectedResources": {"amd.com/gpu": gpus},
+        },
+    }
+
+
+def plan(
+    name: str, profile_name: str, *, max_parallel: int = 3, max_unavailable: int = 3, **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+        "kind": "PartitioningPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "rollout": {"maxParallel": max_parallel, "maxUnavailable": max_unavailable},
+            "rules": [
+                {
+                    "selector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+                    "profileRef": {"name": profile_name},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+@dataclass
+class LimitWatch:
+    """Counts, after every committed change, NodePartitionings in progress and unavailable per plan."""
+
+    cluster: EmbeddedCluster
+    limits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    worst: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __call__(self, event: Event) -> None:
+        if not event.key.endswith("/nodepartitionings"):
+            return
+        per_plan: dict[str, list[str]] = {}
+        for np in self.cluster.server.store.items(event.key):
+            owner = (np.get("spec", {}).get("planRef") or {}).get("name", "")
+            per_plan.setdefault(owner, []).append((np.get("status") or {}).get("phase") or "Pending")
+        for name, phases in per_plan.items():
+            busy = sum(1 for p in phases if p in IN_PROGRESS)
+            down = busy + sum(1 for p in phases if p == "Failed")
+            prev = self.worst.get(name, (0, 0))
+            self.worst[name] = (max(prev[0], busy), max(prev[1], down))
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met before the deadline")
+
+
+@dataclass
+class World:
+    cluster: EmbeddedCluster
+    client: InMemoryKubeClient
+    manager: Manager
+    limits: LimitWatch
+
+    async def plan_phase(self, name: str) -> str | None:
+        return ((await self.client.get(PLANS, name)).get("status") or {}).get("phase")
+
+    async def allocatable(self) -> dict[str, str]:
+        nodes = (await self.client.list(NODES, label_selector="aiplane.io/node-pool=mi300x"))["items"]
+        return {n["metadata"]["name"]: n["status"]["allocatable"].get("amd.com/gpu", "0") for n in nodes}
+
+    async def cordoned_or_tainted(self) -> list[str]:
+        nodes = (await self.client.list(NODES))["items"]
+        return [
+            n["metadata"]["name"]
+            for n in nodes
+            if n["spec"].get("unschedulable")
+            or any(t.get("key") == "amd-dcm" for t in n["spec"].get("taints") or [])
+        ]
+
+
+async def np_phase(world: World, name: str) -> str | None:
+    try:
+        np = await world.client.get(node_partitionings_resource(), name)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+    return (np.get("status") or {}).get("phase")
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    fleet = Fleet(
+        nodePools=[
+            NodePool(
+                name="mi300x",
+                count=12,
+                gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
+                cpu="192",
+                memory="2Ti",
+            ),
+            NodePool(name="control", count=1, controlPlane=True),
+        ]
+    )
+    cluster = EmbeddedCluster(fleet=fleet, agents=True, ready_delay=0.0, dcm_delay=0.05)
+    await cluster.start()
+    client = InMemoryKubeClient.for_cluster(cluster)
+    limits = LimitWatch(cluster)
+    cluster.server.store.subscribe(limits)
+    manager = Manager(
+        client,
+        leader_election=None,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        handle_signals=False,
+    )
+    for setup in (profile_controller.setup, plan_controller.setup, node_controller.setup):
+        await setup(manager)
+    task = asyncio.create_task(manager.run())
+    for p in (profile("mi300x-cpx", "cpx", "64"), profile("mi300x-spx", "spx", "8")):
+        await client.create(profiles_resource(), p)
+    yield World(cluster, client, manager, limits)
+    manager.stop()
+    assert await task == 0
+    await cluster.stop()
+
+
+async def test_cpx_then_back_to_spx_under_limits_then_quiet(world: World) -> None:
+    client = world.client
+    await client.create(PLANS, plan("roll", "mi300x-cpx"))
+
+    async def completed() -> bool:
+        return await world.plan_phase("roll") == "Completed"
+
+    await eventually(completed, timeout=90)
+    assert set((await world.allocatable()).values()) == {"64"}
+    assert await world.cordoned_or_tainted() == []
+    assert world.limits.worst["roll"][0] <= 3 and world.limits.worst["roll"][1] <= 3
+    assert world.limits.worst["roll"][0] >= 2  # it did run in parallel
+    nps = (await client.list(node_partitionings_resource()))["items"]
+    assert {n["spec"]["nodeName"] for n in nps} == {f"mi300x-{i}" for i in range(12)}  # not control-0
+
+    await client.patch(
+        PLANS,
+        "roll",
+        {
+            "spec": {
+                "rules": [
+                    {
+                        "selector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+                        "profileRef": {"name": "mi300x-spx"},
+                    }
+                ]
+            }
+        },
+    )
+
+    async def back_to_spx() -> bool:
+        return await world.plan_phase("roll") == "Completed" and set(
+            (await world.allocatable()).values()
+        ) == {"8"}
+
+    await eventually(back_to_spx, timeout=90)
+    assert world.limits.worst["roll"][0] <= 3 and world.limits.worst["roll"][1] <= 3
+    assert await world.cordoned_or_tainted() == []
+
+    # Steady state: in the 10 s after convergence the operator writes nothing.
+    client.reset_counts()
+    await asyncio.sleep(10)  # a measurement window, not a wait for anything
+    assert client.writes == 0, client.requests
+
+
+async def test_a_failing_dcm_fails_one_node_and_the_plan_is_degraded(world: World) -> None:
+    world.cluster.agents.amd.fail_nodes.add("mi300x-4")
+    await world.client.create(PLANS, plan("degraded", "mi300x-cpx", max_parallel=3, max_unavailable=4))
+
+    async def settled() -> bool:
+        nps = (await world.client.list(node_partitionings_resource()))["items"]
+        phases = [(n.get("status") or {}).get("phase") for n in nps]
+        return len(phases) == 12 and all(p in ("Succeeded", "Failed") for p in phases)
+
+    await eventually(settled, timeout=90)
+    assert await world.plan_phase("degraded") == "Degraded"
+    failed = [
+        n
+        for n in (await world.client.list(node_partitionings_resource()))["items"]
+        if n["status"]["phase"] == "Failed"
+    ]
+    assert [n["spec"]["nodeName"] for n in failed] == ["mi300x-4"]
+    assert await world.cordoned_or_tainted() == []  # the failed node was given back too
+
+
+async def test_pause_holds_new_nodes_and_resume_completes(world: World) -> None:
+    await world.client.create(
+        PLANS, plan("paused", "mi300x-cpx", max_parallel=2, max_unavailable=2, paused=True)
+    )
+
+    async def paused() -> bool:
+        return await world.plan_phase("paused") == "Paused"
+
+    await eventually(paused)
+    assert await world.cordoned_or_tainted() == []
+    await world.client.patch(PLANS, "paused", {"spec": {"paused": False}})
+
+    async def completed() -> bool:
+        return await world.plan_phase("paused") == "Completed"
+
+    await eventually(completed, timeout=90)
+    assert world.limits.worst["paused"][0] <= 2
+
+
+async def test_dry_run_touches_no_node(world: World) -> None:
+    await world.client.create(PLANS, plan("dry", "mi300x-cpx", dryRun=True))
+
+    async def skipped() -> bool:
+        nps = (await world.client.list(node_partitionings_resource()))["items"]
+        return len(nps) == 12 and all((n.get("status") or {}).get("phase") == "Skipped" for n in nps)
+
+    await eventually(skipped)
+    assert set((await world.allocatable()).values()) == {"8"}
+    assert await world.cordoned_or_tainted() == []
+
+
+async def test_a_pdb_holds_a_drain_until_relaxed(world: World) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "guarded", "namespace": "default", "labels": {"app": "g"}},
+        "spec": {"nodeName": "mi300x-0", "containers": [{"name": "c", "image": "x"}]},
+    }
+    await world.client.create(PODS, pod)
+    await world.client.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+        },
+    )
+
+    async def running() -> bool:
+        got = await world.client.get(PODS, "guarded", "default")
+        return (got.get("status") or {}).get("phase") == "Running"
+
+    await eventually(running)
+    await world.client.create(PLANS, plan("pdb", "mi300x-cpx", max_parallel=1, max_unavailable=1))
+
+    async def held() -> bool:
+        return await np_phase(world, "pdb-mi300x-0") == "Draining"
+
+    await eventually(held)
+    assert (await world.client.get(PODS, "guarded", "default"))["metadata"]["name"] == "guarded"
+    await world.client.patch(PDBS, "g", {"spec": {"minAvailable": 0}}, namespace="default")
+
+    async def node_done() -> bool:
+        return await np_phase(world, "pdb-mi300x-0") == "Succeeded"
+
+    await eventually(node_done, timeout=60)
+
+
+async def test_deleting_the_plan_mid_rollout_leaves_no_node_cordoned(world: World) -> None:
+    world.cluster.agents.amd.dcm_delay = 0.5
+    await world.client.create(PLANS, plan("gone", "mi300x-cpx"))
+
+    async def busy() -> bool:
+        return bool(await world.cordoned_or_tainted())
+
+    await eventually(busy)
+    await world.client.delete(PLANS, "gone")
+
+    async def released() -> bool:
+        nps = (await world.client.list(node_partitionings_resource()))["items"]
+        return not nps and not await world.cordoned_or_tainted()
+
+    await eventually(released, timeout=60)
