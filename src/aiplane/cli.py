@@ -218,6 +218,19 @@ def run(
     dcm_config: Annotated[
         str, typer.Option(help="NAMESPACE/NAME of the AMD GPU operator's Device Config Manager ConfigMap.")
     ] = "kube-amd-gpu/config-manager-config",
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a node drain may take before its NodePartitioning fails (DrainTimeout).", min=1
+        ),
+    ] = 1200.0,
+    operator_timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the GPU operator's DCM (OperatorUnavailable).", min=1)
+    ] = 1800.0,
+    verify_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds for allocatable to show the expected partitions (VerifyFailed).", min=1),
+    ] = 300.0,
     shutdown_timeout: Annotated[
         float, typer.Option(help="Seconds in-flight reconciles get to finish after SIGTERM.")
     ] = 30.0,
@@ -247,6 +260,9 @@ def run(
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
             dcm_config=dcm_config,
+            drain_timeout=drain_timeout,
+            operator_timeout=operator_timeout,
+            verify_timeout=verify_timeout,
             shutdown_timeout=shutdown_timeout,
             log_level=log_level,
         )

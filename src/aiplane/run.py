@@ -65,6 +65,9 @@ class RunOptions:
     #: Client-side request budget (kube-controller-manager's --kube-api-qps/--kube-api-burst). The
     #: API server's priority and fairness is the real protection; this only stops a runaway loop.
     dcm_config: str = "kube-amd-gpu/config-manager-config"
+    drain_timeout: float = 1200.0
+    operator_timeout: float = 1800.0
+    verify_timeout: float = 300.0
     kube_api_qps: float = 200.0
     kube_api_burst: int = 400
     shutdown_timeout: float = 30.0
@@ -199,7 +202,11 @@ async def run(options: RunOptions) -> int:
             shutdown_timeout=options.shutdown_timeout,
             metrics=metrics,
             controller_options=ControllerOptions(
-                max_concurrent_reconciles=options.max_concurrent_reconciles, dcm_config=options.dcm_config
+                max_concurrent_reconciles=options.max_concurrent_reconciles,
+                dcm_config=options.dcm_config,
+                drain_timeout=options.drain_timeout,
+                operator_timeout=options.operator_timeout,
+                verify_timeout=options.verify_timeout,
             ),
         )
         for name, setup in selected.items():

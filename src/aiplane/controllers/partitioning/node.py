@@ -139,9 +139,9 @@ class NodePartitioningExecutor:
 def setup_controller(manager: Any) -> Controller:
     options = manager.controller_options
     config = NodeLogicConfig(
-        drain_timeout=timedelta(seconds=getattr(options, "drain_timeout", 1200.0)),
-        operator_timeout=timedelta(seconds=getattr(options, "operator_timeout", 1800.0)),
-        verify_timeout=timedelta(seconds=getattr(options, "verify_timeout", 300.0)),
+        drain_timeout=timedelta(seconds=options.drain_timeout),
+        operator_timeout=timedelta(seconds=options.operator_timeout),
+        verify_timeout=timedelta(seconds=options.verify_timeout),
     )
     executor = NodePartitioningExecutor(manager.client, manager.informers, config)
     return (
