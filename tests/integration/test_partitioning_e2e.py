@@ -317,3 +317,46 @@ async def test_deleting_the_plan_mid_rollout_leaves_no_node_cordoned(world: Worl
         return not nps and not await world.cordoned_or_tainted()
 
     await eventually(released, timeout=60)
+
+
+async def test_kubectl_shows_progress_and_events(world: World, tmp_path: Any) -> None:
+    """What a platform engineer sees: phase and counts in `kubectl get`, the story in `describe`."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
+    kubeconfig = tmp_path / "kubeconfig"
+    world.cluster.write_kubeconfig(kubeconfig)
+
+    def run(*args: str) -> str:
+        proc = subprocess.run(
+            [kubectl, "--kubeconfig", str(kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    await world.client.create(PLANS, plan("shown", "mi300x-cpx", max_parallel=4, max_unavailable=4))
+
+    async def completed() -> bool:
+        return await world.plan_phase("shown") == "Completed"
+
+    await eventually(completed, timeout=90)
+    table = await asyncio.to_thread(run, "get", "gpuplan", "shown")
+    header, row = table.splitlines()[:2]
+    assert header.split() == ["NAME", "PHASE", "SUCCEEDED", "FAILED", "TOTAL", "AGE"]
+    assert row.split()[:5] == ["shown", "Completed", "12", "0", "12"]
+    nodes = await asyncio.to_thread(
+        run, "get", "np", "-l", "infrastructure.silogen.ai/plan=shown", "--no-headers"
+    )
+    assert len(nodes.splitlines()) == 12 and all(" Succeeded " in f" {line} " for line in nodes.splitlines())
+    described = await asyncio.to_thread(run, "describe", "np", "shown-mi300x-0")
+    for reason in ("DrainStarted", "ProfileApplied", "VerificationSucceeded", "NodeSucceeded"):
+        assert reason in described
+    profile_table = await asyncio.to_thread(run, "get", "pp", "mi300x-cpx")
+    assert profile_table.splitlines()[1].split()[:3] == ["mi300x-cpx", "cpx", "True"]
