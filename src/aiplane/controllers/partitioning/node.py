@@ -52,6 +52,13 @@ def _event_node(obj: dict[str, Any]) -> list[str]:
     return names
 
 
+def _rv(obj: dict[str, Any]) -> int:
+    try:
+        return int(obj["metadata"].get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
 class NodePartitioningExecutor:
     """Runs decisions for one NodePartitioning at a time (the controller guarantees per-key exclusion)."""
 
@@ -68,6 +75,9 @@ class NodePartitioningExecutor:
         self.events = informers.informer(EVENTS, field_selector=f"source={node_logic.DCM_EVENT_SOURCE}")
         self.events.add_indexer("node", _event_node)
         self.recorder = EventRecorder(client, "nodepartitioning-controller")
+        # Our own latest write of each NP: the informer lags behind it, and deciding on the older
+        # cached copy would replay a step already done (re-tainting a node after the operator step).
+        self._written: dict[str, dict[str, Any]] = {}
 
     # --- mapping other kinds to the NodePartitionings they affect -----------------------------------
 
@@ -93,7 +103,14 @@ class NodePartitioningExecutor:
     async def reconcile(self, request: Request) -> Result | None:
         np = self.nps.get(request.key)
         if np is None:
+            self._written.pop(request.key, None)
             return None
+        mine = self._written.get(request.key)
+        if mine is not None:
+            if mine["metadata"].get("uid") == np["metadata"].get("uid") and _rv(mine) > _rv(np):
+                np = mine
+            else:
+                del self._written[request.key]  # the cache caught up (or the NP was recreated)
         spec = np.get("spec") or {}
         node_name = spec.get("nodeName", "")
         node = self.nodes.get(node_name)
@@ -112,6 +129,7 @@ class NodePartitioningExecutor:
                 current = await self.client.patch(
                     np_res, current["metadata"]["name"], patch, patch_type="json"
                 )
+                self._written[request.key] = current
         if decision.node_mutations and node is not None:
             updated = node_logic.apply_node_actions(node, decision.node_mutations)
             await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
@@ -127,12 +145,15 @@ class NodePartitioningExecutor:
         if decision.status is not None:
             body = {**current, "status": decision.status}
             current = await self.client.replace_status(np_res, body, field_manager=FIELD_MANAGER)
+            self._written[request.key] = current
         for event in decision.events:
             self.recorder.emit(current, event.type, event.reason, event.message)
         if decision.finalizer == "remove":
             patch = finalizer_patch_remove(current, node_logic.FINALIZER)
             if patch:
-                await self.client.patch(np_res, current["metadata"]["name"], patch, patch_type="json")
+                self._written[request.key] = await self.client.patch(
+                    np_res, current["metadata"]["name"], patch, patch_type="json"
+                )
         return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
 
 
