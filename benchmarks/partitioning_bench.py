@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -28,6 +27,9 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from procstats import cpu_seconds, peak_rss_mb
 
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import resource_for
@@ -35,18 +37,6 @@ from aiplane.kube.resources import resource_for
 PY = sys.executable
 MIN_WRITES_PER_NODE = 13
 PRODUCT = "AMD_Instinct_MI300X_OAM"
-
-
-def _cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def _wait(check: Any, timeout: float) -> None:
@@ -114,7 +104,7 @@ async def measure(kubeconfig: Path, nodes: int, max_parallel: int) -> None:
             )
 
         await _wait(ready, 120)
-        before, cpu0 = await _writes(client), _cpu(operator.pid)
+        before, cpu0 = await _writes(client), cpu_seconds(operator.pid)
         started = time.monotonic()
         await client.create(
             plans,
@@ -140,7 +130,7 @@ async def measure(kubeconfig: Path, nodes: int, max_parallel: int) -> None:
         await _wait(completed, 3600)
         seconds = time.monotonic() - started
         writes = await _writes(client) - before
-        cpu = _cpu(operator.pid) - cpu0
+        cpu = cpu_seconds(operator.pid) - cpu0
         print(
             f"{nodes} MI300X nodes, maxParallel {max_parallel}, DCM delay 0, operator in its own process, 2 cores"
         )
@@ -149,7 +139,7 @@ async def measure(kubeconfig: Path, nodes: int, max_parallel: int) -> None:
             f"API writes per node      {writes / nodes:8.2f}     (minimum {MIN_WRITES_PER_NODE}; ratio {writes / nodes / MIN_WRITES_PER_NODE:.2f})"
         )
         print(f"operator CPU             {cpu:8.1f} s")
-        print(f"operator peak RSS        {_rss_mb(operator.pid):8.0f} MB")
+        print(f"operator peak RSS        {peak_rss_mb(operator.pid):8.0f} MB")
     finally:
         operator.send_signal(signal.SIGTERM)
         operator.wait(timeout=60)

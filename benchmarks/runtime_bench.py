@@ -32,6 +32,9 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from procstats import cpu_seconds, peak_rss_mb
 
 from aiplane.controllers.echo import CRD, ECHOES
 from aiplane.kube.client import ApiError, HttpKubeClient
@@ -75,19 +78,6 @@ class Figures:
     @property
     def writes_per_object(self) -> float:
         return self.writes / self.objects
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 def _wait_file(path: Path, proc: subprocess.Popen[bytes], deadline: float = 60) -> None:
@@ -170,13 +160,13 @@ async def _round(
             await asyncio.sleep(0.25)
         seconds = time.monotonic() - started
         writes = _writes(await _stats(client), agent) - before
-        cpu_start = _cpu_seconds(proc.pid)
+        cpu_start = cpu_seconds(proc.pid)
         await asyncio.sleep(steady)
-        steady_cpu = (_cpu_seconds(proc.pid) - cpu_start) / steady
+        steady_cpu = (cpu_seconds(proc.pid) - cpu_start) / steady
         steady_writes = _writes(await _stats(client), agent) - before - writes
         if steady_writes:
             print(f"  {name}: {steady_writes} writes during the steady period", file=sys.stderr)
-        return Figures(name, objects, seconds, writes, _rss_mb(proc.pid), steady_cpu)
+        return Figures(name, objects, seconds, writes, peak_rss_mb(proc.pid), steady_cpu)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
