@@ -53,7 +53,7 @@ from aiplane.sim.apiserver import apply, errors, gc, patch, scale, selectors, wa
 from aiplane.sim.apiserver.errors import ApiError as SimApiError
 from aiplane.sim.apiserver.resources import ResourceType
 from aiplane.sim.apiserver.rest import Api, DeleteOptions, delete_options
-from aiplane.sim.apiserver.server import ApiServer
+from aiplane.sim.apiserver.server import ApiServer, resolve_target
 from aiplane.sim.apiserver.store import Store
 
 if TYPE_CHECKING:
@@ -260,32 +260,11 @@ class InMemoryKubeClient(KubeClient):
             self._started_gc = True
 
     def _target(self, path: str) -> _Target:
-        """``ApiServer._target``: resolve ``/api…``/``/apis…`` with the registry (404s as kube words them)."""
+        """``ApiServer._target``: the same resolution (and 404s), without the HTTP server."""
         clean = path.split("?", 1)[0].rstrip("/") or "/"
         parts = [unquote(p) for p in clean.strip("/").split("/")] if clean != "/" else []
-        if parts[:1] == ["api"] and len(parts) >= 3:
-            group, version, rest = "", parts[1], parts[2:]
-        elif parts[:1] == ["apis"] and len(parts) >= 4:
-            group, version, rest = parts[1], parts[2], parts[3:]
-        else:
-            raise errors.not_found_path()
-        namespace: str | None = None
-        if (
-            rest[0] == "namespaces"
-            and len(rest) >= 3
-            and not (group == "" and rest[2] in ("status", "finalize") and len(rest) == 3)
-        ):
-            namespace, rest = rest[1], rest[2:]
-        if not 1 <= len(rest) <= 3:
-            raise errors.not_found_path()
-        rt = self.api.registry.lookup(group, version, rest[0])
-        if rt is None or (namespace is not None and not rt.namespaced):
-            raise errors.not_found_path()
-        name = rest[1] if len(rest) >= 2 else None
-        sub = rest[2] if len(rest) == 3 else None
-        if sub is not None and sub not in rt.subresources:
-            raise errors.not_found_path()
-        return _Target(rt, namespace, name, sub)
+        t = resolve_target(self.api.registry, parts)
+        return _Target(t.rt, t.namespace, t.name, t.subresource)
 
     def _count(self, verb: str, target: _Target | None) -> None:
         self.requests[verb] += 1

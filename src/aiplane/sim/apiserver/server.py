@@ -79,6 +79,33 @@ def _token_for(sa: dict[str, Any], seconds: int, expires: datetime.datetime) -> 
     return f"{segment({'alg': 'none', 'typ': 'JWT'})}.{segment(claims)}.{signature}"
 
 
+def resolve_target(registry: Registry, parts: list[str]) -> Target:
+    """What ``/api…``/``/apis…`` path segments name; 404s as kube words them."""
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise errors.not_found_path()
+    namespace: str | None = None
+    if (
+        rest[0] == "namespaces"
+        and len(rest) >= 3
+        and not (group == "" and rest[2] in ("status", "finalize") and len(rest) == 3)
+    ):
+        namespace, rest = rest[1], rest[2:]
+    if not 1 <= len(rest) <= 3:
+        raise errors.not_found_path()
+    rt = registry.lookup(group, version, rest[0])
+    if rt is None or (namespace is not None and not rt.namespaced):
+        raise errors.not_found_path()
+    name = rest[1] if len(rest) >= 2 else None
+    sub = rest[2] if len(rest) == 3 else None
+    if sub is not None and sub not in rt.subresources:
+        raise errors.not_found_path()
+    return Target(rt, namespace, name, sub)
+
+
 class ApiServer:
     """One embedded cluster's API: store, registry, verbs, and the aiohttp application serving them."""
 
@@ -146,29 +173,7 @@ class ApiServer:
     # --- URL parsing --------------------------------------------------------------------------------
 
     def _target(self, parts: list[str]) -> Target:
-        if parts[:1] == ["api"] and len(parts) >= 3:
-            group, version, rest = "", parts[1], parts[2:]
-        elif parts[:1] == ["apis"] and len(parts) >= 4:
-            group, version, rest = parts[1], parts[2], parts[3:]
-        else:
-            raise errors.not_found_path()
-        namespace: str | None = None
-        if (
-            rest[0] == "namespaces"
-            and len(rest) >= 3
-            and not (group == "" and rest[2] in ("status", "finalize") and len(rest) == 3)
-        ):
-            namespace, rest = rest[1], rest[2:]
-        if not 1 <= len(rest) <= 3:
-            raise errors.not_found_path()
-        rt = self.registry.lookup(group, version, rest[0])
-        if rt is None or (namespace is not None and not rt.namespaced):
-            raise errors.not_found_path()
-        name = rest[1] if len(rest) >= 2 else None
-        sub = rest[2] if len(rest) == 3 else None
-        if sub is not None and sub not in rt.subresources:
-            raise errors.not_found_path()
-        return Target(rt, namespace, name, sub)
+        return resolve_target(self.registry, parts)
 
     # --- verbs --------------------------------------------------------------------------------------
 
