@@ -71,6 +71,74 @@ def validate(
 @app.command()
 def demo(
     examples: Annotated[Path, typer.Option(help="Directory of example manifests.")] = Path("examples"),
+    kubeconfig: Annotated[
+        Path, typer.Option(help="Where to write the embedded cluster's kubeconfig.")
+    ] = Path("/tmp/aiplane-demo.kubeconfig"),
+    log_file: Annotated[
+        Path, typer.Option(help="Where the operator's JSON logs go (they would tear the live view).")
+    ] = Path("/tmp/aiplane-demo.log"),
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the cluster running after the demo (Ctrl-C stops it).")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds each section may take.")] = 300.0,
+    dcm_delay: Annotated[
+        float, typer.Option(help="Seconds the simulated DCM takes to partition a node.")
+    ] = 2.0,
+    pod_ready_delay: Annotated[
+        float, typer.Option(help="Seconds a started pod takes to become Ready.")
+    ] = 0.5,
+    plugin_refresh_delay: Annotated[
+        float, typer.Option(help="Seconds the device plugin takes to publish new partitions.")
+    ] = 1.0,
+    quiet_seconds: Annotated[
+        float, typer.Option(help="Seconds to count operator writes after convergence (should stay 0).")
+    ] = 3.0,
+) -> None:
+    """Run the operator on the embedded cluster, live: the example partition profiles and plan roll CPX
+    across the MI300X inference nodes under the plan's limits; then a summary.
+
+    Exit status 0 when every section converged cleanly, 1 otherwise.
+    """
+    import asyncio
+
+    from aiplane.api.manifests import check_file
+    from aiplane.demo.run import DemoOptions, run_demo
+
+    if min(timeout, dcm_delay, pod_ready_delay, plugin_refresh_delay, quiet_seconds) < 0:
+        err_console.print("aiplane demo: durations must not be negative")
+        raise typer.Exit(2)
+    files = sorted(examples.glob("*.yaml"))
+    if not files:
+        err_console.print(f"aiplane demo: no example manifests in {examples}/ (run it from the checkout)")
+        raise typer.Exit(2)
+    results = [checked for path in files for checked in check_file(path)]
+    invalid = [c for c in results if c.problems]
+    for checked in invalid:
+        for problem in checked.problems:
+            err_console.print(str(problem))
+    console.print(
+        f"{len(results) - len(invalid)} of {len(results)} example objects in {examples}/ are valid "
+        "against the CRD schemas and CEL rules ([bold]aiplane api[/] lists the CRDs)."
+    )
+    if invalid:
+        raise typer.Exit(1)
+    options = DemoOptions(
+        examples=examples,
+        kubeconfig=kubeconfig,
+        log_file=log_file,
+        keep=keep,
+        timeout=timeout,
+        dcm_delay=dcm_delay,
+        pod_ready_delay=pod_ready_delay,
+        plugin_refresh_delay=plugin_refresh_delay,
+        quiet_seconds=quiet_seconds,
+    )
+    raise typer.Exit(asyncio.run(run_demo(options, console)))
+
+
+@app.command()
+def api(
+    examples: Annotated[Path, typer.Option(help="Directory of example manifests.")] = Path("examples"),
 ) -> None:
     """Show what aiplane serves: every CRD with its names and columns, then validate the examples."""
     from aiplane.api.crdgen import crd_for

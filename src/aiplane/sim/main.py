@@ -19,11 +19,10 @@ from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, load_fleet
 
 
-async def _in_process_manager(cluster: EmbeddedCluster, selected: dict[str, Any]) -> Any:
+async def in_process_manager(client: Any, selected: dict[str, Any]) -> Any:
+    """The manager ``aiplane run`` builds, on ``client`` (an in-memory client to the embedded server)."""
     from aiplane.kube.manager import Manager
-    from aiplane.kube.memory import InMemoryKubeClient
 
-    client = InMemoryKubeClient.for_cluster(cluster)
     manager = Manager(
         client,
         leader_election=None,
@@ -66,8 +65,8 @@ async def run_sim(
     if dcm_delay < 0 or pod_ready_delay < 0:
         print("aiplane sim: --dcm-delay and --pod-ready-delay must not be negative", file=sys.stderr)
         return 2
-    # The simulated kubelet, DaemonSet controller and AMD GPU operator run by default here: a
-    # newcomer's cluster should behave like one (pods run, GPUs partition).
+    # The simulated schedulers, kubelet, DaemonSet controller and AMD GPU operator run by default
+    # here: a newcomer's cluster should behave like one (pods are scheduled and run, GPUs partition).
     cluster = EmbeddedCluster(fleet=fleet, agents=agents, dcm_delay=dcm_delay, ready_delay=pod_ready_delay)
     for spec in faults:
         try:
@@ -83,7 +82,9 @@ async def run_sim(
     manager: Any = None
     manager_task: asyncio.Task[int] | None = None
     if selected:
-        manager = await _in_process_manager(cluster, selected)
+        from aiplane.kube.memory import InMemoryKubeClient
+
+        manager = await in_process_manager(InMemoryKubeClient.for_cluster(cluster), selected)
         manager_task = asyncio.create_task(manager.run())
     cluster.write_kubeconfig(kubeconfig)
     nodes = cluster.server.store.count("/nodes")
@@ -92,7 +93,8 @@ async def run_sim(
         print(f"aiplane sim: controllers running in-process: {', '.join(sorted(selected))}", file=sys.stderr)
     if agents:
         print(
-            "aiplane sim: simulated agents: kubelet, daemonset controller, AMD GPU operator "
+            "aiplane sim: simulated agents: kube-scheduler, Volcano gang scheduler, kubelet, "
+            "daemonset controller, AMD GPU operator "
             f"(pod ready delay {pod_ready_delay}s, DCM delay {dcm_delay}s)",
             file=sys.stderr,
         )

@@ -1,0 +1,1 @@
+"""The live demo on the embedded cluster (``aiplane demo``)."""

@@ -1,0 +1,223 @@
+"""``aiplane demo``: the operator at work on the embedded cluster, live, from a fresh clone.
+
+It starts what ``aiplane sim`` starts (the HTTPS API server, the simulated kubelet, DaemonSet
+controller and AMD GPU operator, and every controller in-process), applies the example manifests and
+shows them converge. The cluster is served over HTTPS with a kubeconfig written before anything is
+applied, so a second terminal can follow along with kubectl.
+
+Exit status: 0 when every section reached its goal (the plan Completed, no node left cordoned or
+tainted, rollout limits never exceeded), 1 otherwise, 2 for bad options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.live import Live
+
+from aiplane.demo.partitioning import RolloutWatch
+from aiplane.kube.client import ApiError
+from aiplane.kube.logging import configure_logging
+from aiplane.kube.memory import InMemoryKubeClient
+from aiplane.kube.resources import NODES, PODS, resource_for
+from aiplane.sim.cluster import EmbeddedCluster
+
+FIELD_MANAGER = "aiplane-demo"
+DEMO_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    examples: Path
+    kubeconfig: Path
+    log_file: Path
+    keep: bool
+    timeout: float
+    dcm_delay: float
+    pod_ready_delay: float
+    plugin_refresh_delay: float
+    quiet_seconds: float
+
+
+def load_manifests(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+
+
+async def apply_all(client: InMemoryKubeClient, docs: list[dict[str, Any]]) -> None:
+    """Server-side apply, as ``kubectl apply --server-side`` would."""
+    for doc in docs:
+        res = resource_for(doc["apiVersion"], doc["kind"])
+        obj = doc
+        if res.namespaced and not doc["metadata"].get("namespace"):
+            obj = {**doc, "metadata": {**doc["metadata"], "namespace": DEMO_NAMESPACE}}
+        await client.apply(res, obj, field_manager=FIELD_MANAGER, force=True)
+
+
+def inference_workloads(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One serving pod per MI300X inference node, so the drains have something to evict."""
+    pods = []
+    for node in nodes:
+        labels = node["metadata"].get("labels") or {}
+        if labels.get("aiplane.io/pool") != "inference":
+            continue
+        name = node["metadata"]["name"]
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"vllm-{name}", "namespace": DEMO_NAMESPACE, "labels": {"app": "vllm"}},
+                "spec": {
+                    "nodeName": name,
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "rocm/vllm:latest",
+                            "resources": {"limits": {"amd.com/gpu": "8"}, "requests": {"amd.com/gpu": "8"}},
+                        }
+                    ],
+                },
+            }
+        )
+    return pods
+
+
+async def _manager(cluster: EmbeddedCluster) -> tuple[Any, InMemoryKubeClient]:
+    from aiplane.controllers import registry
+    from aiplane.sim.main import in_process_manager
+
+    client = InMemoryKubeClient.for_cluster(cluster)
+    manager = await in_process_manager(client, registry.select("all"))
+    return manager, client
+
+
+async def _until(check: Any, timeout: float, live: Live, render: Any) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        live.update(render())
+        if check():
+            return True
+        await asyncio.sleep(0.2)
+    live.update(render())
+    return False
+
+
+async def partitioning_section(
+    cluster: EmbeddedCluster,
+    client: InMemoryKubeClient,
+    operator: InMemoryKubeClient,
+    opts: DemoOptions,
+    console: Console,
+) -> bool:
+    profiles = load_manifests(opts.examples / "partition-profiles.yaml")
+    plan = load_manifests(opts.examples / "partitioning-plan.yaml")[0]
+    rollout = plan["spec"].get("rollout") or {}
+    watch = RolloutWatch(
+        plan=plan["metadata"]["name"],
+        max_parallel=int(rollout.get("maxParallel", 1)),
+        max_unavailable=int(rollout.get("maxUnavailable", 1)),
+    )
+    nodes = (await client.list(NODES))["items"]
+    workloads = inference_workloads(nodes)
+    for pod in workloads:
+        await client.create(PODS, pod, namespace=DEMO_NAMESPACE)
+    watch.seed(nodes, (await client.list(PODS))["items"])
+    console.rule("[bold]1. GPU partitioning")
+    console.print(
+        f"Applying {opts.examples}/partition-profiles.yaml ({len(profiles)} profiles) and "
+        f"partitioning-plan.yaml: [bold]{watch.plan}[/] (maxParallel {watch.max_parallel}, "
+        f"maxUnavailable {watch.max_unavailable}); {len(workloads)} serving pods on the inference nodes "
+        "will be evicted through the Eviction API."
+    )
+    cluster.server.store.subscribe(watch)
+    try:
+        operator.reset_counts()
+        await apply_all(client, profiles)
+        await apply_all(client, [plan])
+        watch.started = time.monotonic()
+        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+            done = await _until(
+                lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, watch.render
+            )
+        writes = operator.writes
+        # A steady cluster must see zero writes from us: show it.
+        await asyncio.sleep(opts.quiet_seconds)
+        quiet = operator.writes - writes
+        console.print()
+        console.print(watch.summary(writes, quiet, opts.quiet_seconds))
+    finally:
+        cluster.server.store.unsubscribe(watch)
+    ok = (
+        done
+        and watch.phase == "Completed"
+        and not watch.left_marked()
+        and watch.worst_in_progress <= watch.max_parallel
+        and watch.worst_unavailable <= watch.max_unavailable
+    )
+    if not ok:
+        reason = "timed out" if not done else f"ended {watch.phase}"
+        console.print(f"[bold red]partitioning did not complete cleanly ({reason})[/]")
+    return ok
+
+
+async def run_demo(opts: DemoOptions, console: Console) -> int:
+    # The operator's JSON logs would tear the live view apart: they go to a file the user can tail.
+    opts.log_file.parent.mkdir(parents=True, exist_ok=True)
+    with opts.log_file.open("a", encoding="utf-8") as log_stream:
+        configure_logging("info", stream=log_stream)
+        return await _run_demo(opts, console)
+
+
+async def _run_demo(opts: DemoOptions, console: Console) -> int:
+    cluster = EmbeddedCluster(
+        agents=True,
+        dcm_delay=opts.dcm_delay,
+        ready_delay=opts.pod_ready_delay,
+        plugin_refresh_delay=opts.plugin_refresh_delay,
+    )
+    url = await cluster.start()
+    cluster.write_kubeconfig(opts.kubeconfig)
+    manager, operator = await _manager(cluster)
+    manager_task = asyncio.create_task(manager.run())
+    client = InMemoryKubeClient.for_cluster(cluster)
+    nodes = cluster.server.store.count("/nodes")
+    console.print(
+        f"[bold]aiplane demo[/]: embedded cluster at {url} ({nodes} nodes), every controller running in-process.\n"
+        f"Follow along in another terminal:  [bold]KUBECONFIG={opts.kubeconfig} kubectl get gpuplan,np,nodes[/]\n"
+        f"Operator logs (JSON): {opts.log_file}"
+    )
+    ok = False
+    try:
+        ok = await partitioning_section(cluster, client, operator, opts, console)
+        if opts.keep:
+            console.print(
+                f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
+                "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
+                "Ctrl-C stops it."
+            )
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+        else:
+            console.print(
+                "\nTo keep the cluster running after the demo and point kubectl at it:\n"
+                f"  [bold]aiplane demo --keep[/]   then   [bold]export KUBECONFIG={opts.kubeconfig}; kubectl get gpuplan,np,nodes[/]\n"
+                "or start an empty one with the controllers:  [bold]aiplane sim --kubeconfig /tmp/aiplane.kubeconfig[/]"
+            )
+    except ApiError as exc:
+        console.print(f"[bold red]aiplane demo: the API answered {exc}[/]")
+        ok = False
+    finally:
+        manager.stop()
+        await manager_task
+        await client.close()
+        await cluster.stop()
+    return 0 if ok else 1
