@@ -311,6 +311,16 @@ class ModelInferStatus(ApiModel):
         description="AvailableReplicas track the number of InferGroup that are in ready state (updated or not).",
     )
     conditions: Conditions = conditions_field("Conditions track the condition of the ModelInfer.")
+    currentRevision: str | None = Field(
+        None,
+        description=(
+            "CurrentRevision is the revision of the InferGroups that are not (yet) updated: groups below the "
+            "rolling update's partition are (re)created on it."
+        ),
+    )
+    updateRevision: str | None = Field(
+        None, description="UpdateRevision is the revision of spec.template.roles that groups are updated to."
+    )
     labelSelector: str | None = Field(
         None,
         description=(
