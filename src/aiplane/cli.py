@@ -86,7 +86,7 @@ def demo(
     ] = 2.0,
     pod_ready_delay: Annotated[
         float, typer.Option(help="Seconds a started pod takes to become Ready.")
-    ] = 0.5,
+    ] = 2.0,
     plugin_refresh_delay: Annotated[
         float, typer.Option(help="Seconds the device plugin takes to publish new partitions.")
     ] = 1.0,
@@ -95,7 +95,8 @@ def demo(
     ] = 3.0,
 ) -> None:
     """Run the operator on the embedded cluster, live: the example partition profiles and plan roll CPX
-    across the MI300X inference nodes under the plan's limits; then a summary.
+    across the MI300X inference nodes under the plan's limits; then the example 1P2D ModelInfer comes
+    up on them, gang-scheduled, and an image change rolls out; a summary after each.
 
     Exit status 0 when every section converged cleanly, 1 otherwise.
     """

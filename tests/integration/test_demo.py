@@ -51,7 +51,14 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
     assert "6 selected: 6 Succeeded, 0 Failed" in out
     assert "most in progress 3 (maxParallel 3)" in out or "most in progress 2 (maxParallel 3)" in out
     assert re.search(r"left cordoned/tainted\W+none", out)
-    assert "then 0 in the 1s after" in out  # quiet once converged
+    # Then the 1P2D ModelInfer comes up on the partitioned nodes and an image change rolls out
+    # without going below replicas - maxUnavailable available groups.
+    assert "ModelInfer team-a/llama-70b-pd" in out
+    assert "2 groups of 6 pods, Available in" in out
+    flat = " ".join(re.sub(r"[│|]", " ", out).split())  # rich wraps table cells across lines
+    assert "fewest groups available 1 (floor replicas - maxUnavailable = 1)" in flat
+    assert "most groups 2 (ceiling replicas + maxSurge = 2)" in flat
+    assert out.count("then 0 in the 1s after") == 2
     assert "aiplane demo --keep" in out and "KUBECONFIG=" in out
     # The operator's logs went to the file, not into the live view.
     assert '"controller"' not in out
@@ -85,6 +92,15 @@ def test_demo_keep_leaves_a_cluster_kubectl_can_use_until_sigint(tmp_path: Path)
         )
         plans = yaml.safe_load(got.stdout)["items"]
         assert [p["status"]["phase"] for p in plans] == ["Completed"]
+        got = subprocess.run(
+            [KUBECTL, "-n", "team-a", "scale", "modelinfer/llama-70b-pd", "--replicas=1"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert got.returncode == 0 and "scaled" in got.stdout, got.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     finally:

@@ -369,7 +369,12 @@ async def test_the_operator_follows_its_device_config(client: InMemoryKubeClient
 async def test_kubelet_runs_bound_pods_and_follows_node_readiness(client: InMemoryKubeClient) -> None:
     await client.create(
         PODS,
-        {"metadata": {"name": "floating"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+        {
+            # Unbound and no scheduler of ours takes it (the sim's schedulers bind default-scheduler
+            # and volcano pods): the kubelet does not run it.
+            "metadata": {"name": "floating"},
+            "spec": {"schedulerName": "elsewhere", "containers": [{"name": "c", "image": "nginx"}]},
+        },
         namespace="default",
     )
     body = {

@@ -78,6 +78,7 @@ CONTROLLERS: dict[str, ControllerSetup] = {
     "partitioningprofile": _lazy("aiplane.controllers.partitioning.profile"),
     "partitioningplan": _lazy("aiplane.controllers.partitioning.plan"),
     "nodepartitioning": _lazy("aiplane.controllers.partitioning.node"),
+    "modelinfer": _lazy("aiplane.controllers.modelinfer.controller"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).

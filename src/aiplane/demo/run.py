@@ -12,6 +12,7 @@ tainted, rollout limits never exceeded), 1 otherwise, 2 for bad options.
 from __future__ import annotations
 
 import asyncio
+import copy
 import signal
 import time
 from dataclasses import dataclass
@@ -22,11 +23,12 @@ import yaml
 from rich.console import Console
 from rich.live import Live
 
+from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
 from aiplane.kube.client import ApiError
 from aiplane.kube.logging import configure_logging
 from aiplane.kube.memory import InMemoryKubeClient
-from aiplane.kube.resources import NODES, PODS, resource_for
+from aiplane.kube.resources import NAMESPACES, NODES, PODS, resource_for
 from aiplane.sim.cluster import EmbeddedCluster
 
 FIELD_MANAGER = "aiplane-demo"
@@ -166,6 +168,94 @@ async def partitioning_section(
     return ok
 
 
+def _bump_images(doc: dict[str, Any], tag: str) -> dict[str, Any]:
+    """The same ModelInfer with every container image re-tagged: a template change, so a rollout."""
+    out = copy.deepcopy(doc)
+    for role in out["spec"]["template"]["roles"]:
+        for which in ("entryTemplate", "workerTemplate"):
+            for container in (role.get(which) or {}).get("spec", {}).get("containers") or []:
+                container["image"] = container["image"].rsplit(":", 1)[0] + ":" + tag
+    return out
+
+
+async def modelinfer_section(
+    cluster: EmbeddedCluster,
+    client: InMemoryKubeClient,
+    operator: InMemoryKubeClient,
+    opts: DemoOptions,
+    console: Console,
+) -> bool:
+    doc = load_manifests(opts.examples / "modelinfer-1p2d.yaml")[0]
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    rolling = (doc["spec"].get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+    max_unavailable, max_surge = int(rolling.get("maxUnavailable", 1)), int(rolling.get("maxSurge", 0))
+    console.rule("[bold]2. ModelInfer: disaggregated prefill/decode groups")
+    console.print(
+        f"Applying {opts.examples}/modelinfer-1p2d.yaml: [bold]{namespace}/{name}[/], "
+        f"{doc['spec']['replicas']} InferGroups of 1 prefill + 2 decode role replicas (entry + 1 worker each), "
+        "gang-scheduled by Volcano onto the partitioned MI300X nodes; then an image change rolls out "
+        f"(maxUnavailable {max_unavailable}, maxSurge {max_surge})."
+    )
+    watch = ModelInferWatch(namespace, name)
+    cluster.server.store.subscribe(watch)
+    try:
+        await client.apply(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            field_manager=FIELD_MANAGER,
+        )
+        operator.reset_counts()
+        watch.started = time.monotonic()
+        await apply_all(client, [doc])
+        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+            up = await _until(watch.converged, opts.timeout, live, watch.render)
+        up_seconds = time.monotonic() - watch.started
+        if not up:
+            console.print("[bold red]the ModelInfer did not become Available in time[/]")
+            return False
+        old_revision = str(watch.status.get("updateRevision"))
+        console.print()
+        console.print(
+            f"[green]Available[/] after {up_seconds:.1f}s. Now a new image: every group is replaced, highest ordinal first."
+        )
+        watch.track()
+        rollout_started = time.monotonic()
+        await apply_all(client, [_bump_images(doc, "rocm6.4.2_vllm_0.10.2")])
+        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+            done = await _until(
+                lambda: watch.converged(revision=old_revision), opts.timeout, live, watch.render
+            )
+        rollout_seconds = time.monotonic() - rollout_started
+        writes = operator.writes
+        await asyncio.sleep(opts.quiet_seconds)
+        quiet = operator.writes - writes
+        console.print()
+        console.print(
+            watch.summary(
+                up_seconds=up_seconds,
+                rollout_seconds=rollout_seconds,
+                max_unavailable=max_unavailable,
+                max_surge=max_surge,
+                writes=writes,
+                quiet_writes=quiet,
+                quiet_seconds=opts.quiet_seconds,
+            )
+        )
+    finally:
+        cluster.server.store.unsubscribe(watch)
+    replicas = int(doc["spec"]["replicas"])
+    ok = (
+        done
+        and quiet == 0
+        and watch.min_available is not None
+        and watch.min_available >= replicas - max_unavailable
+        and watch.max_groups <= replicas + max_surge
+    )
+    if not ok:
+        console.print("[bold red]the rolling update did not complete cleanly[/]")
+    return ok
+
+
 async def run_demo(opts: DemoOptions, console: Console) -> int:
     # The operator's JSON logs would tear the live view apart: they go to a file the user can tail.
     opts.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -195,10 +285,13 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
     ok = False
     try:
         ok = await partitioning_section(cluster, client, operator, opts, console)
+        if ok:
+            ok = await modelinfer_section(cluster, client, operator, opts, console)
         if opts.keep:
             console.print(
                 f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
                 "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
+                "  kubectl -n team-a get modelinfer,pods,podgroups    kubectl -n team-a scale modelinfer/llama-70b-pd --replicas=3\n"
                 "Ctrl-C stops it."
             )
             stop = asyncio.Event()

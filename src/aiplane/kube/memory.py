@@ -352,6 +352,12 @@ class InMemoryKubeClient(KubeClient):
             if t.subresource == "eviction":
                 status = gc.evict(self.api, t.rt, t.namespace or "", t.name or "", self._decode(raw))
                 return 201, status
+            if t.subresource == "binding":
+                if verb != "create":
+                    raise errors.method_not_allowed()
+                return 201, self.api.bind(
+                    t.namespace or "", t.name or "", self._decode(raw), self._write_options(q)
+                )
             if t.subresource == "token":
                 raise errors.method_not_allowed("the token subresource is not served by InMemoryKubeClient")
             if verb == "create":

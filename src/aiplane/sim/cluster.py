@@ -40,9 +40,10 @@ class EmbeddedCluster:
         dcm_delay: float = 1.0,
         plugin_refresh_delay: float = 0.0,
     ) -> None:
-        """``agents=True`` runs the simulated kubelet, DaemonSet controller and AMD GPU operator
-        (docs/sim.md, "Simulated agents") from ``start()`` to ``stop()``; off by default so that tests
-        of the API server see only their own objects. The delays are the agents' initial timing."""
+        """``agents=True`` runs the simulated schedulers (kube-scheduler and Volcano gang scheduler),
+        kubelet, DaemonSet controller and AMD GPU operator (docs/sim.md, "Simulated agents") from
+        ``start()`` to ``stop()``; off by default so that tests of the API server see only their own
+        objects. The delays are the agents' initial timing."""
         self.server = ApiServer(token=token, history_size=history_size)
         self.url: str | None = None
         self.tls = tls.generate()
@@ -58,6 +59,7 @@ class EmbeddedCluster:
             if agents
             else None
         )
+        self.server.agents = self.agents
 
     @property
     def api(self) -> Any:

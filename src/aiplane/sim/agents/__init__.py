@@ -6,8 +6,12 @@ Our controllers observe their effects (pods Running, DaemonSet pods evicted by a
 back, ``dcm.amd.com/gpu-config-profile-state``, ``amd.com/gpu`` allocatable), so the embedded cluster
 plays them, in-process, on the event loop that serves it:
 
+* :mod:`.scheduler` — kube-scheduler-lite (binds unbound pods of the default scheduler to nodes that
+  fit, or says why not);
+* :mod:`.gang` — a Volcano gang scheduler (pods of a PodGroup are bound all-or-nothing);
 * :mod:`.kubelet` — kubelet-lite (bound pods become Running/Ready; NotReady nodes make their pods
-  NotReady) and the NoExecute taint eviction of kube-controller-manager;
+  NotReady; injected container restarts, pod failures and NotReady nodes) and the NoExecute taint
+  eviction of kube-controller-manager;
 * :mod:`.daemonsets` — the DaemonSet controller;
 * :mod:`.amd_gpu_operator` — the AMD GPU operator's objects, its device plugin's registration with the
   kubelet and the Device Config Manager (DCM) that partitions GPUs.
@@ -40,7 +44,9 @@ from aiplane.sim.apiserver.store import DELETED, Event
 if TYPE_CHECKING:
     from aiplane.sim.agents.amd_gpu_operator import AmdGpuOperator
     from aiplane.sim.agents.daemonsets import DaemonSetController
+    from aiplane.sim.agents.gang import GangScheduler
     from aiplane.sim.agents.kubelet import Kubelet
+    from aiplane.sim.agents.scheduler import Scheduler
     from aiplane.sim.apiserver.rest import Api
 
 log = logging.getLogger(__name__)
@@ -385,10 +391,17 @@ class AgentOptions:
     #: Seconds between the device plugin seeing new devices (its start, or a partition change) and
     #: the kubelet's node status showing them.
     plugin_refresh_delay: float = 0.0
+    #: Seconds between full retries of the pods (default scheduler) and PodGroups (gang scheduler) that
+    #: do not fit, which refresh their messages; node and pod changes that may help retry them at once
+    #: anyway. ``0``: event-driven only.
+    scheduler_retry_interval: float = 30.0
+    #: Volcano's ``overcommit-factor`` for admitting PodGroups (``Pending`` → ``Inqueue``).
+    gang_overcommit_factor: float = 1.2
 
 
 class Agents:
-    """The simulated agents of one embedded cluster: ``kubelet``, ``daemonsets``, ``amd``.
+    """The simulated agents of one embedded cluster: ``scheduler``, ``gang``, ``kubelet``, ``daemonsets``,
+    ``amd``.
 
     ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
     as ``cluster.agents.amd.fail_nodes``, ``cluster.agents.amd.dcm_delay``,
@@ -398,11 +411,24 @@ class Agents:
     def __init__(self, api: Api, options: AgentOptions | None = None) -> None:
         from aiplane.sim.agents.amd_gpu_operator import AmdGpuOperator
         from aiplane.sim.agents.daemonsets import DaemonSetController
+        from aiplane.sim.agents.gang import GangScheduler
         from aiplane.sim.agents.kubelet import Kubelet
+        from aiplane.sim.agents.scheduler import Scheduler, SchedulerCache
 
         options = options or AgentOptions()
         self.api = api
         self.pods = PodIndex(api)
+        #: Nodes and the requests bound to each, shared by both schedulers.
+        self.scheduler_cache = SchedulerCache(api)
+        self.scheduler: Scheduler = Scheduler(
+            api, self.scheduler_cache, retry_interval=options.scheduler_retry_interval
+        )
+        self.gang: GangScheduler = GangScheduler(
+            api,
+            self.scheduler_cache,
+            retry_interval=options.scheduler_retry_interval,
+            overcommit_factor=options.gang_overcommit_factor,
+        )
         self.kubelet: Kubelet = Kubelet(api, self.pods, ready_delay=options.ready_delay)
         self.daemonsets: DaemonSetController = DaemonSetController(api, self.pods)
         self.amd: AmdGpuOperator = AmdGpuOperator(
@@ -415,7 +441,7 @@ class Agents:
 
     @property
     def loops(self) -> tuple[AgentLoop, ...]:
-        return (self.kubelet, self.daemonsets, self.amd)
+        return (self.scheduler, self.gang, self.kubelet, self.daemonsets, self.amd)
 
     def start(self) -> None:
         """Start every agent on the running loop (the AMD operator first creates its objects)."""
@@ -423,6 +449,7 @@ class Agents:
             return
         self._started = True
         self.pods.start()
+        self.scheduler_cache.start()
         self.amd.install()
         for agent in self.loops:
             agent.start()
@@ -433,6 +460,7 @@ class Agents:
         self._started = False
         for agent in reversed(self.loops):
             await agent.stop()
+        self.scheduler_cache.stop()
         self.pods.stop()
 
     @property

@@ -13,8 +13,15 @@ what a kubelet reports for a started pod whose containers are up: ``phase: Runni
 per-node range, the node's address for ``hostNetwork`` pods), ``hostIP`` (the node's InternalIP) and
 ``startTime``. When a node stops being Ready its pods are marked NotReady (``Ready`` condition
 ``False``: what the node lifecycle controller does for a silent kubelet), and Ready again when the
-node is. Containers never exit. Deleted pods go at once (the GC module's default: no
+node is. Containers never exit on their own. Deleted pods go at once (the GC module's default: no
 ``pod_terminator`` is claimed).
+
+**Faults** (for tests; also over HTTP at ``/_sim/faults/…``): :meth:`Kubelet.restart_container` (the
+container exits and is restarted: ``restartCount`` + 1, ``lastState.terminated``, container, pod
+``Ready`` and ``ContainersReady`` ``False`` for ``not_ready_for`` seconds), :meth:`Kubelet.fail_pod`
+(``phase: Failed``, every container ``terminated`` with a non-zero exit code) and
+:meth:`Kubelet.set_node_ready` (the node's ``Ready`` condition ``False``/``Unknown`` and back; its pods
+follow).
 
 **Taint eviction** (``pkg/controller/tainteviction``) — a pod bound to a node with a ``NoExecute`` taint
 it does not tolerate gets the ``DisruptionTarget`` condition (``DeletionByTaintManager``) and is
@@ -44,6 +51,7 @@ from aiplane.sim.agents import (
     record_event,
 )
 from aiplane.sim.agents.daemonsets import EXECUTE_EFFECTS, toleration_tolerates_taint, untolerated_taints
+from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
 from aiplane.sim.apiserver.store import DELETED, Event
@@ -171,6 +179,50 @@ def with_ready(status: dict[str, Any], ready: bool, now: str) -> dict[str, Any]:
     return {**status, "conditions": conditions}
 
 
+def with_container_readiness(status: dict[str, Any], node_is_ready: bool, now: str) -> dict[str, Any]:
+    """``status`` with ``ContainersReady`` and ``Ready`` derived from its container statuses, as the
+    kubelet's status manager computes them: ``ContainersReady`` is ``False`` (``ContainersNotReady``,
+    "containers with unready status: [a b]") while a container is not ready; ``Ready`` also needs the node
+    to be Ready (a NotReady node's pods get a bare ``Ready=False``, as the node lifecycle controller
+    writes it). Transition times move on a flip only."""
+    unready = [str(c.get("name")) for c in status.get("containerStatuses") or [] if not c.get("ready")]
+    detail = {
+        "reason": "ContainersNotReady",
+        "message": f"containers with unready status: [{' '.join(unready)}]",
+    }
+    wanted: dict[str, tuple[str, dict[str, str]]] = {
+        "ContainersReady": ("False", detail) if unready else ("True", {}),
+        "Ready": ("False", detail) if unready else (("True", {}) if node_is_ready else ("False", {})),
+    }
+    conditions = []
+    for cond in status.get("conditions") or []:
+        kind = cond.get("type")
+        if kind not in wanted:
+            conditions.append(cond)
+            continue
+        value, extra = wanted[kind]
+        new = {k: v for k, v in cond.items() if k not in ("reason", "message")}
+        new.update(extra)
+        new["status"] = value
+        if cond.get("status") != value:
+            new["lastTransitionTime"] = now
+        conditions.append(new)
+    return {**status, "conditions": conditions}
+
+
+def terminated_state(
+    container_status: Obj, *, exit_code: int, reason: str, now: str, message: str | None = None
+) -> Obj:
+    """``state.terminated`` of a container that exits now (started when its ``running`` state says)."""
+    started = ((container_status.get("state") or {}).get("running") or {}).get("startedAt") or now
+    terminated: Obj = {"exitCode": exit_code, "reason": reason, "startedAt": started, "finishedAt": now}
+    if message:
+        terminated["message"] = message
+    if container_status.get("containerID"):
+        terminated["containerID"] = container_status["containerID"]
+    return terminated
+
+
 def min_toleration_seconds(taints: list[Obj], tolerations: list[Obj]) -> float | None:
     """``getMinTolerationTime``: the smallest ``tolerationSeconds`` among the tolerations used for
     ``taints`` (``None``: tolerated forever; negative values count as 0)."""
@@ -207,6 +259,8 @@ class Kubelet(AgentLoop):
         self._node_index: dict[str, int] = {}  # node -> its pod range (10.244.<n>.0/24)
         self._ranges = itertools.count()
         self._next_ip: dict[str, int] = {}
+        self._unready: dict[str, dict[str, asyncio.TimerHandle | None]] = {}  # pod uid -> container -> timer
+        self.node_rt: ResourceType = api.resource("v1", "Node")
 
     # --- events -----------------------------------------------------------------------------------
 
@@ -238,6 +292,8 @@ class Kubelet(AgentLoop):
             self.cancel(self._starting.pop(uid, None))
             _, timer = self._evicting.pop(uid, (0.0, None))
             self.cancel(timer)
+            for restart in self._unready.pop(uid, {}).values():
+                self.cancel(restart)
             return
         node = (pod.get("spec") or {}).get("nodeName")
         if not node:
@@ -264,6 +320,8 @@ class Kubelet(AgentLoop):
             self._start(work[1], work[2], work[3])
         elif kind == "evict":
             self._evict_check(work[1], work[2], work[3])
+        elif kind == "recover":
+            self._recover(work[1], work[2], work[3], work[4])
 
     def _sync_node(self, name: str) -> None:
         for pod in self.pods.on_node(name):
@@ -311,7 +369,7 @@ class Kubelet(AgentLoop):
 
     def _report_ready(self, pod: Obj, ready: bool) -> None:
         status = pod.get("status") or {}
-        new = with_ready(status, ready, rfc3339(self.api.clock()))
+        new = with_container_readiness(status, ready, rfc3339(self.api.clock()))
         if new != status:
             self._write_status(pod, new)
 
@@ -339,6 +397,205 @@ class Kubelet(AgentLoop):
             if err.code in (404, 409):
                 return None  # gone, or changed meanwhile: the pod's own event re-syncs it
             raise
+
+    # --- fault injection --------------------------------------------------------------------------
+
+    def _pod_for_fault(self, namespace: str, name: str) -> Obj:
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None:
+            raise errors.not_found("pods", "", name)
+        return pod
+
+    def restart_container(
+        self,
+        namespace: str,
+        name: str,
+        container: str | None = None,
+        *,
+        not_ready_for: float = 1.0,
+        exit_code: int = 1,
+        reason: str = "Error",
+    ) -> Obj:
+        """The container (default: the first) of a Running pod exits with ``exit_code`` and is restarted
+        at once: ``restartCount`` + 1, ``lastState.terminated`` (exit code, ``reason``, when it started
+        and finished, the old ``containerID``), a new ``containerID`` and ``state.running``, ``ready:
+        false``; the pod's ``ContainersReady`` and ``Ready`` are ``False`` (``ContainersNotReady``) until,
+        ``not_ready_for`` seconds later, the container is ready again (its readiness probe passing).
+        Returns the pod as written. 404: no such pod/container; 409: the pod is not Running."""
+        pod = self._pod_for_fault(namespace, name)
+        status = dict(pod.get("status") or {})
+        if status.get("phase") != "Running" or pod_terminating(pod):
+            raise errors.conflict(
+                "pods", "", name, f"pod {name} is not running (phase {status.get('phase')})"
+            )
+        entries = [dict(c) for c in status.get("containerStatuses") or []]
+        if not entries:
+            raise errors.not_found("pods", "", name)
+        names = [str(c.get("name")) for c in entries]
+        target = container or names[0]
+        if target not in names:
+            raise ApiError(404, "NotFound", f'container "{target}" not found in pod {namespace}/{name}')
+        now = rfc3339(self.api.clock())
+        index = names.index(target)
+        entry = entries[index]
+        restarts = int(entry.get("restartCount") or 0) + 1
+        seed = f"{meta_of(pod).get('uid', '')}/{target}/{restarts}"
+        entries[index] = {
+            **entry,
+            "lastState": {"terminated": terminated_state(entry, exit_code=exit_code, reason=reason, now=now)},
+            "state": {"running": {"startedAt": now}},
+            "ready": False,
+            "started": True,
+            "restartCount": restarts,
+            "containerID": f"{RUNTIME}://" + hashlib.sha256(seed.encode()).hexdigest(),
+        }
+        status["containerStatuses"] = entries
+        node = self.store.get(NODES, "", str((pod.get("spec") or {}).get("nodeName") or ""))
+        status = with_container_readiness(status, node_ready(node), now)
+        written = self._write_status(pod, status)
+        if written is None:
+            raise errors.conflict("pods", "", name, errors.MODIFIED)
+        uid = str(meta_of(pod).get("uid"))
+        if self.running:  # (a kubelet that is not running recovers nothing)
+            timers = self._unready.setdefault(uid, {})
+            self.cancel(timers.pop(target, None))
+            timers[target] = self.later(max(not_ready_for, 0.0), ("recover", namespace, name, uid, target))
+        return written
+
+    def _recover(self, namespace: str, name: str, uid: str, container: str) -> None:
+        timers = self._unready.get(uid) or {}
+        timers.pop(container, None)
+        if not timers:
+            self._unready.pop(uid, None)
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None or str(meta_of(pod).get("uid")) != uid or pod_terminating(pod) or pod_terminal(pod):
+            return
+        status = dict(pod.get("status") or {})
+        entries = [dict(c) for c in status.get("containerStatuses") or []]
+        for entry in entries:
+            if entry.get("name") == container:
+                entry["ready"] = True
+        status["containerStatuses"] = entries
+        node = self.store.get(NODES, "", str((pod.get("spec") or {}).get("nodeName") or ""))
+        new = with_container_readiness(status, node_ready(node), rfc3339(self.api.clock()))
+        if new != (pod.get("status") or {}) and self._write_status(pod, new) is None:
+            self.later(0.05, ("recover", namespace, name, uid, container))
+
+    def fail_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        exit_code: int = 1,
+        reason: str = "Error",
+        message: str | None = None,
+    ) -> Obj:
+        """The pod's containers all exit with ``exit_code`` and the pod fails: ``phase: Failed``, every
+        container ``state.terminated`` (``reason``, ``message``), ``ready: false``, ``started: false``;
+        conditions ``Ready``/``ContainersReady`` ``False`` (``PodFailed``), ``PodReadyToStartContainers``
+        ``False``. The kubelet leaves it there (whatever the restart policy: this is the fault). Returns
+        the pod as written. 404: no such pod; 409: not bound to a node, or already finished."""
+        pod = self._pod_for_fault(namespace, name)
+        if pod_terminal(pod) or not (pod.get("spec") or {}).get("nodeName"):
+            raise errors.conflict(
+                "pods",
+                "",
+                name,
+                f"pod {name} is not running on a node (phase {(pod.get('status') or {}).get('phase')})",
+            )
+        uid = str(meta_of(pod).get("uid"))
+        self.cancel(self._starting.pop(uid, None))
+        for timer in self._unready.pop(uid, {}).values():
+            self.cancel(timer)
+        now = rfc3339(self.api.clock())
+        status = dict(pod.get("status") or {})
+        known = {str(c.get("name")): dict(c) for c in status.get("containerStatuses") or []}
+        entries = []
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            entry = known.get(container["name"]) or {
+                "name": container["name"],
+                "image": container.get("image"),
+                "imageID": "",
+                "restartCount": 0,
+                "lastState": {},
+            }
+            entries.append(
+                {
+                    **entry,
+                    "state": {
+                        "terminated": terminated_state(
+                            entry, exit_code=exit_code, reason=reason, now=now, message=message
+                        )
+                    },
+                    "ready": False,
+                    "started": False,
+                }
+            )
+        status["containerStatuses"] = entries
+        status["phase"] = "Failed"
+        conditions = []
+        for cond in status.get("conditions") or []:
+            kind = cond.get("type")
+            if kind in ("Ready", "ContainersReady", "PodReadyToStartContainers"):
+                new = {k: v for k, v in cond.items() if k not in ("reason", "message")}
+                new["status"] = "False"
+                if kind != "PodReadyToStartContainers":
+                    new["reason"] = "PodFailed"
+                if cond.get("status") != "False":
+                    new["lastTransitionTime"] = now
+                conditions.append(new)
+            else:
+                conditions.append(cond)
+        status["conditions"] = conditions
+        written = self._write_status(pod, status)
+        if written is None:
+            raise errors.conflict("pods", "", name, errors.MODIFIED)
+        return written
+
+    def set_node_ready(self, node: str, ready: bool = True, *, unknown: bool = False) -> Obj:
+        """Set the node's ``Ready`` condition: ``True`` (``KubeletReady``), ``False`` (``KubeletNotReady``,
+        the kubelet reporting a broken runtime) or, with ``unknown=True``, ``Unknown``
+        (``NodeStatusUnknown``, the node lifecycle controller's verdict on a silent kubelet). The pods
+        on it follow (their ``Ready`` goes ``False`` and back); the schedulers treat a node that is not
+        Ready as tainted ``not-ready``/``unreachable``. No taints are written. Returns the node."""
+        current = self.store.get(NODES, "", node)
+        if current is None:
+            raise errors.not_found("nodes", "", node)
+        now = rfc3339(self.api.clock())
+        if ready:
+            value, reason, message = "True", "KubeletReady", "kubelet is posting ready status"
+        elif unknown:
+            value, reason, message = "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
+        else:
+            value, reason, message = "False", "KubeletNotReady", "container runtime is down"
+        status = dict(current.get("status") or {})
+        conditions = [dict(c) for c in status.get("conditions") or []]
+        wanted = {
+            "type": "Ready",
+            "status": value,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for i, cond in enumerate(conditions):
+            if cond.get("type") == "Ready":
+                if cond.get("status") == value:
+                    wanted["lastTransitionTime"] = cond.get("lastTransitionTime") or now
+                conditions[i] = wanted
+                break
+        else:
+            conditions.append(wanted)
+        status["conditions"] = conditions
+        manager = EVICTION_MANAGER if unknown and not ready else FIELD_MANAGER
+        return self.api.update(
+            self.node_rt,
+            None,
+            node,
+            {**current, "status": status},
+            WriteOptions(field_manager=manager),
+            subresource="status",
+        ).obj
 
     # --- taint eviction ---------------------------------------------------------------------------
 
@@ -426,4 +683,12 @@ class Kubelet(AgentLoop):
                 raise
 
 
-__all__ = ["Kubelet", "internal_ip", "min_toleration_seconds", "running_status", "with_ready"]
+__all__ = [
+    "Kubelet",
+    "internal_ip",
+    "min_toleration_seconds",
+    "running_status",
+    "terminated_state",
+    "with_container_readiness",
+    "with_ready",
+]

@@ -507,6 +507,48 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
+#: Faults of the simulated agents (``server.agents``, set by ``EmbeddedCluster(agents=True)``):
+#: ``POST /_sim/faults/<name>`` with the fields, answered with the object as written.
+_AGENT_FAULTS = ("restart-container", "fail-pod", "node-ready")
+
+
+def _agent_fault(server: Any, name: str, body: dict[str, Any]) -> Any:
+    agents = getattr(server, "agents", None)
+    if agents is None:
+        raise ApiError(
+            409, "Conflict", "the simulated agents are not running (start the cluster with agents)"
+        )
+    kubelet = agents.kubelet
+    allowed = {
+        "restart-container": {"namespace", "pod", "container", "notReadyFor", "exitCode", "reason"},
+        "fail-pod": {"namespace", "pod", "exitCode", "reason", "message"},
+        "node-ready": {"node", "ready"},
+    }[name]
+    unknown = set(body) - allowed
+    if unknown:
+        raise ValueError(f"unknown fields {sorted(unknown)}: expected {sorted(allowed)}")
+    if name == "node-ready":
+        if "node" not in body or body.get("ready") not in (True, False, "True", "False", "Unknown"):
+            raise ValueError('give "node" and "ready": true, false or "Unknown"')
+        ready = body["ready"] in (True, "True")
+        return kubelet.set_node_ready(str(body["node"]), ready, unknown=body["ready"] == "Unknown")
+    if "pod" not in body:
+        raise ValueError('give "pod" (and "namespace", default "default")')
+    namespace, pod = str(body.get("namespace") or "default"), str(body["pod"])
+    exit_code = int(body.get("exitCode", 1))
+    reason = str(body.get("reason") or "Error")
+    if name == "restart-container":
+        return kubelet.restart_container(
+            namespace,
+            pod,
+            body.get("container"),
+            not_ready_for=float(body.get("notReadyFor", 1.0)),
+            exit_code=exit_code,
+            reason=reason,
+        )
+    return kubelet.fail_pod(namespace, pod, exit_code=exit_code, reason=reason, message=body.get("message"))
+
+
 async def handle_http(server: Any, request: web.Request, parts: list[str]) -> web.StreamResponse:
     """``/_sim/faults``: the same rules over HTTP, for tests that run the cluster in another process."""
     faults: Faults = server.faults
@@ -531,6 +573,8 @@ async def handle_http(server: Any, request: web.Request, parts: list[str]) -> we
             return _json(handle.rule.to_dict(), status=201)
         if rest is None and method == "DELETE":
             return _json({"removed": faults.clear()})
+        if rest in _AGENT_FAULTS and method == "POST":
+            return _json(_agent_fault(server, rest, await _json_body(request)))
         if rest == "close-watches" and method == "POST":
             body = await _json_body(request)
             closed = faults.close_watches(body.get("resource"), body.get("namespace"))

@@ -529,6 +529,107 @@ class Api:
         self._after_commit(rt, event)
         return event.obj
 
+    # --- pods/binding ----------------------------------------------------------------------------
+
+    def bind(
+        self, namespace: str, name: str, body: dict[str, Any], opts: WriteOptions | None = None
+    ) -> dict[str, Any]:
+        """POST pods/{name}/binding, as kube-apiserver's ``BindingREST.Create`` does it.
+
+        Sets ``spec.nodeName`` to ``target.name``, copies the Binding's annotations onto the pod and
+        sets the ``PodScheduled=True`` condition, in one write that (like kube's ``GuaranteedUpdate``
+        on storage) bypasses the pod strategy: no generation bump, no managedFields entry. Returns
+        the 201 ``Status``. 404 for a missing pod; 409 (``pods/binding``) for a pod already bound,
+        being deleted or scheduling-gated; 409 (``pods``) for a failed uid/resourceVersion
+        precondition (the Binding's ``metadata.uid``/``resourceVersion``). The target node is not
+        checked (kube does not either).
+        """
+        opts = opts or WriteOptions()
+        rt = self.resource("v1", "Pod")
+        kind = body.get("kind")
+        if kind not in (None, "Binding"):
+            raise errors.bad_request(f"not a Binding object: {kind}")
+        meta = body.get("metadata") or {}
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if meta.get("namespace") not in (None, "", namespace):
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        if meta.get("name") != name:
+            raise errors.bad_request("name in URL does not match name in Binding object")
+        target = body.get("target") or {}
+        invalid: list[FieldError] = []
+        if target.get("kind") not in (None, "", "Node"):
+            invalid.append(
+                FieldError(
+                    "target.kind", fe.NOT_SUPPORTED, target.get("kind"), 'supported values: "Node", "<empty>"'
+                )
+            )
+        if not target.get("name"):
+            invalid.append(FieldError("target.name", fe.REQUIRED, None, ""))
+        if invalid:
+            # ValidatePodBinding's aggregate is not a Status error: kube-apiserver answers 500 without a reason.
+            rendered = [e.render_kube() for e in invalid]
+            raise _ReasonlessError(500, "", rendered[0] if len(rendered) == 1 else f"[{', '.join(rendered)}]")
+        pod = self.store.get(rt.storage_key, namespace, name)
+        if pod is None:
+            raise errors.not_found(rt.plural, rt.group, name)
+        pod_meta = pod["metadata"]
+        spec = pod.get("spec") or {}
+        node = str(target["name"])
+        if meta.get("uid") and meta["uid"] != pod_meta.get("uid"):
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {pod_meta.get('uid')}",
+            )
+        if meta.get("resourceVersion") and meta["resourceVersion"] != pod_meta.get("resourceVersion"):
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {meta['resourceVersion']}, "
+                f"ResourceVersion in object meta: {pod_meta.get('resourceVersion')}",
+            )
+        if pod_meta.get("deletionTimestamp"):
+            raise errors.conflict(
+                "pods/binding", "", name, f"pod {name} is being deleted, cannot be assigned to a host"
+            )
+        if spec.get("nodeName"):
+            raise errors.conflict(
+                "pods/binding", "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+            )
+        if spec.get("schedulingGates"):
+            raise errors.conflict("pods/binding", "", name, f"pod {name} has non-empty .spec.schedulingGates")
+        new_meta = dict(pod_meta)
+        if meta.get("annotations"):
+            new_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **meta["annotations"]}
+        status = dict(pod.get("status") or {})
+        now = rfc3339(self.clock())
+        conditions = [dict(c) for c in status.get("conditions") or []]
+        scheduled = {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+        }
+        for i, cond in enumerate(conditions):
+            if cond.get("type") == "PodScheduled":
+                if cond.get("status") == "True":
+                    scheduled["lastTransitionTime"] = cond.get("lastTransitionTime") or now
+                conditions[i] = scheduled
+                break
+        else:
+            conditions.append(scheduled)
+        status["conditions"] = conditions
+        new = {**pod, "metadata": new_meta, "spec": {**spec, "nodeName": node}, "status": status}
+        if not opts.dry_run:
+            event = self.store.put(rt.storage_key, new)
+            self._after_commit(rt, event)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
     def remove(self, rt: ResourceType, namespace: str, name: str) -> Event | None:
         """Remove an object from storage right away (the end of a deletion)."""
         event = self.store.remove(rt.storage_key, namespace, name)
@@ -860,3 +961,12 @@ def _qos_class(spec: dict[str, Any]) -> str:
     if guaranteed:
         return "Guaranteed"
     return "Burstable" if requests_seen else "BestEffort"
+
+
+class _ReasonlessError(errors.ApiError):
+    """An error kube-apiserver answers with a Status without ``reason`` (a non-Status error)."""
+
+    def status(self) -> dict[str, Any]:
+        body = super().status()
+        body.pop("reason", None)
+        return body

@@ -117,6 +117,8 @@ class ApiServer:
         self.gc = gc.install(self.api)  # deletion, garbage collection, namespace/disruption controllers
         apply.install(self.api)  # managedFields on every write (server-side apply's field manager)
         self.faults = faults.Faults()
+        #: The simulated agents (``EmbeddedCluster(agents=True)`` sets it), for ``/_sim/faults/<agent fault>``.
+        self.agents: Any = None
         self.requests_total = 0
         self.request_stats: collections.Counter[tuple[str, str]] = collections.Counter()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
@@ -205,6 +207,13 @@ class ApiServer:
             return self._get(request, t)
         if t.subresource == "eviction":
             return await self._eviction(request, t)
+        if t.subresource == "binding":
+            if verb != "create":
+                raise errors.method_not_allowed()
+            body = await self._body(request)
+            return json_response(
+                self.api.bind(t.namespace or "", t.name or "", body, self._write_options(q)), 201
+            )
         if t.subresource == "token" and verb == "create":
             return json_response(await self._token(request, t), status=201)
         if verb == "create":

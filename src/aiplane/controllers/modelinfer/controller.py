@@ -1,0 +1,628 @@
+"""ModelInfer controller: the executor around :mod:`planner` (what to do) and :mod:`objects` (what to build).
+
+::
+
+    observe   the ModelInfer, its Pods, Services, PodGroups and ControllerRevisions from informer
+              caches (Pods and Services filtered server-side by the ``modelinfer.volcano.sh/name``
+              label, as upstream does; only objects *controlled* by this ModelInfer's uid count)
+    decide    validation.validate → revision_hash → planner.plan (scaling, rolling update,
+              recovery) → status.compute_status
+    act       ControllerRevision for a new revision; PodGroups before pods (a gang member without its
+              PodGroup stays pending in Volcano); creates (entry → Service → workers, AlreadyExists
+              ignored) and deletes with UID preconditions; old unused ControllerRevisions pruned
+    report    /status merge patch only when it changed; Events for group creation, deletion and
+              recovery
+
+Why the pieces are the way they are:
+
+* **Expectations.** The planner assumes its view is complete: a pod it does not see is a pod that
+  was deleted out from under us, which triggers recovery. Right after our own creates the cache
+  has not caught up, so deciding then would "recover" pods we just made. Each ModelInfer therefore
+  records the pods and Services it created and the UIDs it deleted; until the cache shows all of
+  them (or ``EXPECTATIONS_TIMEOUT`` passes, for a watch event that never comes) the reconcile only
+  refreshes status. The watch events of our own writes bring the ModelInfer back.
+* **Deletion completion** is recomputed from the cache on every reconcile (the planner waits for a
+  unit's pods and Services to be gone before rebuilding it), and Service deletions are watched too,
+  so a lost delete event never stalls a recreate (upstream issues #517, #716).
+* **Zero writes at steady state**: every write is guarded by a "does it differ" check
+  (``podgroup_needs_update``, ``status_changed``, a converged plan has no actions).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+
+from aiplane.controllers.modelinfer.naming import (
+    LABEL_GROUP_NAME,
+    LABEL_NAME,
+    LABEL_REVISION,
+    LABEL_ROLE_ID,
+    role_id,
+    service_name,
+)
+from aiplane.controllers.modelinfer.objects import (
+    build_pod,
+    build_podgroup,
+    build_service,
+    label_selector,
+    podgroup_needs_update,
+    updated_podgroup,
+)
+from aiplane.controllers.modelinfer.observe import controlled_by, shape_of, shapes_of, views
+from aiplane.controllers.modelinfer.planner import (
+    CreateRoleReplica,
+    DeleteGroup,
+    DeletePods,
+    DeleteRoleReplica,
+    Plan,
+    PlanInput,
+    plan,
+)
+from aiplane.controllers.modelinfer.revision import (
+    controller_revision,
+    next_revision_number,
+    revision_hash,
+    revision_of,
+    roles_from_controller_revision,
+    with_current_replicas,
+)
+from aiplane.controllers.modelinfer.status import compute_status
+from aiplane.controllers.modelinfer.validation import (
+    format_problems,
+    resolve_max_surge,
+    resolve_max_unavailable,
+    rolling_update_configuration,
+    validate,
+)
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.conditions import set_condition, status_changed
+from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.events import NORMAL, WARNING, EventRecorder
+from aiplane.kube.informer import Informer, object_rv
+from aiplane.kube.meta import deep_get
+from aiplane.kube.resources import CONTROLLERREVISIONS, PODGROUPS, PODS, SERVICES, Resource, resource_for
+
+if TYPE_CHECKING:
+    from aiplane.kube.manager import Manager
+
+Obj = dict[str, Any]
+
+FIELD_MANAGER: Final = "aiplane-modelinfer"
+COMPONENT: Final = "modelinfer-controller"
+#: How long to wait for the cache to show our own creates/deletes before deciding anyway.
+EXPECTATIONS_TIMEOUT: Final = 30.0
+#: Unused ControllerRevisions kept for rollback archaeology (as a StatefulSet's revisionHistoryLimit).
+REVISION_HISTORY_LIMIT: Final = 10
+#: Index of the owned-object informers: ``<namespace>/<ModelInfer name>``.
+BY_MODELINFER: Final = "modelinfer"
+
+log = structlog.get_logger("aiplane.modelinfer")
+
+
+def modelinfers_resource() -> Resource:
+    return resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _key(namespace: Any, name: Any) -> str:
+    return f"{namespace}/{name}"
+
+
+def _by_modelinfer(obj: Mapping[str, Any]) -> list[str]:
+    meta = _meta(obj)
+    name = (meta.get("labels") or {}).get(LABEL_NAME)
+    return [_key(meta.get("namespace"), name)] if name else []
+
+
+def _to_modelinfer(obj: Obj) -> Iterable[Request]:
+    meta = _meta(obj)
+    name = (meta.get("labels") or {}).get(LABEL_NAME)
+    return [Request(meta.get("namespace"), name)] if name else []
+
+
+@dataclass
+class _Expected:
+    created: set[str] = field(default_factory=set)  # "kind/name" not yet seen in the cache
+    deleted: set[str] = field(default_factory=set)  # uids still seen live in the cache
+    since: float = 0.0
+
+
+class Expectations:
+    """Per-ModelInfer writes the caches have not shown yet (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._by_key: dict[str, _Expected] = {}
+        self._clock = clock
+
+    def _entry(self, key: str) -> _Expected:
+        entry = self._by_key.setdefault(key, _Expected())
+        if not entry.created and not entry.deleted:
+            entry.since = self._clock()
+        return entry
+
+    def created(self, key: str, kind: str, name: str) -> None:
+        self._entry(key).created.add(f"{kind}/{name}")
+
+    def deleted(self, key: str, uid: str) -> None:
+        if uid:
+            self._entry(key).deleted.add(uid)
+
+    def satisfied(self, key: str, seen: Callable[[str], bool], live_uids: set[str]) -> bool:
+        """Drop what the cache now shows; true when nothing is outstanding (or it timed out)."""
+        entry = self._by_key.get(key)
+        if entry is None:
+            return True
+        entry.created = {c for c in entry.created if not seen(c)}
+        entry.deleted &= live_uids
+        if not entry.created and not entry.deleted:
+            del self._by_key[key]
+            return True
+        if self._clock() - entry.since > EXPECTATIONS_TIMEOUT:
+            log.info("expectations timed out; deciding on the cache", modelinfer=key)
+            del self._by_key[key]
+            return True
+        return False
+
+    def forget(self, key: str) -> None:
+        self._by_key.pop(key, None)
+
+
+class ModelInferReconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        modelinfers: Informer,
+        pods: Informer,
+        services: Informer,
+        podgroups: Informer,
+        revisions: Informer,
+        recorder: EventRecorder,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.client = client
+        self.modelinfers = modelinfers
+        self.pods = pods
+        self.services = services
+        self.podgroups = podgroups
+        self.revisions = revisions
+        self.recorder = recorder
+        self.clock = clock
+        self.expectations = Expectations()
+        for informer in (pods, services, podgroups, revisions):
+            informer.add_indexer(BY_MODELINFER, _by_modelinfer)
+        modelinfers.add_handler(on_delete=lambda obj: self.expectations.forget(_key(*_ns_name(obj))))
+
+    async def __call__(self, request: Request) -> Result | None:
+        try:
+            return await self.reconcile(request.namespace or "", request.name)
+        except ApiError as exc:
+            if exc.conflict or exc.not_found:
+                log.debug("requeue after a race", modelinfer=request.key, reason=str(exc))
+                return Result(requeue=True)
+            raise
+
+    # --- observe ----------------------------------------------------------------------------------
+
+    def _owned(self, informer: Informer, mi: Mapping[str, Any], key: str) -> list[Obj]:
+        return [o for o in informer.by_index(BY_MODELINFER, key) if controlled_by(o, mi)]
+
+    def _seen(self, key: str) -> Callable[[str], bool]:
+        namespace = key.split("/", 1)[0]
+
+        def seen(item: str) -> bool:
+            kind, name = item.split("/", 1)
+            informer = self.pods if kind == "Pod" else self.services
+            return informer.get(_key(namespace, name)) is not None
+
+        return seen
+
+    # --- reconcile --------------------------------------------------------------------------------
+
+    async def reconcile(self, namespace: str, name: str) -> Result | None:
+        key = _key(namespace, name)
+        mi = self.modelinfers.get(key)
+        if mi is None or deep_get(mi, "metadata.deletionTimestamp"):
+            return None  # owner references cascade the deletion
+        now = self.clock()
+        problems = validate(mi)
+        if problems:
+            await self._report_invalid(mi, format_problems(problems), now)
+            return None
+
+        pods = self._owned(self.pods, mi, key)
+        services = self._owned(self.services, mi, key)
+        roles: list[Mapping[str, Any]] = list(deep_get(mi, "spec.template.roles") or [])
+        update_revision = revision_hash(roles)
+        revisions = await self._ensure_revision(mi, key, update_revision, roles, pods)
+        status = mi.get("status") or {}
+        current_revision = str(status.get("currentRevision") or "")
+        if not current_revision or current_revision not in revisions:
+            # New ModelInfer, or the old revision's record is gone: nothing older to rebuild on.
+            current_revision = update_revision
+
+        live = {str(_meta(p).get("uid")) for p in pods if not _meta(p).get("deletionTimestamp")}
+        decided = self.expectations.satisfied(key, self._seen(key), live)
+        spec = mi.get("spec") or {}
+        replicas = int(spec.get("replicas", 1))
+        pod_views, service_views = views(mi, pods, services)
+        rolling = rolling_update_configuration(mi)
+        the_plan = plan(
+            PlanInput(
+                replicas=replicas,
+                roles=shape_of(roles),
+                shapes=shapes_of(roles, revisions),
+                update_revision=update_revision,
+                current_revision=current_revision,
+                partition=int(rolling.get("partition") or 0),
+                max_unavailable=resolve_max_unavailable(rolling.get("maxUnavailable"), replicas),
+                max_surge=resolve_max_surge(rolling.get("maxSurge"), replicas),
+                recovery_policy=spec.get("recoveryPolicy") or "RoleRecreate",
+                restart_grace_period_seconds=int(
+                    deep_get(mi, "spec.template.restartGracePeriodSeconds") or 0
+                ),
+                pods=pod_views,
+                services=service_views,
+                now=now.timestamp(),
+            )
+        )
+        if decided:
+            await self._sync_podgroups(mi, key, the_plan, revisions, roles)
+            await self._act(mi, key, the_plan, revisions, roles, pods, services)
+        await self._report(mi, the_plan, update_revision, current_revision, now)
+        if decided:
+            await self._prune_revisions(mi, key, update_revision, current_revision, pods)
+        if the_plan.requeue_after is not None:
+            return Result(requeue_after=the_plan.requeue_after)
+        return None
+
+    # --- revisions --------------------------------------------------------------------------------
+
+    async def _ensure_revision(
+        self, mi: Obj, key: str, revision: str, roles: list[Mapping[str, Any]], pods: list[Obj]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Every recorded revision's roles (the current spec's under ``revision``), creating the
+        ControllerRevision of a new revision first so a later partition-protected recreate can
+        find the template even if this process restarts."""
+        owned = self._owned(self.revisions, mi, key)
+        known: dict[str, list[dict[str, Any]]] = {}
+        for cr in owned:
+            rev = revision_of(cr)
+            if rev is None:
+                continue
+            try:
+                known[rev] = roles_from_controller_revision(cr)
+            except ValueError:
+                log.warning("unreadable ControllerRevision ignored", name=_meta(cr).get("name"))
+        if revision not in known:
+            body = controller_revision(mi, revision, roles, next_revision_number(owned))
+            try:
+                await self.client.create(CONTROLLERREVISIONS, body, namespace=_meta(mi).get("namespace"))
+            except ApiError as exc:
+                if not exc.already_exists:
+                    raise
+        known[revision] = [dict(r) for r in roles]
+        return known
+
+    async def _prune_revisions(self, mi: Obj, key: str, update: str, current: str, pods: list[Obj]) -> None:
+        in_use = {update, current} | {str((_meta(p).get("labels") or {}).get(LABEL_REVISION)) for p in pods}
+        unused = sorted(
+            (cr for cr in self._owned(self.revisions, mi, key) if revision_of(cr) not in in_use),
+            key=lambda cr: int(cr.get("revision") or 0),
+        )
+        for cr in unused[: max(0, len(unused) - REVISION_HISTORY_LIMIT)]:
+            await self._delete(CONTROLLERREVISIONS, cr)
+
+    def _roles_for(
+        self, revision: str, revisions: Mapping[str, list[dict[str, Any]]], current: list[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        return with_current_replicas(revisions.get(revision) or [dict(r) for r in current], list(current))
+
+    # --- act --------------------------------------------------------------------------------------
+
+    async def _delete(self, res: Resource, obj: Mapping[str, Any]) -> bool:
+        meta = _meta(obj)
+        if meta.get("deletionTimestamp"):
+            return False
+        try:
+            await self.client.delete(
+                res,
+                str(meta.get("name")),
+                namespace=meta.get("namespace"),
+                preconditions={"uid": str(meta.get("uid"))},
+            )
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:  # gone, or replaced by a new object of the same name
+                return False
+            raise
+        return True
+
+    async def _create(self, res: Resource, key: str, body: Obj) -> bool:
+        meta = body["metadata"]
+        self.expectations.created(key, body["kind"], meta["name"])
+        try:
+            await self.client.create(res, body, namespace=meta.get("namespace"), field_manager=FIELD_MANAGER)
+        except ApiError as exc:
+            if exc.already_exists:
+                return False
+            self.expectations.forget(key)
+            raise
+        return True
+
+    async def _sync_podgroups(
+        self,
+        mi: Obj,
+        key: str,
+        the_plan: Plan,
+        revisions: Mapping[str, list[dict[str, Any]]],
+        roles: list[Mapping[str, Any]],
+    ) -> None:
+        """One PodGroup per group that exists or is being created (surge groups too); none without
+        ``gangSchedule``. Created before the pods, as Volcano needs."""
+        observed = {str(_meta(pg).get("name")): pg for pg in self._owned(self.podgroups, mi, key)}
+        wanted: dict[int, str] = {g.ordinal: g.revision for g in the_plan.groups if g.state != "Deleting"}
+        for action in the_plan.actions:
+            if isinstance(action, CreateRoleReplica):
+                wanted.setdefault(action.ordinal, action.revision)
+            elif isinstance(action, DeleteGroup):
+                wanted.pop(action.ordinal, None)
+        desired: dict[str, Obj] = {}
+        if deep_get(mi, "spec.template.gangSchedule") is not None:
+            for ordinal, revision in wanted.items():
+                body = build_podgroup(mi, ordinal, self._roles_for(revision, revisions, roles))
+                if body is not None:
+                    desired[body["metadata"]["name"]] = body
+        for pg_name, body in desired.items():
+            existing = observed.get(pg_name)
+            if existing is None:
+                try:
+                    await self.client.create(PODGROUPS, body, namespace=_meta(mi).get("namespace"))
+                except ApiError as exc:
+                    if not exc.already_exists:
+                        raise
+            elif podgroup_needs_update(existing, body):
+                await self.client.replace(
+                    PODGROUPS, updated_podgroup(existing, body), field_manager=FIELD_MANAGER
+                )
+        for pg_name, existing in observed.items():
+            if pg_name not in desired:
+                await self._delete(PODGROUPS, existing)
+
+    async def _act(
+        self,
+        mi: Obj,
+        key: str,
+        the_plan: Plan,
+        revisions: Mapping[str, list[dict[str, Any]]],
+        roles: list[Mapping[str, Any]],
+        pods: list[Obj],
+        services: list[Obj],
+    ) -> None:
+        name = str(_meta(mi).get("name"))
+        namespace = str(_meta(mi).get("namespace"))
+        # Groups with any pod in the cache (plan.groups also lists groups about to be created).
+        existing_groups = {(_meta(p).get("labels") or {}).get(LABEL_GROUP_NAME) for p in pods}
+        created_groups: dict[int, str] = {}
+        for action in the_plan.actions:
+            if isinstance(action, CreateRoleReplica):
+                group_roles = self._roles_for(action.revision, revisions, roles)
+                indices = sorted(action.pod_indices)
+                made = 0
+
+                def new_pod(
+                    k: int, action: CreateRoleReplica = action, group_roles: Any = group_roles
+                ) -> Obj:
+                    return build_pod(
+                        mi, group_roles, action.ordinal, action.role, action.role_index, k, action.revision
+                    )
+
+                # Entry → Service → workers, as upstream (AlreadyExists is not an error).
+                if 0 in indices:
+                    made += await self._create(PODS, key, new_pod(0))
+                svc_name = service_name(name, action.ordinal, action.role, action.role_index)
+                if action.service and self.services.get(_key(namespace, svc_name)) is None:
+                    made += await self._create(
+                        SERVICES,
+                        key,
+                        build_service(
+                            mi, action.ordinal, action.role, action.role_index, revision=action.revision
+                        ),
+                    )
+                for k in indices:
+                    if k != 0:
+                        made += await self._create(PODS, key, new_pod(k))
+                if f"{name}-{action.ordinal}" not in existing_groups:
+                    created_groups[action.ordinal] = action.revision
+                elif made:
+                    self.recorder.emit(
+                        mi,
+                        NORMAL,
+                        "CreatedRoleReplica",
+                        f"Group {name}-{action.ordinal}: created {made} object(s) of role replica "
+                        f"{role_id(action.role, action.role_index)} on revision {action.revision}",
+                    )
+            elif isinstance(action, DeletePods):
+                by_uid = {str(_meta(p).get("uid")): p for p in pods}
+                gone = []
+                for pod_name, uid in action.pods:
+                    victim = by_uid.get(uid)
+                    if victim is not None and await self._delete(PODS, victim):
+                        self.expectations.deleted(key, uid)
+                        gone.append(pod_name)
+                if gone:
+                    self.recorder.emit(
+                        mi, WARNING, "DeletedPod", f"Deleted pod {', '.join(gone)}: {action.reason}"
+                    )
+            elif isinstance(action, DeleteRoleReplica):
+                rid = role_id(action.role, action.role_index)
+                group = f"{name}-{action.ordinal}"
+                await self._delete_matching(
+                    key,
+                    pods,
+                    services,
+                    _labels_match(group, rid),
+                )
+                self.recorder.emit(
+                    mi,
+                    NORMAL,
+                    "DeletingRoleReplica",
+                    f"Deleting role replica {rid} of group {group}: {action.reason}",
+                )
+            elif isinstance(action, DeleteGroup):
+                group = f"{name}-{action.ordinal}"
+                await self._delete_matching(key, pods, services, _labels_match(group))
+                self.recorder.emit(mi, NORMAL, "DeletingGroup", f"Deleting group {group}: {action.reason}")
+        for ordinal, revision in sorted(created_groups.items()):
+            self.recorder.emit(
+                mi, NORMAL, "CreatedGroup", f"Created group {name}-{ordinal} on revision {revision}"
+            )
+
+    async def _delete_matching(
+        self, key: str, pods: list[Obj], services: list[Obj], match: Callable[[Mapping[str, Any]], bool]
+    ) -> None:
+        for pod in pods:
+            if match(_meta(pod).get("labels") or {}) and await self._delete(PODS, pod):
+                self.expectations.deleted(key, str(_meta(pod).get("uid")))
+        for svc in services:
+            if match(_meta(svc).get("labels") or {}):
+                await self._delete(SERVICES, svc)
+
+    # --- report -----------------------------------------------------------------------------------
+
+    async def _write_status(self, mi: Obj, status: Mapping[str, Any]) -> None:
+        meta = _meta(mi)
+        await self.client.patch(
+            modelinfers_resource(),
+            str(meta.get("name")),
+            {"metadata": {"resourceVersion": object_rv(mi)}, "status": dict(status)},
+            namespace=meta.get("namespace"),
+            subresource="status",
+            field_manager=FIELD_MANAGER,
+        )
+
+    async def _report(self, mi: Obj, the_plan: Plan, update: str, current: str, now: datetime) -> None:
+        old = mi.get("status")
+        spec = mi.get("spec") or {}
+        generation = int(_meta(mi).get("generation") or 0)
+        status = compute_status(
+            the_plan.groups,
+            generation=generation,
+            replicas=int(spec.get("replicas", 1)),
+            partition=int(rolling_update_configuration(mi).get("partition") or 0),
+            update_revision=update,
+            current_revision=current,
+            label_selector=label_selector(mi),
+            existing=old,
+            now=now,
+        )
+        conditions, _ = set_condition(
+            status.get("conditions"),
+            "Valid",
+            "True",
+            "SpecValid",
+            "The spec describes objects the controller can build",
+            observed_generation=generation,
+            now=now,
+        )
+        status = {**status, "conditions": conditions}
+        if status_changed(old, status):
+            await self._write_status(mi, status)
+            for type_, reason, message in _transitions(old, status):
+                self.recorder.emit(mi, type_, reason, message)
+
+    async def _report_invalid(self, mi: Obj, message: str, now: datetime) -> None:
+        old = dict(mi.get("status") or {})
+        generation = int(_meta(mi).get("generation") or 0)
+        conditions, changed = set_condition(
+            old.get("conditions"),
+            "Valid",
+            "False",
+            "InvalidSpec",
+            message,
+            observed_generation=generation,
+            now=now,
+        )
+        status = {**old, "conditions": conditions, "observedGeneration": generation}
+        if status_changed(mi.get("status"), status):
+            await self._write_status(mi, status)
+            if changed:
+                self.recorder.emit(mi, WARNING, "InvalidSpec", message)
+
+
+def _labels_match(group: str, rid: str | None = None) -> Callable[[Mapping[str, Any]], bool]:
+    def match(labels: Mapping[str, Any]) -> bool:
+        return labels.get(LABEL_GROUP_NAME) == group and (rid is None or labels.get(LABEL_ROLE_ID) == rid)
+
+    return match
+
+
+def _ns_name(obj: Mapping[str, Any]) -> tuple[Any, Any]:
+    meta = _meta(obj)
+    return meta.get("namespace"), meta.get("name")
+
+
+def _transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """Events for the conditions a human watches flipping (Available, UpdateInProgress)."""
+    before = {c.get("type"): c.get("status") for c in (old or {}).get("conditions") or ()}
+    out = []
+    for c in new.get("conditions") or ():
+        if c.get("type") in ("Available", "UpdateInProgress") and before.get(c.get("type")) != c.get(
+            "status"
+        ):
+            if c["type"] == "Available" and c["status"] == "True":
+                out.append((NORMAL, "Available", str(c.get("message", ""))))
+            elif c["type"] == "UpdateInProgress" and c["status"] == "True":
+                out.append((NORMAL, "RollingUpdate", str(c.get("message", ""))))
+            elif c["type"] == "UpdateInProgress" and before.get(c.get("type")) == "True":
+                out.append((NORMAL, "RolloutComplete", "Every group is on the update revision"))
+    return out
+
+
+def setup_controller(manager: Manager, *, clock: Callable[[], datetime] | None = None) -> Controller:
+    """Pods, Services, PodGroups and ControllerRevisions map to their ModelInfer by the name label
+    (informers filtered server-side by that label's existence, as upstream does)."""
+    client = manager.client
+    informers = manager.informers
+    mis = informers.informer(modelinfers_resource())
+    pods = informers.informer(PODS, label_selector=LABEL_NAME)
+    services = informers.informer(SERVICES, label_selector=LABEL_NAME)
+    podgroups = informers.informer(PODGROUPS, label_selector=LABEL_NAME)
+    revisions = informers.informer(CONTROLLERREVISIONS, label_selector=LABEL_NAME)
+    reconciler = ModelInferReconciler(
+        client,
+        mis,
+        pods,
+        services,
+        podgroups,
+        revisions,
+        EventRecorder(client, COMPONENT),
+        clock or (lambda: datetime.now(UTC)),
+    )
+    return (
+        Controller.build("modelinfer")
+        .for_(modelinfers_resource())
+        .watches(PODS, _to_modelinfer, label_selector=LABEL_NAME)
+        .watches(SERVICES, _to_modelinfer, label_selector=LABEL_NAME)
+        .watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)
+        .watches(CONTROLLERREVISIONS, _to_modelinfer, label_selector=LABEL_NAME)
+        .workers(max(manager.controller_options.max_concurrent_reconciles, 4))
+        .reconcile(reconciler)
+    )
+
+
+async def setup(manager: Manager) -> None:
+    """``aiplane run --controllers modelinfer`` (also part of ``all``)."""
+    controller = setup_controller(manager)
+    controller.bind(
+        manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
+    )
+    manager.add_controller(controller)

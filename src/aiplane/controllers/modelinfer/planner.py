@@ -1,0 +1,722 @@
+"""ModelInfer decisions, as one pure function of the observed pods and services: :func:`plan`.
+
+The executor observes a ModelInfer's pods and Services from informer caches, turns them into
+:class:`PodView`/:class:`ServiceView` records, calls :func:`plan` with the spec (as :class:`PlanInput`)
+and ``now``, and carries out the :class:`Plan`. Nothing here does I/O or reads a clock, so every rule
+below is table-tested (``tests/unit/modelinfer/test_planner.py``) and checked by a hypothesis step
+simulator (``test_planner_properties.py``). Upstream's behaviour, and the bugs fixed here, are in
+``../shared/reference/modelinfer.md`` §6-§8 and §15; the design notes are in docs/modelinfer-planner.md.
+
+The planner is stateless: everything it knows comes from the observation. Whatever happened before
+(a lost event, a crashed executor, a half-done deletion) the next call decides from what is there,
+which is why it can be re-run on every reconcile and why a lost delete event never stalls anything.
+
+Terms
+-----
+* **Group**: an ordinal with at least one pod or Service. Its **revision** is the revision label of
+  most of its live (not terminating) pods; ties prefer ``update_revision``, then ``current_revision``,
+  then the smallest name. Pods of a group on another revision are treated like failed pods. A group
+  whose every object is terminating is **Deleting** and only waited out; Services left without any
+  pod are debris and get a ``DeleteGroup``. Either way the ordinal is rebuilt, if still wanted, only
+  once nothing of it is left, as a new group (on ``current_revision`` below ``partition``, else on
+  ``update_revision``).
+* **Shape**: a revision's roles (:class:`RoleShape`, from its ControllerRevision). ``workerReplicas``
+  and whether a Service exists come from the group's revision; the number of role replicas always
+  comes from the *current* spec (``PlanInput.roles``; a role the current spec no longer has keeps its
+  revision's count), because scaling a role is not a rollout.
+* **Unit**: one role replica ``(ordinal, role, role_index)``: entry pod 0, workers 1…workerReplicas,
+  and a headless Service when the role has one.
+* **Available**: every expected pod of the group exists, is not terminating, is ``Running`` and
+  ``Ready``, and carries the group's revision. A pod that turns NotReady makes its group unavailable
+  at once (upstream kept such groups "Running").
+* **Outdated**: a live group at ``ordinal >= partition`` whose revision is not ``update_revision``,
+  or a group whose revision has no known shape (its ControllerRevision is gone).
+
+One call, in order
+------------------
+1. Classify groups. Groups whose every object is terminating are **Deleting**: nothing is done to
+   them until every pod and Service is gone (checked again on every call).
+2. Group-level recovery: ``InferGroupRecreate`` failures and orphaned Services (no pod left)
+   delete the group.
+3. Scale down: the desired count is ``replicas``, plus ``max_surge`` while outdated groups remain.
+   Surplus live groups go not-available first (highest ordinal first among them), then highest
+   ordinal first.
+4. Rolling update: every not-available outdated group is deleted (it serves nothing, so it costs no
+   budget and never blocks the rollout); then available outdated groups, highest ordinal first,
+   while the available count stays at or above ``replicas - max_unavailable``.
+5. If no outdated group is left alive and every ordinal below ``replicas`` has an available group,
+   the surge allowance ends: scale down again to ``replicas`` (the surge groups, highest ordinals,
+   go). Until then a hole below ``replicas`` left by the rollout is refilled within the surge
+   allowance, so a rollout with ``maxSurge`` ends on ordinals ``0…replicas-1`` as it started.
+6. Scale up: while fewer than the desired count of groups exist (deleting ones included: they still
+   hold their capacity and their ordinal), create the lowest unused ordinals, on ``current_revision``
+   below ``partition`` and on ``update_revision`` from it.
+7. Role level, in every group that stays: create missing role replicas (lowest role index first),
+   delete role replicas beyond the role's ``replicas`` (highest first; all in one go, scaling a role
+   has no budget), refill missing Services, and recover units (below). A unit with anything
+   terminating gets nothing created until all of it is gone.
+
+Recovery, per unit, by ``recovery_policy``. A pod *fails* when its phase is ``Failed`` (or
+``Succeeded``: an inference server that exits is as gone), or when it restarted (any restart count)
+and is not Ready. With ``restart_grace_period_seconds`` G > 0 a failure is acted on once
+``now - not_ready_since >= G`` (``requeue_after`` says when); a pod Ready again before that is
+tolerated. Missing pods, pods being deleted by someone else and pods on the wrong revision are acted
+on at once.
+
+* ``RoleRecreate`` (default): delete the whole role replica; it is rebuilt on the group's revision
+  when all of it is gone.
+* ``InferGroupRecreate``: delete the group; it is rebuilt when all of it is gone.
+* ``None``: restarted pods are the kubelet's business; a failed (or wrong-revision) pod is deleted
+  alone; a missing pod is refilled alone.
+
+A pod that merely turns NotReady (no restart) makes its group unavailable and triggers nothing.
+Outdated groups get no recovery: if unavailable, the rolling update replaces them whole.
+
+Rollout limits hold across calls because availability only drops when the planner deletes
+something (step 4 spends exactly the budget there is) or something fails (which the planner cannot
+prevent), and creations never take the number of groups in existence above ``replicas +
+max_surge``. With ``max_unavailable == 0`` the rollout moves on surge groups becoming available,
+with ``max_surge == 0`` on the unavailability budget; the validator rejects both at 0.
+
+What the executor must respect
+------------------------------
+* **Expectations.** Call :func:`plan` only when the cache shows the executor's own recent creates and
+  deletes (as created / terminating or gone). The planner takes the observation as complete; on a
+  stale cache it would create again what was just created (harmless: AlreadyExists) or delete more
+  than the budget allows (not harmless).
+* **Deletes skip terminating objects.** ``DeleteGroup`` and ``DeleteRoleReplica`` mean "delete the
+  pods and Services of this group / role replica that are not terminating yet", each pod with a UID
+  precondition; the planner never emits one for a unit that has nothing left to delete, so the same
+  delete is never issued twice.
+* **Creates.** ``CreateRoleReplica`` creates exactly the listed pods (entry first), and the Service
+  when ``service`` is true, from the template of ``revision``; AlreadyExists is success.
+* **Order.** Apply actions in the order given (deletions, then creations); stop at the first API
+  error and requeue with backoff. A partly applied plan is fine: the next call finishes it.
+* **PodGroups.** Every ordinal in :attr:`Plan.groups` should have a PodGroup (when gang scheduling
+  is on), built from that group's ``revision``; every other ordinal should not. A Deleting group
+  keeps its PodGroup (as it is: no need to update it) until its last pod and Service are gone, so a
+  group recreated on the same ordinal reuses it, updated to the new revision's sizes before the
+  new pods are created.
+* **Requeue.** Honour :attr:`Plan.requeue_after` (a grace period running out, or a periodic recheck
+  while something is terminating); also reconcile on every pod and Service event of the ModelInfer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+__all__ = [
+    "AVAILABLE_PHASE",
+    "DELETING_RECHECK_SECONDS",
+    "Action",
+    "CreateRoleReplica",
+    "DeleteGroup",
+    "DeletePods",
+    "DeleteRoleReplica",
+    "GroupState",
+    "GroupSummary",
+    "Plan",
+    "PlanInput",
+    "PodPhase",
+    "PodView",
+    "RecoveryPolicy",
+    "RoleShape",
+    "ServiceView",
+    "plan",
+]
+
+RecoveryPolicy = Literal["RoleRecreate", "InferGroupRecreate", "None"]
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+#: ``Creating``: not available yet, no failure seen (new, starting, or a pod merely NotReady).
+#: ``Running``: available. ``Recovering``: a pod failed, restarted and is not ready, went missing or
+#: is being deleted under the recovery policy. ``Deleting``: being removed as a whole.
+GroupState = Literal["Creating", "Running", "Recovering", "Deleting"]
+
+AVAILABLE_PHASE: Final = "Running"
+#: Phases a pod never leaves: its containers have all exited and will not be restarted.
+_TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
+#: While anything of the ModelInfer is terminating, plan again after at most this long, so a lost
+#: delete event (or a Service deletion nobody watches) cannot stall a rebuild.
+DELETING_RECHECK_SECONDS: Final = 10.0
+
+
+# --- inputs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoleShape:
+    """One role of a revision: ``replicas`` role replicas of ``1 + worker_replicas`` pods each, and a
+    headless Service per role replica when ``has_service``.
+
+    In :attr:`PlanInput.shapes` only ``worker_replicas`` and ``has_service`` are read (``replicas``
+    is used only for a role the current spec no longer has); in :attr:`PlanInput.roles` ``replicas``
+    is the current role replica count that every group follows, whatever its revision.
+    """
+
+    name: str
+    replicas: int
+    worker_replicas: int
+    has_service: bool
+
+    @property
+    def pods_per_replica(self) -> int:
+        return 1 + self.worker_replicas
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What the planner needs of one pod of the ModelInfer (from its labels and status).
+
+    ``restarted``: any container or init container has ``restartCount > 0``. ``not_ready_since``:
+    epoch seconds of the ``Ready`` condition's ``lastTransitionTime`` while the pod is not ready
+    (``None`` when ready or unknown). ``terminating``: ``deletionTimestamp`` is set.
+    """
+
+    name: str
+    uid: str
+    ordinal: int
+    role: str
+    role_index: int
+    pod_index: int
+    revision: str
+    phase: PodPhase = "Pending"
+    ready: bool = False
+    restarted: bool = False
+    not_ready_since: float | None = None
+    terminating: bool = False
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """One headless Service of a role replica (named like its entry pod)."""
+
+    name: str
+    ordinal: int
+    role: str
+    role_index: int
+    terminating: bool = False
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """The spec and the observation of one ModelInfer.
+
+    ``shapes`` must hold every revision a pod carries (the executor keeps their ControllerRevisions
+    while any pod uses them), and ``current_revision`` and ``update_revision``; ``update_revision``
+    falls back to ``roles``. ``max_unavailable`` and ``max_surge`` are resolved against ``replicas``
+    by the caller (percent: down / up). ``current_revision`` is ``status.currentRevision``, or
+    ``update_revision`` for a new ModelInfer (see :func:`aiplane.controllers.modelinfer.status.compute_status`).
+    """
+
+    replicas: int
+    roles: tuple[RoleShape, ...]
+    shapes: Mapping[str, tuple[RoleShape, ...]]
+    update_revision: str
+    current_revision: str
+    partition: int = 0
+    max_unavailable: int = 1
+    max_surge: int = 0
+    recovery_policy: RecoveryPolicy = "RoleRecreate"
+    restart_grace_period_seconds: int = 0
+    pods: tuple[PodView, ...] = ()
+    services: tuple[ServiceView, ...] = ()
+    now: float = 0.0
+
+
+# --- outputs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateRoleReplica:
+    """Create the listed pods of one role replica from ``revision``'s template, and its Service when
+    ``service`` is true. New groups, role scale-up and refills all use it; ``pod_indices`` may be
+    empty when only the Service is missing."""
+
+    ordinal: int
+    role: str
+    role_index: int
+    revision: str
+    pod_indices: tuple[int, ...]
+    service: bool
+
+
+@dataclass(frozen=True)
+class DeletePods:
+    """Delete these pods, each as ``(name, uid)`` (the uid is the delete's precondition)."""
+
+    pods: tuple[tuple[str, str], ...]
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeleteRoleReplica:
+    """Delete every pod and the Service of one role replica that is not terminating yet."""
+
+    ordinal: int
+    role: str
+    role_index: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeleteGroup:
+    """Delete every pod and Service of group ``ordinal`` that is not terminating yet. The group's
+    PodGroup is *not* part of it: see :attr:`Plan.groups`."""
+
+    ordinal: int
+    reason: str
+
+
+Action = CreateRoleReplica | DeletePods | DeleteRoleReplica | DeleteGroup
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """A group as it will be once the plan's actions are applied (deleted groups are ``Deleting``,
+    new ones ``Creating``). ``expected_pods``/``ready_pods`` count the pods the group should have
+    and those of them Running and Ready. ``outdated``: the rolling update still has to replace it."""
+
+    ordinal: int
+    revision: str
+    state: GroupState
+    available: bool
+    expected_pods: int
+    ready_pods: int
+    outdated: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do now, when to look again, and the groups (ordinal order) for PodGroups and status."""
+
+    actions: tuple[Action, ...]
+    requeue_after: float | None
+    groups: tuple[GroupSummary, ...]
+
+
+# --- observation -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Unit:
+    role: str
+    index: int
+    pods: list[PodView] = field(default_factory=list)
+    services: list[ServiceView] = field(default_factory=list)
+
+    def terminating(self) -> bool:
+        return any(p.terminating for p in self.pods) or any(s.terminating for s in self.services)
+
+    def live(self) -> bool:
+        return any(not p.terminating for p in self.pods) or any(not s.terminating for s in self.services)
+
+
+@dataclass
+class _Group:
+    ordinal: int
+    pods: list[PodView] = field(default_factory=list)
+    services: list[ServiceView] = field(default_factory=list)
+    units: dict[tuple[str, int], _Unit] = field(default_factory=dict)
+    revision: str = ""
+    shape: tuple[RoleShape, ...] | None = None
+    available: bool = False
+    expected: int = 0
+    ready: int = 0
+    outdated: bool = False
+    # Recovery and role-level analysis (step 2 and 7).
+    actions: list[Action] = field(default_factory=list)
+    delete_reason: str | None = None
+    trouble: bool = False
+    requeue: float | None = None
+
+    def unit(self, role: str, index: int) -> _Unit:
+        key = (role, index)
+        if key not in self.units:
+            self.units[key] = _Unit(role, index)
+        return self.units[key]
+
+    def live_pods(self) -> list[PodView]:
+        return [p for p in self.pods if not p.terminating]
+
+    def deleting(self) -> bool:
+        """Everything left is terminating: wait until it is gone."""
+        return not any(not p.terminating for p in self.pods) and not any(
+            not s.terminating for s in self.services
+        )
+
+    def orphaned(self) -> bool:
+        """Live Services but no pod at all: not a group any more, only debris to clean up.
+
+        (Pods still terminating keep it a group: its units decide, so that a plan's own pod
+        deletions are not followed by a second delete on the next call.)
+        """
+        return not self.pods and any(not s.terminating for s in self.services)
+
+
+def _min_opt(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _is_ready(pod: PodView, revision: str) -> bool:
+    return not pod.terminating and pod.phase == AVAILABLE_PHASE and pod.ready and pod.revision == revision
+
+
+class _Planner:
+    def __init__(self, inp: PlanInput) -> None:
+        self.inp = inp
+        self.current_roles = {r.name: r for r in inp.roles}
+
+    # -- shapes -----------------------------------------------------------------------------------
+
+    def shape(self, revision: str) -> tuple[RoleShape, ...] | None:
+        shape = self.inp.shapes.get(revision)
+        if shape is None and revision == self.inp.update_revision:
+            return self.inp.roles
+        return shape
+
+    def desired_role_replicas(self, role: RoleShape) -> int:
+        current = self.current_roles.get(role.name)
+        return max(current.replicas if current is not None else role.replicas, 0)
+
+    def target_revision(self, ordinal: int) -> str:
+        """A new group's revision: partition-protected ordinals stay on ``current_revision``
+        (StatefulSet semantics), the others get ``update_revision``. A protected ordinal goes to
+        ``update_revision`` too when ``current_revision`` is unknown or would give it no pod at all
+        (its roles were all scaled to 0 since): a group of no pods cannot exist."""
+        inp = self.inp
+        if ordinal < inp.partition:
+            current = self.shape(inp.current_revision)
+            if current is not None and self.expected_pods(current) > 0:
+                return inp.current_revision
+        return inp.update_revision
+
+    def is_outdated(self, ordinal: int, revision: str) -> bool:
+        return ordinal >= self.inp.partition and revision != self.inp.update_revision
+
+    def expected_pods(self, shape: Iterable[RoleShape]) -> int:
+        return sum(self.desired_role_replicas(r) * r.pods_per_replica for r in shape)
+
+    # -- observation --------------------------------------------------------------------------------
+
+    def observe(self) -> dict[int, _Group]:
+        groups: dict[int, _Group] = {}
+        for pod in self.inp.pods:
+            g = groups.setdefault(pod.ordinal, _Group(pod.ordinal))
+            g.pods.append(pod)
+            g.unit(pod.role, pod.role_index).pods.append(pod)
+        for svc in self.inp.services:
+            g = groups.setdefault(svc.ordinal, _Group(svc.ordinal))
+            g.services.append(svc)
+            g.unit(svc.role, svc.role_index).services.append(svc)
+        for g in groups.values():
+            self.classify(g)
+        return groups
+
+    def group_revision(self, g: _Group) -> str:
+        pods = g.live_pods() or g.pods
+        if not pods:
+            return ""
+        counts = Counter(p.revision for p in pods)
+        inp = self.inp
+        return min(
+            counts,
+            key=lambda r: (-counts[r], r != inp.update_revision, r != inp.current_revision, r),
+        )
+
+    def classify(self, g: _Group) -> None:
+        g.revision = self.group_revision(g)
+        g.shape = self.shape(g.revision) if g.revision else None
+        if g.deleting() or g.orphaned():
+            g.expected = self.expected_pods(g.shape) if g.shape is not None else len(g.pods)
+            g.outdated = bool(g.revision) and self.is_outdated(g.ordinal, g.revision)
+            return
+        if g.shape is None:
+            # Unknown revision: nothing can be rebuilt on it, so the rollout replaces the group.
+            g.outdated = True
+            g.expected = len(g.pods)
+            g.ready = sum(1 for p in g.pods if _is_ready(p, p.revision))
+            g.available = 0 < g.ready == g.expected
+            return
+        g.outdated = self.is_outdated(g.ordinal, g.revision)
+        expected = ready = 0
+        for role in g.shape:
+            for index in range(self.desired_role_replicas(role)):
+                unit = g.units.get((role.name, index))
+                by_index = {p.pod_index: p for p in unit.pods} if unit else {}
+                for k in range(role.pods_per_replica):
+                    expected += 1
+                    pod = by_index.get(k)
+                    if pod is not None and _is_ready(pod, g.revision):
+                        ready += 1
+        g.expected, g.ready = expected, ready
+        g.available = 0 < ready == expected  # a group that should have no pod serves nothing
+        self.analyse_units(g)
+
+    # -- role level and recovery (steps 2 and 7) ------------------------------------------------------
+
+    def grace(self, pod: PodView) -> float | None:
+        """``None`` when the grace period of a failing pod is over, else the seconds left."""
+        period = self.inp.restart_grace_period_seconds
+        if period <= 0 or pod.not_ready_since is None:
+            return None
+        left = pod.not_ready_since + period - self.inp.now
+        return left if left > 0 else None
+
+    def analyse_units(self, g: _Group) -> None:
+        assert g.shape is not None
+        shape = {r.name: r for r in g.shape}
+        order = {r.name: i for i, r in enumerate(g.shape)}
+        keys = set(g.units) | {(r.name, i) for r in g.shape for i in range(self.desired_role_replicas(r))}
+        for role_name, index in sorted(keys, key=lambda k: (order.get(k[0], len(order)), k[0], k[1])):
+            unit = g.units.get((role_name, index)) or _Unit(role_name, index)
+            role = shape.get(role_name)
+            if role is None or index >= self.desired_role_replicas(role):
+                if unit.live():
+                    why = (
+                        "role scale down"
+                        if role is not None
+                        else f"role {role_name} not in revision {g.revision}"
+                    )
+                    g.actions.append(DeleteRoleReplica(g.ordinal, role_name, index, why))
+                continue
+            self.analyse_unit(g, role, unit)
+            if g.delete_reason is not None:
+                g.actions.clear()
+                return
+
+    def analyse_unit(self, g: _Group, role: RoleShape, unit: _Unit) -> None:
+        """Role replica ``unit`` of live group ``g``, which the current spec wants to exist."""
+        size = role.pods_per_replica
+        strays = [p for p in unit.pods if not 0 <= p.pod_index < size and not p.terminating]
+        why = self.unit_actions(g, role, unit)
+        if why is None:
+            if strays:
+                # Pods the revision's shape has no place for (not built by us, or relabelled).
+                # Nothing is created in the unit before they are gone.
+                here = (g.ordinal, role.name, unit.index)
+                g.actions[:] = [
+                    a
+                    for a in g.actions
+                    if not (isinstance(a, CreateRoleReplica) and (a.ordinal, a.role, a.role_index) == here)
+                ]
+                g.actions.append(
+                    DeletePods(
+                        tuple((p.name, p.uid) for p in strays), f"unexpected pod in {role.name}-{unit.index}"
+                    )
+                )
+            return
+        # A failure due now, handled as a whole by the policy.
+        g.trouble = True
+        if self.inp.recovery_policy == "InferGroupRecreate":
+            g.delete_reason = f"{why} (InferGroupRecreate)"
+        else:  # RoleRecreate; its delete covers the stray pods too
+            g.actions.append(DeleteRoleReplica(g.ordinal, role.name, unit.index, f"{why} (RoleRecreate)"))
+
+    def unit_actions(self, g: _Group, role: RoleShape, unit: _Unit) -> str | None:
+        """Append the unit's own actions to ``g.actions``, or return why it must be rebuilt as a
+        whole (never under policy ``None``, which rebuilds pods one by one)."""
+        rebuild = self.inp.recovery_policy != "None"
+        index = unit.index
+        rid = f"{role.name}-{index}"
+        size = role.pods_per_replica
+        expected = {p.pod_index: p for p in unit.pods if 0 <= p.pod_index < size}
+        services = unit.services if role.has_service else []
+        live_services = [s for s in services if not s.terminating]
+        gone_pods = [p for p in expected.values() if p.terminating]
+        live_pods = [p for p in expected.values() if not p.terminating]
+        missing = tuple(k for k in range(size) if k not in expected)
+
+        if gone_pods:
+            # Being deleted (by us or someone else): never rebuilt before it is all gone. If parts of
+            # it live on, RoleRecreate deletes them too; None waits and then refills the pods alone.
+            g.trouble = True
+            if rebuild and (live_pods or live_services):
+                return f"pod {gone_pods[0].name} deleted"
+            return None
+
+        if not live_pods:
+            if not live_services:
+                # Not there at all: a new role replica (role scale-up) or one fully deleted. Wait
+                # for a terminating stray pod or Service of it to be gone first.
+                if not unit.terminating():
+                    g.actions.append(
+                        CreateRoleReplica(g.ordinal, role.name, index, g.revision, missing, role.has_service)
+                    )
+                return None
+            # Only the Service is left: its pods were deleted out from under us.
+            g.trouble = True
+            if rebuild:
+                return f"pods of {rid} missing"
+            g.actions.append(CreateRoleReplica(g.ordinal, role.name, index, g.revision, missing, False))
+            return None
+
+        # Problems due now, as (why, pod to delete under None).
+        due: list[tuple[str, PodView | None]] = []
+        if missing:
+            due.append((f"pods {', '.join(map(str, missing))} of {rid} missing", None))
+        for pod in live_pods:
+            if pod.revision != g.revision:
+                due.append((f"pod {pod.name} on revision {pod.revision}, its group on {g.revision}", pod))
+                continue
+            if pod.phase in _TERMINAL_PHASES:
+                why = f"pod {pod.name} {pod.phase.lower()}"
+            elif pod.restarted and not pod.ready:
+                g.trouble = True
+                if not rebuild:
+                    continue  # policy None: the kubelet restarts containers, nothing for us to do
+                why = f"pod {pod.name} restarted and is not ready"
+            else:
+                continue
+            g.trouble = True
+            left = self.grace(pod)
+            if left is None:
+                due.append((why, pod))
+            else:
+                g.requeue = _min_opt(g.requeue, left)
+        if due:
+            g.trouble = True
+            if rebuild:
+                return due[0][0]
+            doomed = [(why, pod) for why, pod in due if pod is not None]
+            if doomed:
+                # Refills wait until these are gone: a unit with pods terminating is not rebuilt.
+                g.actions.append(
+                    DeletePods(tuple((pod.name, pod.uid) for _, pod in doomed), f"{doomed[0][0]} (None)")
+                )
+                return None
+        create_service = role.has_service and not services
+        if missing or create_service:
+            g.actions.append(
+                CreateRoleReplica(g.ordinal, role.name, index, g.revision, missing, create_service)
+            )
+        return None
+
+
+def plan(inp: PlanInput) -> Plan:
+    """Decide the next actions for one ModelInfer; see the module docstring for the rules."""
+    p = _Planner(inp)
+    groups = p.observe()
+    deletes: dict[int, str] = {}
+
+    live = [g for g in sorted(groups.values(), key=lambda g: g.ordinal) if not g.deleting()]
+    # Step 2: groups that are debris, or that the recovery policy rebuilds as a whole.
+    for g in live:
+        if g.orphaned():
+            deletes[g.ordinal] = "no pods left, only Services"
+        elif g.delete_reason is not None:
+            deletes[g.ordinal] = g.delete_reason
+
+    def alive() -> list[_Group]:
+        return [g for g in live if g.ordinal not in deletes]
+
+    def scale_down(desired: int) -> None:
+        staying = alive()
+        surplus = len(staying) - desired
+        if surplus <= 0:
+            return
+        victims = sorted(staying, key=lambda g: (g.available, -g.ordinal))[:surplus]
+        for g in victims:
+            deletes[g.ordinal] = "scale down" if g.available else "scale down (not available)"
+
+    def rollout_running() -> bool:
+        """Outdated groups remain, or surge groups still stand in for in-range ordinals that are not
+        yet updated and available: surge groups are removed only when groups 0…replicas-1 are
+        all back (so a rollout ends on the ordinals it started with)."""
+        staying = alive()
+        if any(g.outdated for g in staying):
+            return True
+        if inp.max_surge <= 0 or not any(g.ordinal >= inp.replicas for g in staying):
+            return False
+        in_range = {g.ordinal for g in staying if g.ordinal < inp.replicas and g.available}
+        return len(in_range) < inp.replicas
+
+    # Step 3: scale down, with the surge allowance while a rollout is running.
+    rolling = rollout_running()
+    scale_down(inp.replicas + max(inp.max_surge, 0) if rolling else inp.replicas)
+
+    # Step 4: rolling update.
+    for g in alive():
+        if g.outdated and not g.available:
+            deletes[g.ordinal] = f"rolling update to revision {inp.update_revision} (group not available)"
+    budget = sum(1 for g in alive() if g.available) - (inp.replicas - max(inp.max_unavailable, 0))
+    for g in sorted((g for g in alive() if g.outdated), key=lambda g: -g.ordinal):
+        if budget <= 0:
+            break
+        deletes[g.ordinal] = f"rolling update to revision {inp.update_revision}"
+        budget -= 1
+
+    # Step 5: the rollout is over once no outdated group is left alive and the in-range ordinals are
+    # all available again; surge groups go.
+    rolling = rollout_running()
+    desired = inp.replicas + max(inp.max_surge, 0) if rolling else inp.replicas
+    if not rolling:
+        scale_down(desired)
+
+    # Step 6: scale up into the lowest unused ordinals.
+    new_groups: list[tuple[int, str, tuple[RoleShape, ...]]] = []
+    ordinal = 0
+    for _ in range(desired - len(groups)):
+        while ordinal in groups:
+            ordinal += 1
+        revision = p.target_revision(ordinal)
+        shape = p.shape(revision) or inp.roles
+        new_groups.append((ordinal, revision, shape))
+        ordinal += 1
+
+    if rolling and not any(g.outdated for g in alive()):
+        # Only surge groups stand in for a hole below ``replicas`` that this call cannot refill: with
+        # no room left under the ceiling, give up the highest surge group (within the availability
+        # budget, one at a time) so the next call refills the hole.
+        staying = alive()
+        filled = {o for o, _, _ in new_groups}
+        holes = [o for o in range(inp.replicas) if o not in groups and o not in filled]
+        busy = any(g.deleting() for g in groups.values())
+        surges = [g for g in staying if g.ordinal >= inp.replicas]
+        if holes and surges and not busy and len(groups) - len(deletes) + len(new_groups) >= desired:
+            surge = max(surges, key=lambda g: g.ordinal)
+            floor = inp.replicas - max(inp.max_unavailable, 0)
+            if not surge.available or sum(1 for g in staying if g.available) - 1 >= floor:
+                deletes[surge.ordinal] = "surge group gives way to a rebuilt in-range group"
+
+    # Emit: group deletions, role-level actions of the groups that stay, then new groups.
+    actions: list[Action] = [DeleteGroup(o, deletes[o]) for o in sorted(deletes)]
+    creates: list[Action] = []
+    requeue: float | None = None
+    for g in alive():
+        for action in g.actions:
+            (creates if isinstance(action, CreateRoleReplica) else actions).append(action)
+        requeue = _min_opt(requeue, g.requeue)
+    actions.extend(creates)
+    summaries: list[GroupSummary] = []
+    for g in sorted(groups.values(), key=lambda g: g.ordinal):
+        if g.ordinal in deletes or g.deleting():
+            state: GroupState = "Deleting"
+            available = False
+        else:
+            available = g.available
+            state = "Running" if available else "Recovering" if g.trouble else "Creating"
+        summaries.append(
+            GroupSummary(g.ordinal, g.revision, state, available, g.expected, g.ready, g.outdated)
+        )
+    for o, revision, shape in new_groups:
+        made = [
+            CreateRoleReplica(o, r.name, i, revision, tuple(range(r.pods_per_replica)), r.has_service)
+            for r in shape
+            for i in range(p.desired_role_replicas(r))
+        ]
+        if not made:
+            continue  # a group of no pods cannot exist; see docs/modelinfer-planner.md
+        actions.extend(made)
+        summaries.append(GroupSummary(o, revision, "Creating", False, p.expected_pods(shape), 0, False))
+    summaries.sort(key=lambda s: s.ordinal)
+
+    if any(pod.terminating for pod in inp.pods) or any(s.terminating for s in inp.services):
+        requeue = _min_opt(requeue, DELETING_RECHECK_SECONDS)
+    return Plan(tuple(actions), requeue, tuple(summaries))

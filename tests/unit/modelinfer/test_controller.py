@@ -1,0 +1,213 @@
+"""The ModelInfer executor: observation, expectations, bad specs, ownership (in-memory API server, no agents)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from aiplane.controllers.modelinfer import controller as mic
+from aiplane.controllers.modelinfer.controller import Expectations
+from aiplane.controllers.modelinfer.observe import pod_view, views
+from aiplane.kube.manager import Manager
+from aiplane.kube.memory import InMemoryKubeClient
+from aiplane.kube.resources import NAMESPACES, PODGROUPS, PODS, SERVICES, resource_for
+
+MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
+NS = "ns"
+
+
+def spec(**extra: Any) -> dict[str, Any]:
+    template = {"spec": {"containers": [{"name": "c", "image": "img:1"}]}}
+    body: dict[str, Any] = {
+        "replicas": 2,
+        "template": {
+            "roles": [
+                {
+                    "name": "prefill",
+                    "replicas": 1,
+                    "workerReplicas": 1,
+                    "entryTemplate": template,
+                    "workerTemplate": template,
+                },
+                {"name": "decode", "replicas": 1, "workerReplicas": 0, "entryTemplate": template},
+            ]
+        },
+    }
+    body.update(extra)
+    return body
+
+
+def modelinfer(name: str = "m", **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "workload.volcano.sh/v1alpha1",
+        "kind": "ModelInfer",
+        "metadata": {"name": name},
+        "spec": spec(**extra),
+    }
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if await check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met before the deadline")
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[InMemoryKubeClient]:
+    client = InMemoryKubeClient.fresh()
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    manager = Manager(client, leader_election=None, handle_signals=False)
+    await mic.setup(manager)
+    task = asyncio.create_task(manager.run())
+    yield client
+    manager.stop()
+    assert await task == 0
+    await client.close()
+
+
+async def _pods(client: InMemoryKubeClient) -> list[dict[str, Any]]:
+    return (await client.list(PODS, namespace=NS))["items"]
+
+
+async def test_creates_groups_services_revision_and_status(env: InMemoryKubeClient) -> None:
+    await env.create(MI, modelinfer(), namespace=NS)
+
+    async def created() -> bool:
+        return len(await _pods(env)) == 6  # 2 groups x (prefill entry + worker, decode entry)
+
+    await eventually(created)
+    services = (await env.list(SERVICES, namespace=NS))["items"]
+    assert sorted(s["metadata"]["name"] for s in services) == [
+        "m-0-prefill-0-0",
+        "m-1-prefill-0-0",
+    ]  # decode has no workers
+    revisions = (await env.list(resource_for("apps/v1", "ControllerRevision"), namespace=NS))["items"]
+    assert len(revisions) == 1
+    mi = await env.get(MI, "m", NS)
+    assert (
+        mi["status"]["updateRevision"] == revisions[0]["metadata"]["labels"]["modelinfer.volcano.sh/revision"]
+    )
+    conditions = {c["type"]: c for c in mi["status"]["conditions"]}
+    assert conditions["Available"]["status"] == "False"  # no kubelet here: pods stay Pending
+    assert conditions["Progressing"]["status"] == "True"
+    assert conditions["Valid"]["status"] == "True"
+    assert (await env.list(PODGROUPS, namespace=NS))["items"] == []  # no gangSchedule, no PodGroups
+
+
+async def test_bad_spec_creates_nothing_and_says_which_field(env: InMemoryKubeClient) -> None:
+    bad = modelinfer(replicas=1)
+    bad["spec"]["template"]["gangSchedule"] = {"minRoleReplicas": {"prefil": 1}}
+    await env.create(MI, bad, namespace=NS)
+
+    async def reported() -> bool:
+        mi = await env.get(MI, "m", NS)
+        return any(c["type"] == "Valid" for c in (mi.get("status") or {}).get("conditions") or [])
+
+    await eventually(reported)
+    mi = await env.get(MI, "m", NS)
+    valid = next(c for c in mi["status"]["conditions"] if c["type"] == "Valid")
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert "spec.template.gangSchedule.minRoleReplicas" in valid["message"] and "prefil" in valid["message"]
+    assert await _pods(env) == []
+    # Fixing the spec builds the objects.
+    await env.patch(
+        MI,
+        "m",
+        {"spec": {"template": {"gangSchedule": {"minRoleReplicas": {"prefil": None, "prefill": 1}}}}},
+        namespace=NS,
+    )
+
+    async def built() -> bool:
+        return len(await _pods(env)) == 3
+
+    await eventually(built)
+    assert len((await env.list(PODGROUPS, namespace=NS))["items"]) == 1
+
+
+async def test_objects_of_another_owner_are_neither_counted_nor_deleted(env: InMemoryKubeClient) -> None:
+    stranger = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "m-5-prefill-0-0",
+            "labels": {
+                "modelinfer.volcano.sh/name": "m",
+                "modelinfer.volcano.sh/group-name": "m-5",
+                "modelinfer.volcano.sh/role": "prefill",
+                "modelinfer.volcano.sh/role-id": "prefill-0",
+            },
+        },
+        "spec": {"containers": [{"name": "c", "image": "img:0"}]},
+    }
+    await env.create(PODS, stranger, namespace=NS)
+    await env.create(MI, modelinfer(), namespace=NS)
+
+    async def created() -> bool:
+        return len(await _pods(env)) == 7
+
+    await eventually(created)
+    await asyncio.sleep(0.2)  # give a wrong controller time to act on the stranger
+    assert any(p["metadata"]["name"] == "m-5-prefill-0-0" for p in await _pods(env))
+    assert (await env.get(MI, "m", NS))["status"]["replicas"] == 2
+
+
+def _pod(name: str, **status: Any) -> dict[str, Any]:
+    group = name.rsplit("-", 3)[0]
+    role, r = name.split("-")[2], name.split("-")[3]
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {
+                "modelinfer.volcano.sh/name": "m",
+                "modelinfer.volcano.sh/group-name": group,
+                "modelinfer.volcano.sh/role": role,
+                "modelinfer.volcano.sh/role-id": f"{role}-{r}",
+                "modelinfer.volcano.sh/revision": "rev1",
+            },
+            "ownerReferences": [{"uid": "mi-uid", "controller": True, "kind": "ModelInfer", "name": "m"}],
+        },
+        "status": status,
+    }
+
+
+def test_pod_view_reads_ordinals_numerically_and_failure_signals() -> None:
+    pod = _pod(
+        "m-10-decode-2-1",
+        phase="Running",
+        conditions=[{"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:10Z"}],
+        containerStatuses=[{"name": "c", "restartCount": 2}],
+    )
+    view = pod_view("m", pod)
+    assert view is not None
+    assert (view.ordinal, view.role, view.role_index, view.pod_index) == (10, "decode", 2, 1)
+    assert view.restarted and not view.ready
+    assert view.not_ready_since == 1767225610.0
+    assert pod_view("other", pod) is None  # not this ModelInfer's group name
+
+
+def test_views_keep_only_what_this_modelinfer_controls() -> None:
+    mine, theirs = _pod("m-0-prefill-0-0"), _pod("m-1-prefill-0-0")
+    theirs["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
+    pods, services = views({"metadata": {"name": "m", "uid": "mi-uid"}}, [theirs, mine], [])
+    assert [p.name for p in pods] == ["m-0-prefill-0-0"] and services == ()
+
+
+def test_expectations_wait_for_the_cache_then_time_out() -> None:
+    now = [0.0]
+    exp = Expectations(clock=lambda: now[0])
+    exp.created("ns/m", "Pod", "m-0-a-0-0")
+    exp.deleted("ns/m", "u1")
+    assert not exp.satisfied("ns/m", seen=lambda item: False, live_uids={"u1"})
+    assert not exp.satisfied("ns/m", seen=lambda item: True, live_uids={"u1"})  # delete not seen yet
+    assert exp.satisfied("ns/m", seen=lambda item: True, live_uids=set())
+    exp.created("ns/m", "Pod", "m-0-a-0-1")
+    now[0] = mic.EXPECTATIONS_TIMEOUT + 1
+    assert exp.satisfied("ns/m", seen=lambda item: False, live_uids=set())  # a watch event that never came
