@@ -419,3 +419,23 @@ async def test_kubectl_scale_uses_the_scale_subresource(world: World, tmp_path: 
     await eventually(lambda: world.converged(replicas=2), 30, "scaled to 2")
     out = await asyncio.to_thread(kubectl, "get", "modelinfer", "pd")
     assert "pd" in out
+
+
+async def test_a_node_going_not_ready_makes_its_groups_unavailable(world: World) -> None:
+    await world.client.create(MI, modelinfer(replicas=2), namespace=NS)
+    await world.wait_converged()
+    node = next(
+        p["spec"]["nodeName"] for p in await world.pods() if p["metadata"]["name"] == "pd-0-prefill-0-0"
+    )
+    uids = {p["metadata"]["uid"] for p in await world.pods()}
+    kubelet = world.cluster.agents.kubelet  # type: ignore[union-attr]
+    kubelet.set_node_ready(node, False)
+
+    async def unavailable() -> bool:
+        status = (await world.mi()).get("status") or {}
+        return await world.condition("Available") == "False" and status.get("availableReplicas", 2) < 2
+
+    await eventually(unavailable, 20, "Available=False after the node went NotReady")
+    assert {p["metadata"]["uid"] for p in await world.pods()} == uids  # NotReady alone deletes nothing
+    kubelet.set_node_ready(node, True)
+    await world.wait_converged()

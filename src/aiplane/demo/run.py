@@ -288,16 +288,17 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
         if ok:
             ok = await modelinfer_section(cluster, client, operator, opts, console)
         if opts.keep:
+            # Handlers first: the message invites a Ctrl-C, which must find them installed.
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
             console.print(
                 f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
                 "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
                 "  kubectl -n team-a get modelinfer,pods,podgroups    kubectl -n team-a scale modelinfer/llama-70b-pd --replicas=3\n"
                 "Ctrl-C stops it."
             )
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
             await stop.wait()
         else:
             console.print(

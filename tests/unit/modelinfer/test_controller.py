@@ -211,3 +211,18 @@ def test_expectations_wait_for_the_cache_then_time_out() -> None:
     exp.created("ns/m", "Pod", "m-0-a-0-1")
     now[0] = mic.EXPECTATIONS_TIMEOUT + 1
     assert exp.satisfied("ns/m", seen=lambda item: False, live_uids=set())  # a watch event that never came
+
+
+async def test_podgroups_go_when_gang_scheduling_is_removed(env: InMemoryKubeClient) -> None:
+    body = modelinfer()
+    body["spec"]["template"]["gangSchedule"] = {"minRoleReplicas": {"prefill": 1}}
+    await env.create(MI, body, namespace=NS)
+
+    async def podgroups(n: int) -> bool:
+        return len((await env.list(PODGROUPS, namespace=NS))["items"]) == n
+
+    await eventually(lambda: podgroups(2))
+    pods = await _pods(env)
+    assert all(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] in ("m-0", "m-1") for p in pods)
+    await env.patch(MI, "m", {"spec": {"template": {"gangSchedule": None}}}, namespace=NS)
+    await eventually(lambda: podgroups(0))
