@@ -18,11 +18,8 @@ import argparse
 import asyncio
 import base64
 import os
-import signal
 import ssl
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +28,11 @@ from typing import Any
 import aiohttp
 import orjson
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import simproc
 
 NS = "bench"
 OBJECTS = 100
@@ -43,26 +45,14 @@ class Target:
     ssl: ssl.SSLContext
 
 
-def start_sim(workdir: Path) -> tuple[subprocess.Popen[bytes], Target]:
-    kubeconfig = workdir / "kubeconfig"
-    code = "from aiplane.cli import main; main()"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code, "sim", "--kubeconfig", str(kubeconfig), "--controllers", "none"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while not kubeconfig.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"aiplane sim did not start:\n{err}")
-        time.sleep(0.05)
+def target(kubeconfig: Path) -> Target:
+    """Server, token and CA of the sim's kubeconfig, for a plain aiohttp client."""
     config = yaml.safe_load(kubeconfig.read_text())
     cluster = config["clusters"][0]["cluster"]
     context = ssl.create_default_context(
         cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
     )
-    return proc, Target(cluster["server"], config["users"][0]["user"]["token"], context)
+    return Target(cluster["server"], config["users"][0]["user"]["token"], context)
 
 
 def session(target: Target, connections: int) -> aiohttp.ClientSession:
@@ -256,16 +246,10 @@ def main() -> int:
     parser.add_argument("--watchers", type=int, default=20)
     parser.add_argument("--events", type=int, default=10_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="aiplane-bench-") as tmp:
-        proc, target = start_sim(Path(tmp))
-        try:
-            rows = asyncio.run(bench(target, args.seconds, args.concurrency, args.watchers, args.events))
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with simproc.sim_running("aiplane-bench-", start_timeout=60) as sim:
+        rows = asyncio.run(
+            bench(target(sim.kubeconfig), args.seconds, args.concurrency, args.watchers, args.events)
+        )
     width = max(len(r[0]) for r in rows)
     print(f"aiplane sim on {os.cpu_count()} cores, {args.concurrency} requests in flight, HTTPS")
     print(f"{'measure':<{width}}  {'result':>18}  target/check")

@@ -45,27 +45,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from procstats import cpu_seconds, peak_rss_mb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import (
     CONTROLLERREVISIONS,
-    EVENTS,
     NAMESPACES,
     PODGROUPS,
     PODS,
@@ -73,15 +64,15 @@ from aiplane.kube.resources import (
     Resource,
     resource_for,
 )
+from benchmarks import simproc
+from benchmarks.procstats import cpu_seconds, peak_rss_mb
 
-PY = sys.executable
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 NAME_LABEL = "modelinfer.volcano.sh/name"
 COMPONENT = "modelinfer-controller"
 ROLES = ("prefill", "decode")
 ROLE_REPLICAS = 1
 WORKERS = 1
-WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def min_writes_per_modelinfer(groups: int) -> int:
@@ -168,20 +159,6 @@ class Figures:
     steady_cpu: float
 
 
-async def _wait(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.5)
-    raise SystemExit(f"timed out waiting for {what}")
-
-
-async def _writes(client: HttpKubeClient) -> dict[str, int]:
-    stats = (await client.request("GET", "/_sim/stats"))["requests"].get("aiplane", {})
-    return {verb: int(stats.get(verb, 0)) for verb in WRITE_VERBS}
-
-
 def _available(mi: dict[str, Any]) -> bool:
     status = mi.get("status") or {}
     return (
@@ -197,19 +174,6 @@ async def _count(client: HttpKubeClient, res: Resource, selector: str | None = N
     return len((await client.list(res, label_selector=selector))["items"])
 
 
-async def _event_writes(client: HttpKubeClient) -> tuple[int, int, dict[str, int]]:
-    """(creates, aggregation patches, writes by reason) of the controller's Events."""
-    events = [
-        e
-        for e in (await client.list(EVENTS))["items"]
-        if (e.get("source") or {}).get("component") == COMPONENT or e.get("reportingComponent") == COMPONENT
-    ]
-    reasons: dict[str, int] = {}
-    for e in events:
-        reasons[str(e.get("reason"))] = reasons.get(str(e.get("reason")), 0) + int(e.get("count") or 1)
-    return len(events), sum(max(0, int(e.get("count") or 1) - 1) for e in events), reasons
-
-
 def _ready(pod: dict[str, Any]) -> bool:
     status = pod.get("status") or {}
     return status.get("phase") == "Running" and any(
@@ -217,140 +181,112 @@ def _ready(pod: dict[str, Any]) -> bool:
     )
 
 
-def _operator(
-    kubeconfig: Path, workers: int, log_level: str, profile: Path | None
-) -> subprocess.Popen[bytes]:
-    prefix = [PY, "-m", "cProfile", "-o", str(profile)] if profile else [PY]
-    cli = [*prefix, "-m", "aiplane.cli"]
-    return subprocess.Popen(
-        [
-            *cli,
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--controllers",
-            "modelinfer",
-            "--max-concurrent-reconciles",
-            str(workers),
-            "--kube-api-qps",
-            "100000",
-            "--kube-api-burst",
-            "100000",
-            "--metrics-bind-address",
-            "0",
-            "--health-probe-bind-address",
-            "0",
-            "--log-level",
-            log_level,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=None if log_level in ("debug", "info") else subprocess.DEVNULL,
-    )
-
-
 async def measure(args: argparse.Namespace, kubeconfig: Path, sim_pid: int) -> Figures:
-    client = await HttpKubeClient.from_kubeconfig(
-        str(kubeconfig), qps=float("inf"), user_agent="aiplane-bench/1"
+    client = await simproc.bench_client(kubeconfig)
+    cmd = simproc.operator_command(
+        kubeconfig, "modelinfer", args.workers, log_level=args.log_level, profile=args.profile
     )
-    namespaces = [f"serving-{i}" for i in range(args.namespaces)]
-    for ns in namespaces:
-        await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    operator = _operator(kubeconfig, args.workers, args.log_level, args.profile)
     try:
-        # The operator is up once its informers have listed: give it a moment, then check it lives.
-        await asyncio.sleep(args.startup)
-        if operator.poll() is not None:
-            raise SystemExit(f"operator exited with {operator.returncode}")
-        before, cpu0, sim0 = await _writes(client), cpu_seconds(operator.pid), cpu_seconds(sim_pid)
-        started = time.monotonic()
-        gate = asyncio.Semaphore(args.in_flight)
-
-        async def create(i: int) -> None:
-            ns = namespaces[i % len(namespaces)]
-            async with gate:
-                await client.create(MI, modelinfer(f"mi-{i:04d}", ns, args.groups, args.gpus), namespace=ns)
-
-        await asyncio.gather(*(create(i) for i in range(args.modelinfers)))
-        create_seconds = time.monotonic() - started
-        last_report = [started]
-        total = int(args.modelinfers)
-        first_available: list[float | None] = [None]
-
-        async def all_available() -> bool:
-            items = (await client.list(MI))["items"]
-            done = sum(1 for mi in items if _available(mi))
-            if done and first_available[0] is None:
-                first_available[0] = time.monotonic() - started
-            if time.monotonic() - last_report[0] > args.progress:
-                last_report[0] = time.monotonic()
-                line = f"  {time.monotonic() - started:6.0f} s: {done}/{total} available"
-                if args.trace:  # a list of every pod: adds load on the sim, off by default
-                    pods = (await client.list(PODS, label_selector=NAME_LABEL))["items"]
-                    bound = sum(1 for p in pods if (p.get("spec") or {}).get("nodeName"))
-                    ready = sum(1 for p in pods if _ready(p))
-                    status = sum(1 for mi in items if mi.get("status"))
-                    line += f"; {status} with status; pods {len(pods)} created, {bound} bound, {ready} ready"
-                line += f"; operator CPU {cpu_seconds(operator.pid) - cpu0:.1f} s, sim CPU {cpu_seconds(sim_pid) - sim0:.1f} s"
-                print(line, file=sys.stderr, flush=True)
-            return len(items) == total and done == total
-
-        await _wait(all_available, args.timeout, "every ModelInfer Available")
-        seconds = time.monotonic() - started
-        cpu = cpu_seconds(operator.pid) - cpu0
-        sim_cpu = cpu_seconds(sim_pid) - sim0
-        await asyncio.sleep(1.0)  # let Events emitted with the last status write land
-        after = await _writes(client)
-        by_verb = {v: after[v] - before[v] for v in WRITE_VERBS}
-        writes = sum(by_verb.values())
-
-        pods = (await client.list(PODS, label_selector=NAME_LABEL))["items"]
-        want_pods = args.modelinfers * pods_per_modelinfer(args.groups)
-        if len(pods) != want_pods or not all(_ready(p) for p in pods):
-            raise SystemExit(f"{len(pods)} pods (want {want_pods}), not all Running and Ready")
-        object_creates = (
-            len(pods)
-            + await _count(client, SERVICES)
-            + await _count(client, PODGROUPS)
-            + await _count(client, CONTROLLERREVISIONS)
-        )
-        event_creates, event_patches, event_reasons = await _event_writes(client)
-
-        steady_before, steady_cpu0 = await _writes(client), cpu_seconds(operator.pid)
-        await asyncio.sleep(args.steady)
-        steady_after = await _writes(client)
-        steady_cpu = cpu_seconds(operator.pid) - steady_cpu0
-        peak = peak_rss_mb(operator.pid)
-        return Figures(
-            modelinfers=args.modelinfers,
-            groups=args.groups,
-            pods=want_pods,
-            nodes=args.nodes,
-            namespaces=args.namespaces,
-            create_seconds=round(create_seconds, 2),
-            seconds=round(seconds, 2),
-            first_available_seconds=round(first_available[0] or seconds, 2),
-            writes=writes,
-            writes_by_verb=by_verb,
-            event_writes=event_creates + event_patches,
-            event_reasons=dict(sorted(event_reasons.items())),
-            object_creates=object_creates,
-            status_writes=by_verb["PATCH"] - event_patches,
-            min_writes=args.modelinfers * min_writes_per_modelinfer(args.groups),
-            operator_cpu=round(cpu, 2),
-            operator_peak_rss_mb=round(peak, 1),
-            sim_cpu=round(sim_cpu, 2),
-            steady_seconds=args.steady,
-            steady_writes=sum(steady_after[v] - steady_before[v] for v in WRITE_VERBS),
-            steady_cpu=round(steady_cpu, 2),
-        )
+        namespaces = [f"serving-{i}" for i in range(args.namespaces)]
+        for ns in namespaces:
+            await client.create(
+                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            )
+        with simproc.running(cmd, show_stderr=args.log_level in ("debug", "info")) as operator:
+            # The operator is up once its informers have listed: give it a moment, then check it lives.
+            await asyncio.sleep(args.startup)
+            simproc.check_running(operator)
+            return await _converge(args, client, namespaces, operator.pid, sim_pid)
     finally:
-        operator.send_signal(signal.SIGTERM)
-        try:
-            operator.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            operator.wait()
         await client.close()
+
+
+async def _converge(
+    args: argparse.Namespace, client: HttpKubeClient, namespaces: list[str], operator_pid: int, sim_pid: int
+) -> Figures:
+    """Create the ModelInfers, wait for all of them to be Available, count, watch the steady state."""
+    before, cpu0, sim0 = await simproc.writes_by_verb(client), cpu_seconds(operator_pid), cpu_seconds(sim_pid)
+    started = time.monotonic()
+    gate = asyncio.Semaphore(args.in_flight)
+
+    async def create(i: int) -> None:
+        ns = namespaces[i % len(namespaces)]
+        async with gate:
+            await client.create(MI, modelinfer(f"mi-{i:04d}", ns, args.groups, args.gpus), namespace=ns)
+
+    await asyncio.gather(*(create(i) for i in range(args.modelinfers)))
+    create_seconds = time.monotonic() - started
+    last_report = [started]
+    total = int(args.modelinfers)
+    first_available: list[float | None] = [None]
+
+    async def all_available() -> bool:
+        items = (await client.list(MI))["items"]
+        done = sum(1 for mi in items if _available(mi))
+        if done and first_available[0] is None:
+            first_available[0] = time.monotonic() - started
+        if time.monotonic() - last_report[0] > args.progress:
+            last_report[0] = time.monotonic()
+            line = f"  {time.monotonic() - started:6.0f} s: {done}/{total} available"
+            if args.trace:  # a list of every pod: adds load on the sim, off by default
+                pods = (await client.list(PODS, label_selector=NAME_LABEL))["items"]
+                bound = sum(1 for p in pods if (p.get("spec") or {}).get("nodeName"))
+                ready = sum(1 for p in pods if _ready(p))
+                status = sum(1 for mi in items if mi.get("status"))
+                line += f"; {status} with status; pods {len(pods)} created, {bound} bound, {ready} ready"
+            line += f"; operator CPU {cpu_seconds(operator_pid) - cpu0:.1f} s, sim CPU {cpu_seconds(sim_pid) - sim0:.1f} s"
+            print(line, file=sys.stderr, flush=True)
+        return len(items) == total and done == total
+
+    await simproc.wait_until(all_available, args.timeout, "every ModelInfer Available")
+    seconds = time.monotonic() - started
+    cpu = cpu_seconds(operator_pid) - cpu0
+    sim_cpu = cpu_seconds(sim_pid) - sim0
+    await asyncio.sleep(1.0)  # let Events emitted with the last status write land
+    after = await simproc.writes_by_verb(client)
+    by_verb = {v: after[v] - before[v] for v in simproc.WRITE_VERBS}
+    writes = sum(by_verb.values())
+
+    pods = (await client.list(PODS, label_selector=NAME_LABEL))["items"]
+    want_pods = args.modelinfers * pods_per_modelinfer(args.groups)
+    if len(pods) != want_pods or not all(_ready(p) for p in pods):
+        raise SystemExit(f"{len(pods)} pods (want {want_pods}), not all Running and Ready")
+    object_creates = (
+        len(pods)
+        + await _count(client, SERVICES)
+        + await _count(client, PODGROUPS)
+        + await _count(client, CONTROLLERREVISIONS)
+    )
+    event_creates, event_patches, event_reasons = await simproc.event_writes(client, {COMPONENT})
+
+    steady_before, steady_cpu0 = await simproc.writes_by_verb(client), cpu_seconds(operator_pid)
+    await asyncio.sleep(args.steady)
+    steady_after = await simproc.writes_by_verb(client)
+    steady_cpu = cpu_seconds(operator_pid) - steady_cpu0
+    peak = peak_rss_mb(operator_pid)
+    return Figures(
+        modelinfers=args.modelinfers,
+        groups=args.groups,
+        pods=want_pods,
+        nodes=args.nodes,
+        namespaces=args.namespaces,
+        create_seconds=round(create_seconds, 2),
+        seconds=round(seconds, 2),
+        first_available_seconds=round(first_available[0] or seconds, 2),
+        writes=writes,
+        writes_by_verb=by_verb,
+        event_writes=event_creates + event_patches,
+        event_reasons=dict(sorted(event_reasons.items())),
+        object_creates=object_creates,
+        status_writes=by_verb["PATCH"] - event_patches,
+        min_writes=args.modelinfers * min_writes_per_modelinfer(args.groups),
+        operator_cpu=round(cpu, 2),
+        operator_peak_rss_mb=round(peak, 1),
+        sim_cpu=round(sim_cpu, 2),
+        steady_seconds=args.steady,
+        steady_writes=sum(steady_after[v] - steady_before[v] for v in simproc.WRITE_VERBS),
+        steady_cpu=round(steady_cpu, 2),
+    )
 
 
 def report(f: Figures) -> None:
@@ -361,38 +297,47 @@ def report(f: Figures) -> None:
         f"= {f.pods} pods, {f.nodes} MI300X nodes, {f.namespaces} namespaces; "
         "operator in its own process"
     )
-    print(f"client creates           {f.create_seconds:8.1f} s")
-    print(
-        f"time to all Available    {f.seconds:8.1f} s   ({f.modelinfers / f.seconds:.1f} ModelInfers/s, "
-        f"{f.pods / f.seconds:.0f} pods/s)"
+    simproc.figure("client creates", f"{f.create_seconds:.1f}", "s")
+    simproc.figure(
+        "time to all Available",
+        f"{f.seconds:.1f}",
+        "s",
+        f"({f.modelinfers / f.seconds:.1f} ModelInfers/s, {f.pods / f.seconds:.0f} pods/s)",
     )
-    print(f"first one Available      {f.first_available_seconds:8.1f} s")
-    print(
-        f"API writes               {f.writes:8d}     ({', '.join(f'{v} {n}' for v, n in f.writes_by_verb.items())})"
+    simproc.figure("first one Available", f"{f.first_available_seconds:.1f}", "s")
+    simproc.figure(
+        "API writes", str(f.writes), note=f"({', '.join(f'{v} {n}' for v, n in f.writes_by_verb.items())})"
     )
-    print(
-        f"  of which Events        {f.event_writes:8d}     (best-effort, not in the minimum: "
-        f"{', '.join(f'{r} {n}' for r, n in f.event_reasons.items())})"
+    simproc.figure(
+        "  of which Events",
+        str(f.event_writes),
+        note="(best-effort, not in the minimum: "
+        f"{', '.join(f'{r} {n}' for r, n in f.event_reasons.items())})",
     )
-    print(
-        f"  objects created        {f.object_creates:8d}     (pods, Services, PodGroups, ControllerRevisions)"
+    simproc.figure(
+        "  objects created", str(f.object_creates), note="(pods, Services, PodGroups, ControllerRevisions)"
     )
-    print(
-        f"  status writes (est.)   {f.status_writes:8d}     ({f.status_writes / f.modelinfers:.2f} per ModelInfer; minimum 2)"
+    simproc.figure(
+        "  status writes (est.)",
+        str(f.status_writes),
+        note=f"({f.status_writes / f.modelinfers:.2f} per ModelInfer; minimum 2)",
     )
-    print(
-        f"writes per pod           {f.writes / f.pods:8.2f}     (without Events {other / f.pods:.2f}; "
-        f"minimum {f.min_writes / f.pods:.2f} = {per_mi:.0f} per ModelInfer)"
+    simproc.figure(
+        "writes per pod",
+        f"{f.writes / f.pods:.2f}",
+        note=f"(without Events {other / f.pods:.2f}; minimum {f.min_writes / f.pods:.2f} = {per_mi:.0f} per ModelInfer)",
     )
-    print(
-        f"ratio to minimum         {f.writes / f.min_writes:8.2f}     (without Events {other / f.min_writes:.2f})"
+    simproc.figure(
+        "ratio to minimum",
+        f"{f.writes / f.min_writes:.2f}",
+        note=f"(without Events {other / f.min_writes:.2f})",
     )
-    print(f"operator CPU             {f.operator_cpu:8.1f} s")
-    print(f"operator peak RSS        {f.operator_peak_rss_mb:8.0f} MB")
-    print(f"sim CPU (API + agents)   {f.sim_cpu:8.1f} s")
-    print(
-        f"after convergence        {f.steady_writes:8d}     writes in {f.steady_seconds:.0f} s "
-        f"(operator CPU {f.steady_cpu:.2f} s)"
+    simproc.operator_figures(f.operator_cpu, f.operator_peak_rss_mb)
+    simproc.figure("sim CPU (API + agents)", f"{f.sim_cpu:.1f}", "s")
+    simproc.figure(
+        "after convergence",
+        str(f.steady_writes),
+        note=f"writes in {f.steady_seconds:.0f} s (operator CPU {f.steady_cpu:.2f} s)",
     )
     print(json.dumps(asdict(f), separators=(",", ":")))
 
@@ -428,57 +373,14 @@ def main() -> None:
     gpus_needed = args.modelinfers * pods_per_modelinfer(args.groups) * args.gpus
     if gpus_needed > args.nodes * 8:
         raise SystemExit(f"{gpus_needed} GPUs wanted, {args.nodes * 8} in the fleet")
-    tmp = Path(tempfile.mkdtemp(prefix="aiplane-mibench-"))
-    fleet = tmp / "fleet.yaml"
-    fleet.write_text(
-        yaml.safe_dump(
-            {
-                "nodePools": [
-                    {
-                        "name": "mi300x",
-                        "count": args.nodes,
-                        "gpu": {"vendor": "amd", "product": "MI300X", "count": 8},
-                        "cpu": "192",
-                        "memory": "2Ti",
-                    },
-                    {"name": "control", "count": 1, "controlPlane": True},
-                ]
-            }
-        ),
-        encoding="utf-8",
-    )
-    kubeconfig = tmp / "kubeconfig"
-    sim_prefix = [PY, "-m", "cProfile", "-o", str(args.profile_sim)] if args.profile_sim else [PY]
-    sim = subprocess.Popen(
-        [
-            *sim_prefix,
-            "-m",
-            "aiplane.cli",
-            "sim",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--controllers",
-            "none",
-            "--fleet",
-            str(fleet),
-            "--dcm-delay",
-            "0",
-            "--pod-ready-delay",
-            str(args.pod_ready_delay),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        end = time.monotonic() + 300
-        while not kubeconfig.exists():
-            if sim.poll() is not None or time.monotonic() > end:
-                raise SystemExit("aiplane sim did not start")
-            time.sleep(0.1)
-        report(asyncio.run(measure(args, kubeconfig, sim.pid)))
-    finally:
-        sim.send_signal(signal.SIGTERM)
-        sim.wait(timeout=60)
+    with simproc.sim_running(
+        "aiplane-mibench-",
+        nodes=args.nodes,
+        dcm_delay=0,
+        pod_ready_delay=args.pod_ready_delay,
+        profile=args.profile_sim,
+    ) as sim:
+        report(asyncio.run(measure(args, sim.kubeconfig, sim.pid)))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ operator's User-Agent) against the minimum the state machine needs, operator CPU
 
 Minimum writes per node: create the NodePartitioning, admit it, add and remove its finalizer, five Node
 updates (cordon, taint, DCM profile label, untaint, uncordon), four status updates (Draining,
-WaitingOperator, Verifying, Succeeded) = 13, plus the plan's own status writes, amortised.
+WaitingOperator, Verifying, Succeeded), one eviction per pod on the node (here the device plugin's)
+= 14, plus the plan's own status writes, amortised. Events (``kubectl describe`` shows them) are
+best-effort and reported apart, as in ``modelinfer_bench.py``.
 
 Usage: ``.venv/bin/python benchmarks/partitioning_bench.py [--nodes 1000] [--max-parallel 50]``
 """
@@ -16,134 +18,95 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from procstats import cpu_seconds, peak_rss_mb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import resource_for
+from benchmarks import simproc
+from benchmarks.procstats import cpu_seconds, peak_rss_mb
 
-PY = sys.executable
-MIN_WRITES_PER_NODE = 13
+MIN_WRITES_PER_NODE = 14
+COMPONENTS = {"partitioningprofile-controller", "partitioningplan-controller", "nodepartitioning-controller"}
 PRODUCT = "AMD_Instinct_MI300X_OAM"
-
-
-async def _wait(check: Any, timeout: float) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.5)
-    raise SystemExit("timed out")
-
-
-async def _writes(client: HttpKubeClient) -> int:
-    stats = (await client.request("GET", "/_sim/stats"))["requests"].get("aiplane", {})
-    return sum(stats.get(v, 0) for v in ("POST", "PUT", "PATCH", "DELETE"))
+PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
+PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 
 
 async def measure(kubeconfig: Path, nodes: int, max_parallel: int) -> None:
-    client = await HttpKubeClient.from_kubeconfig(
-        str(kubeconfig), qps=float("inf"), user_agent="aiplane-bench/1"
-    )
-    profiles = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
-    plans = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
-    await client.create(
-        profiles,
-        {
-            "apiVersion": "infrastructure.silogen.ai/v1alpha1",
-            "kind": "PartitioningProfile",
-            "metadata": {"name": "cpx"},
-            "spec": {"dcmProfileName": "cpx", "expectedResources": {"amd.com/gpu": "64"}},
-        },
-    )
-    operator = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "aiplane.cli",
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--controllers",
-            "all",
-            "--max-concurrent-reconciles",
-            "8",
-            "--kube-api-qps",
-            "100000",
-            "--kube-api-burst",
-            "100000",
-            "--metrics-bind-address",
-            "0",
-            "--health-probe-bind-address",
-            "0",
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    client = await simproc.bench_client(kubeconfig)
     try:
-
-        async def ready() -> bool:
-            got = await client.get(profiles, "cpx")
-            return any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in (got.get("status") or {}).get("conditions", [])
-            )
-
-        await _wait(ready, 120)
-        before, cpu0 = await _writes(client), cpu_seconds(operator.pid)
-        started = time.monotonic()
         await client.create(
-            plans,
+            PROFILES,
             {
                 "apiVersion": "infrastructure.silogen.ai/v1alpha1",
-                "kind": "PartitioningPlan",
-                "metadata": {"name": "cpx-all"},
-                "spec": {
-                    "rollout": {"maxParallel": max_parallel, "maxUnavailable": max_parallel},
-                    "rules": [
-                        {
-                            "selector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
-                            "profileRef": {"name": "cpx"},
-                        }
-                    ],
-                },
+                "kind": "PartitioningProfile",
+                "metadata": {"name": "cpx"},
+                "spec": {"dcmProfileName": "cpx", "expectedResources": {"amd.com/gpu": "64"}},
             },
         )
-
-        async def completed() -> bool:
-            return ((await client.get(plans, "cpx-all")).get("status") or {}).get("phase") == "Completed"
-
-        await _wait(completed, 3600)
-        seconds = time.monotonic() - started
-        writes = await _writes(client) - before
-        cpu = cpu_seconds(operator.pid) - cpu0
-        print(
-            f"{nodes} MI300X nodes, maxParallel {max_parallel}, DCM delay 0, operator in its own process, 2 cores"
-        )
-        print(f"time to Completed        {seconds:8.1f} s   ({nodes / seconds:.1f} nodes/s)")
-        print(
-            f"API writes per node      {writes / nodes:8.2f}     (minimum {MIN_WRITES_PER_NODE}; ratio {writes / nodes / MIN_WRITES_PER_NODE:.2f})"
-        )
-        print(f"operator CPU             {cpu:8.1f} s")
-        print(f"operator peak RSS        {peak_rss_mb(operator.pid):8.0f} MB")
+        with simproc.running(simproc.operator_command(kubeconfig, "all", 8, log_level="warning")) as operator:
+            await _roll_out(client, nodes, max_parallel, operator.pid)
     finally:
-        operator.send_signal(signal.SIGTERM)
-        operator.wait(timeout=60)
         await client.close()
+
+
+async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, operator_pid: int) -> None:
+    """Once the profile is Ready, one plan to CPX over every node; report when it is Completed."""
+
+    async def ready() -> bool:
+        got = await client.get(PROFILES, "cpx")
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (got.get("status") or {}).get("conditions", [])
+        )
+
+    await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
+    before, cpu0 = await simproc.write_count(client), cpu_seconds(operator_pid)
+    started = time.monotonic()
+    await client.create(
+        PLANS,
+        {
+            "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+            "kind": "PartitioningPlan",
+            "metadata": {"name": "cpx-all"},
+            "spec": {
+                "rollout": {"maxParallel": max_parallel, "maxUnavailable": max_parallel},
+                "rules": [
+                    {
+                        "selector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+                        "profileRef": {"name": "cpx"},
+                    }
+                ],
+            },
+        },
+    )
+
+    async def completed() -> bool:
+        return ((await client.get(PLANS, "cpx-all")).get("status") or {}).get("phase") == "Completed"
+
+    await simproc.wait_until(completed, 3600, "the PartitioningPlan Completed")
+    seconds = time.monotonic() - started
+    writes = await simproc.write_count(client) - before
+    cpu = cpu_seconds(operator_pid) - cpu0
+    event_creates, event_patches, _ = await simproc.event_writes(client, COMPONENTS)
+    needed = writes - event_creates - event_patches
+    print(
+        f"{nodes} MI300X nodes, maxParallel {max_parallel}, DCM delay 0, operator in its own process, 2 cores"
+    )
+    simproc.figure("time to Completed", f"{seconds:.1f}", "s", f"({nodes / seconds:.1f} nodes/s)")
+    simproc.figure(
+        "API writes per node",
+        f"{writes / nodes:.2f}",
+        note=f"(without Events {needed / nodes:.2f}; minimum {MIN_WRITES_PER_NODE}; "
+        f"ratio {needed / nodes / MIN_WRITES_PER_NODE:.2f} without Events, "
+        f"{writes / nodes / MIN_WRITES_PER_NODE:.2f} with)",
+    )
+    simproc.operator_figures(cpu, peak_rss_mb(operator_pid))
 
 
 def main() -> None:
@@ -153,56 +116,8 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--max-parallel", type=int, default=50)
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="aiplane-pbench-"))
-    fleet = tmp / "fleet.yaml"
-    fleet.write_text(
-        yaml.safe_dump(
-            {
-                "nodePools": [
-                    {
-                        "name": "mi300x",
-                        "count": args.nodes,
-                        "gpu": {"vendor": "amd", "product": "MI300X", "count": 8},
-                        "cpu": "192",
-                        "memory": "2Ti",
-                    },
-                    {"name": "control", "count": 1, "controlPlane": True},
-                ]
-            }
-        ),
-        encoding="utf-8",
-    )
-    kubeconfig = tmp / "kubeconfig"
-    sim = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "aiplane.cli",
-            "sim",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--controllers",
-            "none",
-            "--fleet",
-            str(fleet),
-            "--dcm-delay",
-            "0",
-            "--pod-ready-delay",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        end = time.monotonic() + 300
-        while not kubeconfig.exists():
-            if sim.poll() is not None or time.monotonic() > end:
-                raise SystemExit("aiplane sim did not start")
-            time.sleep(0.1)
-        asyncio.run(measure(kubeconfig, args.nodes, args.max_parallel))
-    finally:
-        sim.send_signal(signal.SIGTERM)
-        sim.wait(timeout=60)
+    with simproc.sim_running("aiplane-pbench-", nodes=args.nodes, dcm_delay=0, pod_ready_delay=0) as sim:
+        asyncio.run(measure(sim.kubeconfig, args.nodes, args.max_parallel))
 
 
 if __name__ == "__main__":

@@ -19,11 +19,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
-import signal
-import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from dataclasses import dataclass
@@ -32,15 +30,14 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from procstats import cpu_seconds, peak_rss_mb
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.controllers.echo import CRD, ECHOES
 from aiplane.kube.client import ApiError, HttpKubeClient
 from aiplane.kube.resources import CRDS, NAMESPACES
+from benchmarks import simproc
+from benchmarks.procstats import cpu_seconds, peak_rss_mb
 
-PY = sys.executable
 NAMESPACE = "bench"
 
 KOPF_OPERATOR = textwrap.dedent(
@@ -80,29 +77,6 @@ class Figures:
         return self.writes / self.objects
 
 
-def _wait_file(path: Path, proc: subprocess.Popen[bytes], deadline: float = 60) -> None:
-    end = time.monotonic() + deadline
-    while not path.exists():
-        if proc.poll() is not None or time.monotonic() > end:
-            raise SystemExit(f"{path} never appeared")
-        time.sleep(0.05)
-
-
-async def _client(kubeconfig: Path) -> HttpKubeClient:
-    return await HttpKubeClient.from_kubeconfig(
-        str(kubeconfig), qps=float("inf"), user_agent="aiplane-bench/1"
-    )
-
-
-async def _stats(client: HttpKubeClient) -> dict[str, dict[str, int]]:
-    return (await client.request("GET", "/_sim/stats"))["requests"]  # type: ignore[no-any-return]
-
-
-def _writes(stats: dict[str, dict[str, int]], agent: str) -> int:
-    verbs = stats.get(agent, {})
-    return sum(verbs.get(v, 0) for v in ("POST", "PUT", "PATCH", "DELETE"))
-
-
 async def _prepare(client: HttpKubeClient, objects: int) -> None:
     with contextlib.suppress(ApiError):  # exists from a previous round
         await client.create(
@@ -139,40 +113,41 @@ async def _converged(client: HttpKubeClient, objects: int) -> int:
 async def _round(
     name: str, cmd: list[str], env: dict[str, str], agent: str, kubeconfig: Path, objects: int, steady: float
 ) -> Figures:
-    client = await _client(kubeconfig)
-    with contextlib.suppress(ApiError):
-        await client.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}")
-    end = time.monotonic() + 120
-    while time.monotonic() < end:
-        try:
-            await client.get(NAMESPACES, NAMESPACE)
-        except ApiError:
-            break
-        await asyncio.sleep(0.2)
-    await _prepare(client, objects)
-    before = _writes(await _stats(client), agent)
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = await simproc.bench_client(kubeconfig)
     try:
-        while await _converged(client, objects) < objects:
-            if proc.poll() is not None:
-                raise SystemExit(f"{name} exited with {proc.returncode}")
-            await asyncio.sleep(0.25)
-        seconds = time.monotonic() - started
-        writes = _writes(await _stats(client), agent) - before
-        cpu_start = cpu_seconds(proc.pid)
-        await asyncio.sleep(steady)
-        steady_cpu = (cpu_seconds(proc.pid) - cpu_start) / steady
-        steady_writes = _writes(await _stats(client), agent) - before - writes
-        if steady_writes:
-            print(f"  {name}: {steady_writes} writes during the steady period", file=sys.stderr)
-        return Figures(name, objects, seconds, writes, peak_rss_mb(proc.pid), steady_cpu)
+        with contextlib.suppress(ApiError):
+            await client.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}")
+
+        async def gone() -> bool:
+            try:
+                await client.get(NAMESPACES, NAMESPACE)
+            except ApiError:
+                return True
+            return False
+
+        await simproc.wait_until(gone, 120, f"namespace {NAMESPACE} deleted", interval=0.2)
+        await _prepare(client, objects)
+        before = await simproc.write_count(client, agent)
+        started = time.monotonic()
+        with simproc.running(cmd, env=env) as proc:
+
+            async def converged() -> bool:
+                if await _converged(client, objects) >= objects:
+                    return True
+                simproc.check_running(proc, name)
+                return False
+
+            await simproc.wait_until(converged, math.inf, f"{objects} objects converged", interval=0.25)
+            seconds = time.monotonic() - started
+            writes = await simproc.write_count(client, agent) - before
+            cpu_start = cpu_seconds(proc.pid)
+            await asyncio.sleep(steady)
+            steady_cpu = (cpu_seconds(proc.pid) - cpu_start) / steady
+            steady_writes = await simproc.write_count(client, agent) - before - writes
+            if steady_writes:
+                print(f"  {name}: {steady_writes} writes during the steady period", file=sys.stderr)
+            return Figures(name, objects, seconds, writes, peak_rss_mb(proc.pid), steady_cpu)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         await client.close()
 
 
@@ -185,67 +160,45 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--no-kopf", action="store_true")
     args = parser.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="aiplane-bench-"))
-    kubeconfig = tmp / "kubeconfig"
-    sim = subprocess.Popen(
-        [PY, "-m", "aiplane.cli", "sim", "--kubeconfig", str(kubeconfig), "--controllers", "none"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_file(kubeconfig, sim)
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    with simproc.sim_running("aiplane-bench-") as sim:
+        env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig)}
         ours = asyncio.run(
             _round(
                 "aiplane",
-                [
-                    PY,
-                    "-m",
-                    "aiplane.cli",
-                    "run",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--controllers",
-                    "echo",
-                    "--max-concurrent-reconciles",
-                    str(args.workers),
-                    # kopf has no client-side limit: measure the runtime, not our default 200 QPS budget.
-                    "--kube-api-qps",
-                    "100000",
-                    "--kube-api-burst",
-                    "100000",
-                    "--metrics-bind-address",
-                    "0",
-                    "--health-probe-bind-address",
-                    "0",
-                ],
+                simproc.operator_command(sim.kubeconfig, "echo", args.workers),
                 env,
                 "aiplane",
-                kubeconfig,
+                sim.kubeconfig,
                 args.objects,
                 args.steady,
             )
         )
         results = [ours]
         if not args.no_kopf:
-            operator = tmp / "kopf_echo.py"
+            operator = sim.workdir / "kopf_echo.py"
             operator.write_text(KOPF_OPERATOR, encoding="utf-8")
             results.append(
                 asyncio.run(
                     _round(
                         "kopf",
-                        [PY, "-m", "kopf", "run", "--standalone", "--namespace", NAMESPACE, str(operator)],
+                        [
+                            simproc.PY,
+                            "-m",
+                            "kopf",
+                            "run",
+                            "--standalone",
+                            "--namespace",
+                            NAMESPACE,
+                            str(operator),
+                        ],
                         env,
                         "kopf",
-                        kubeconfig,
+                        sim.kubeconfig,
                         args.objects,
                         args.steady,
                     )
                 )
             )
-    finally:
-        sim.send_signal(signal.SIGTERM)
-        sim.wait(timeout=30)
     print(f"{args.objects} Echo objects, operator in its own process, embedded API server, 2 cores")
     print(f"{'operator':<10}{'objects/s':>12}{'writes/object':>16}{'peak RSS MB':>14}{'steady CPU':>12}")
     for r in results:

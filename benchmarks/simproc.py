@@ -1,0 +1,236 @@
+"""What the benchmark scripts share: the sim and the operator as processes, and the sim's request counts.
+
+* :func:`sim_running` starts ``aiplane sim --controllers none`` in its own process (optionally with a
+  fleet of N MI300X nodes), waits for its kubeconfig, and stops it on the way out;
+* :func:`operator_command` is ``aiplane run`` with the client budget lifted and no listeners, and
+  :func:`running` runs any command as a process for the length of a ``with`` block;
+* :func:`bench_client` is the benchmark's own client (User-Agent ``aiplane-bench``, so that it is not
+  counted as the operator), and :func:`writes_by_verb` / :func:`write_count` read the server's count
+  of write requests by User-Agent from ``/_sim/stats``;
+* :func:`wait_until` polls (:func:`check_running` to give up when a process has died);
+  :func:`figure` prints one line of a figures report, :func:`operator_figures` the operator's CPU and
+  peak RSS lines.
+
+The scripts import it as ``benchmarks.simproc`` (they put the repository root on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from aiplane.kube.client import HttpKubeClient
+from aiplane.kube.resources import EVENTS
+
+PY = sys.executable
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+#: An operator's User-Agent product (``aiplane/<version>``): what ``/_sim/stats`` counts it under.
+OPERATOR_AGENT = "aiplane"
+
+
+def aiplane_command(*args: str, profile: Path | None = None) -> list[str]:
+    """``python -m aiplane.cli ARGS``, under cProfile (stats to ``profile``) if given."""
+    prefix = [PY, "-m", "cProfile", "-o", str(profile)] if profile else [PY]
+    return [*prefix, "-m", "aiplane.cli", *args]
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` has not exited within ``timeout`` seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextlib.contextmanager
+def running(
+    cmd: Sequence[str], *, env: Mapping[str, str] | None = None, show_stderr: bool = False
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``cmd`` as a process (output discarded, stderr shown if asked) for the ``with`` block."""
+    proc = subprocess.Popen(
+        list(cmd),
+        env=None if env is None else dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=None if show_stderr else subprocess.DEVNULL,
+    )
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+def check_running(proc: subprocess.Popen[bytes], name: str = "operator") -> None:
+    if proc.poll() is not None:
+        raise SystemExit(f"{name} exited with {proc.returncode}")
+
+
+def operator_command(
+    kubeconfig: Path,
+    controllers: str,
+    workers: int,
+    *,
+    log_level: str | None = None,
+    profile: Path | None = None,
+) -> list[str]:
+    """``aiplane run``: ``controllers``, ``workers`` reconciles at once, no client-side rate limit (the
+    runtime is what is measured, not the default 200 QPS budget), no metrics or health listener."""
+    args = [
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--controllers",
+        controllers,
+        "--max-concurrent-reconciles",
+        str(workers),
+        "--kube-api-qps",
+        "100000",
+        "--kube-api-burst",
+        "100000",
+        "--metrics-bind-address",
+        "0",
+        "--health-probe-bind-address",
+        "0",
+    ]
+    if log_level is not None:
+        args += ["--log-level", log_level]
+    return aiplane_command(*args, profile=profile)
+
+
+def mi300x_fleet(nodes: int) -> dict[str, object]:
+    """A fleet file: ``nodes`` MI300X nodes (8 GPUs each) and one control-plane node."""
+    return {
+        "nodePools": [
+            {
+                "name": "mi300x",
+                "count": nodes,
+                "gpu": {"vendor": "amd", "product": "MI300X", "count": 8},
+                "cpu": "192",
+                "memory": "2Ti",
+            },
+            {"name": "control", "count": 1, "controlPlane": True},
+        ]
+    }
+
+
+@dataclass
+class Sim:
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    kubeconfig: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+@contextlib.contextmanager
+def sim_running(
+    prefix: str,
+    *,
+    nodes: int | None = None,
+    dcm_delay: float | None = None,
+    pod_ready_delay: float | None = None,
+    profile: Path | None = None,
+    start_timeout: float = 300,
+) -> Iterator[Sim]:
+    """``aiplane sim --controllers none`` in its own process, in a temporary directory named after
+    ``prefix`` (kept for the ``with`` block, for the kubeconfig and whatever the script puts there).
+
+    ``nodes``: a fleet of that many MI300X nodes (else the sim's default small fleet); ``dcm_delay``
+    and ``pod_ready_delay``: the simulated agents' delays (else the sim's defaults); ``profile``: run the
+    sim under cProfile. Yields once the kubeconfig is written, i.e. the server is serving."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        workdir = Path(tmp)
+        kubeconfig = workdir / "kubeconfig"
+        args = ["sim", "--kubeconfig", str(kubeconfig), "--controllers", "none"]
+        if nodes is not None:
+            fleet = workdir / "fleet.yaml"
+            fleet.write_text(yaml.safe_dump(mi300x_fleet(nodes)), encoding="utf-8")
+            args += ["--fleet", str(fleet)]
+        if dcm_delay is not None:
+            args += ["--dcm-delay", str(dcm_delay)]
+        if pod_ready_delay is not None:
+            args += ["--pod-ready-delay", str(pod_ready_delay)]
+        log = workdir / "sim.stderr"
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen(
+                aiplane_command(*args, profile=profile), stdout=subprocess.DEVNULL, stderr=stderr
+            )
+        try:
+            end = time.monotonic() + start_timeout
+            while not kubeconfig.exists():
+                if proc.poll() is not None or time.monotonic() > end:
+                    err = log.read_text(encoding="utf-8", errors="replace")[-4000:]
+                    raise SystemExit(f"aiplane sim did not start:\n{err}".rstrip())
+                time.sleep(0.05)
+            yield Sim(proc, workdir, kubeconfig)
+        finally:
+            stop(proc)
+
+
+async def bench_client(kubeconfig: Path) -> HttpKubeClient:
+    """The benchmark's client: no rate limit, counted by the server as ``aiplane-bench``."""
+    return await HttpKubeClient.from_kubeconfig(
+        str(kubeconfig), qps=float("inf"), user_agent="aiplane-bench/1"
+    )
+
+
+async def writes_by_verb(client: HttpKubeClient, agent: str = OPERATOR_AGENT) -> dict[str, int]:
+    """Write requests the server has had from User-Agent product ``agent`` so far, by verb."""
+    stats = (await client.request("GET", "/_sim/stats"))["requests"].get(agent, {})
+    return {verb: int(stats.get(verb, 0)) for verb in WRITE_VERBS}
+
+
+async def write_count(client: HttpKubeClient, agent: str = OPERATOR_AGENT) -> int:
+    """Write requests the server has had from User-Agent product ``agent`` so far."""
+    return sum((await writes_by_verb(client, agent)).values())
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.5
+) -> None:
+    """Call ``check`` every ``interval`` seconds until it is true; exit if ``timeout`` passes first."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if await check():
+            return
+        await asyncio.sleep(interval)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def figure(label: str, value: str, unit: str = "", note: str = "") -> None:
+    """One line of a figures report: label, value right-aligned, unit, and a note in a column."""
+    after = f" {unit}" if unit else ""
+    print(f"{label:<25}{value:>8}{after:<2}   {note}" if note else f"{label:<25}{value:>8}{after}")
+
+
+def operator_figures(cpu: float, peak_rss_mb: float) -> None:
+    """The two lines every operator benchmark reports: its CPU seconds and its peak RSS."""
+    figure("operator CPU", f"{cpu:.1f}", "s")
+    figure("operator peak RSS", f"{peak_rss_mb:.0f}", "MB")
+
+
+async def event_writes(client: HttpKubeClient, components: set[str]) -> tuple[int, int, dict[str, int]]:
+    """(creates, aggregation patches, occurrences by reason) of the Events these components recorded:
+    Events are best-effort and reported apart from the writes a controller needs."""
+    events = [
+        e
+        for e in (await client.list(EVENTS))["items"]
+        if (e.get("source") or {}).get("component") in components or e.get("reportingComponent") in components
+    ]
+    reasons: dict[str, int] = {}
+    for e in events:
+        reasons[str(e.get("reason"))] = reasons.get(str(e.get("reason")), 0) + int(e.get("count") or 1)
+    return len(events), sum(max(0, int(e.get("count") or 1) - 1) for e in events), reasons
