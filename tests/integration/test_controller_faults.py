@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import config as kconfig
-from kubernetes_asyncio.client import Configuration
 
 from aiplane.controllers.echo import CRD, ECHOES, FIELD_MANAGER
 from aiplane.kube.client import ApiError, HttpKubeClient
@@ -19,6 +17,7 @@ from aiplane.kube.informer import InformerFactory
 from aiplane.kube.resources import CRDS
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet
+from tests.integration.sim_helpers import http_client
 
 
 @pytest.fixture
@@ -31,11 +30,8 @@ async def cluster() -> AsyncIterator[EmbeddedCluster]:
 
 @pytest.fixture
 async def client(cluster: EmbeddedCluster) -> AsyncIterator[HttpKubeClient]:
-    configuration = Configuration()
-    await kconfig.load_kube_config_from_dict(cluster.kubeconfig(), client_configuration=configuration)
-    c = HttpKubeClient(configuration, qps=1000, burst=1000, user_agent="aiplane-test")
-    yield c
-    await c.close()
+    async with http_client(cluster) as c:
+        yield c
 
 
 def _echo(name: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, DAEMONSETS, DEVICECONFIGS, EVENTS, NODES, PODS
 from aiplane.sim.agents import amd_gpu_operator as amd
 from aiplane.sim.cluster import EmbeddedCluster
+from tests.integration.sim_helpers import agent_cluster, events, until
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -37,25 +38,10 @@ DCM_TAINT = {"key": "amd-dcm", "value": "up", "effect": "NoExecute"}
 PROFILE, STATE, TRIGGER = amd.PROFILE_LABEL, amd.STATE_LABEL, amd.TRIGGER_LABEL
 
 
-async def until(check: Callable[[], Awaitable[T | None]], what: str, timeout: float = 5.0) -> T:
-    """Poll ``check`` until it returns something truthy, failing after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 async def cluster() -> AsyncIterator[EmbeddedCluster]:
-    sim = EmbeddedCluster(install_crds=False, agents=True, ready_delay=0.01, dcm_delay=0.05)
-    await sim.start()
-    try:
+    async with agent_cluster() as sim:
         yield sim
-    finally:
-        await sim.stop()
 
 
 @pytest.fixture
@@ -102,15 +88,6 @@ async def plugin_running(client: InMemoryKubeClient, node_name: str) -> Obj | No
 
 async def state_is(client: InMemoryKubeClient, name: str, value: str) -> bool:
     return (await labels(client, name)).get(STATE) == value
-
-
-async def events(
-    client: InMemoryKubeClient, node_name: str, reason: str, namespace: str = "default"
-) -> list[Obj]:
-    listed = await client.list(
-        EVENTS, namespace, field_selector=f"involvedObject.name={node_name},reason={reason}"
-    )
-    return list(listed["items"])
 
 
 async def allocatable(client: InMemoryKubeClient, name: str) -> tuple[str, str]:

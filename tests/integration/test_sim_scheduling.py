@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from kubernetes_asyncio import config as kconfig
-from kubernetes_asyncio.client import Configuration
 
 from aiplane.kube.client import ApiError, HttpKubeClient
-from aiplane.kube.resources import EVENTS, NODES, PODGROUPS, PODS
+from aiplane.kube.resources import NODES, PODGROUPS, PODS
 from aiplane.sim.agents import Agents
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.integration.sim_helpers import agent_cluster, events, http_client, until
 
-T = TypeVar("T")
 Obj = dict[str, Any]
 
 # 2 AMD nodes (8 GPUs each), 1 NVIDIA node, 1 tainted control-plane node.
@@ -44,35 +41,16 @@ FLEET = Fleet(
 AMD_NODES = {"mi300x-0", "mi300x-1"}
 
 
-async def until(check: Callable[[], Awaitable[T | None]], what: str, timeout: float = 5.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 async def cluster() -> AsyncIterator[EmbeddedCluster]:
-    sim = EmbeddedCluster(fleet=FLEET, install_crds=False, agents=True, ready_delay=0.01, dcm_delay=0.05)
-    await sim.start()
-    try:
+    async with agent_cluster(FLEET) as sim:
         yield sim
-    finally:
-        await sim.stop()
 
 
 @pytest.fixture
 async def client(cluster: EmbeddedCluster) -> AsyncIterator[HttpKubeClient]:
-    configuration = Configuration()
-    await kconfig.load_kube_config_from_dict(cluster.kubeconfig(), client_configuration=configuration)
-    c = HttpKubeClient(configuration, qps=1000, burst=1000, user_agent="aiplane-test")
-    try:
+    async with http_client(cluster) as c:
         yield c
-    finally:
-        await c.close()
 
 
 def agents(cluster: EmbeddedCluster) -> Agents:
@@ -123,13 +101,6 @@ async def unschedulable(client: HttpKubeClient, name: str) -> Obj | None:
     pod = await get_pod(client, name)
     cond = condition(pod, "PodScheduled")
     return pod if cond is not None and cond["status"] == "False" else None
-
-
-async def events(client: HttpKubeClient, name: str, reason: str) -> list[Obj]:
-    listed = await client.list(
-        EVENTS, "default", field_selector=f"involvedObject.name={name},reason={reason}"
-    )
-    return list(listed["items"])
 
 
 async def cordon(client: HttpKubeClient, node: str, on: bool = True) -> None:

@@ -1,22 +1,28 @@
-"""Label selectors and node-selector terms, with kube's exact semantics.
+"""Label selectors and node-selector terms, with kube's exact semantics and error texts.
 
-Controllers find their pods, nodes and partitions by selector, and the simulated scheduler places
-pods by node affinity; a selector that matches slightly differently from kube's makes a controller
-adopt or ignore the wrong objects. This module ports:
+This is the one implementation of label selectors in aiplane: the controllers use it to find their
+pods, nodes and partitions, the simulated scheduler to place pods by node affinity, and the embedded
+API server (:mod:`aiplane.sim.apiserver.selectors`) to answer ``?labelSelector=`` with the very
+messages kube-apiserver prints. A selector that matches slightly differently from kube's makes a
+controller adopt or ignore the wrong objects. This module ports:
 
 * ``metav1.LabelSelectorAsSelector`` (``apis/meta/v1/helpers.go``): ``None`` matches nothing, an
   empty selector ``{}`` matches everything, ``matchLabels`` become ``key=value`` requirements and
-  ``matchExpressions`` accept ``In``, ``NotIn``, ``Exists`` and ``DoesNotExist`` only.
-* ``labels.NewRequirement`` validation: keys must be qualified names, values valid label values;
-  ``In``/``NotIn`` need at least one value, ``Exists``/``DoesNotExist`` none, ``=``/``==``/``!=``
-  exactly one, ``Gt``/``Lt`` exactly one int64.
+  ``matchExpressions`` accept ``In``, ``NotIn``, ``Exists`` and ``DoesNotExist`` only. Errors are
+  prefixed with the offending field (``matchExpressions[0].values: …``), the way kube's
+  ``nodeaffinity`` helpers pass a ``field.Path`` to ``NewRequirement``.
+* ``labels.NewRequirement`` validation with its ``field.Error`` texts: keys must be label keys
+  (``content.IsLabelKey``), values label values; ``In``/``NotIn`` need at least one value,
+  ``Exists``/``DoesNotExist`` none, ``=``/``==``/``!=`` exactly one, ``Gt``/``Lt`` exactly one int64.
+  Several errors are aggregated as ``utilerrors.Aggregate`` prints them (``[a, b]``).
 * ``Requirement.Matches`` (``NotIn`` and ``!=`` match when the label is absent; ``Gt``/``Lt`` never
   match an absent or non-integer label) and ``String()`` (requirements sorted by key, ``In`` values
   sorted on output: ``app=x,!legacy,tier in (a,b)``). One deliberate difference: values are
   printed once each, because kube's ``String()`` prints ``values: ["", "", ""]`` as ``(,,)``,
   which kube's own parser then rejects.
 * ``labels.Parse``, the string syntax, with its lexer quirks (``in``/``notin`` are plain
-  identifiers in value position, ``x in ()`` means the value ``""``, values are de-duplicated).
+  identifiers in value position, ``x in ()`` means the value ``""``, values are de-duplicated) and
+  its error messages (:attr:`SelectorError.reason`).
 * ``component-helpers/scheduling/corev1/nodeaffinity``: node-selector terms with
   ``Gt``/``Lt`` and ``matchFields`` on ``metadata.name``; terms are ORed, an empty term matches
   nothing.
@@ -32,11 +38,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from aiplane.schema import errors as fe
+from aiplane.schema._values import go_quote
+from aiplane.schema.errors import FieldError
+
 __all__ = [
     "Operator",
     "Requirement",
     "Selector",
+    "SelectorError",
     "compile_selector",
+    "label_key_errors",
+    "label_value_errors",
     "node_fields_of",
     "node_selector_matches",
     "node_selector_term_matches",
@@ -64,23 +77,60 @@ class Operator(enum.StrEnum):
 
 
 _BINARY_OPERATORS: Final = ("in", "notin", "=", "==", "!=", "gt", "lt")
-_VALID_OPERATORS: Final = (*_BINARY_OPERATORS, "exists", "!")
+#: ``validRequirementOperators``, in kube's order.
+_VALID_OPERATORS: Final = ("in", "notin", "=", "==", "!=", "exists", "!", "gt", "lt")
 
-# k8s.io/apimachinery/pkg/util/validation
-_QUALIFIED_NAME_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QUALIFIED_NAME_RE: Final = re.compile(_QUALIFIED_NAME_FMT)
-_QUALIFIED_NAME_MAX: Final = 63
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS1123_SUBDOMAIN_MAX: Final = 253
-_LABEL_VALUE_RE: Final = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+# -- label keys and values (k8s.io/apimachinery/pkg/api/validate/content) ------------------------
+
+_LABEL_KEY_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_LABEL_KEY_RE: Final = re.compile(_LABEL_KEY_FMT)
+_LABEL_KEY_MAX: Final = 63
+_LABEL_VALUE_FMT: Final = f"({_LABEL_KEY_FMT})?"
+_LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
 _LABEL_VALUE_MAX: Final = 63
+_DNS1123_SUBDOMAIN_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_DNS1123_SUBDOMAIN_MAX: Final = 253
 _INT64_RE: Final = re.compile(r"[+-]?[0-9]+")
 
 
-def _qualified_name_errors(value: str) -> list[str]:
-    """``validation.IsQualifiedName``: ``[DNS-subdomain "/"] name``, name at most 63 chars."""
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """``content.RegexError`` (its odd ``',  or '`` spacing included)."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    return (
+        msg + " (e.g. " + " or ".join(f"'{e}', " for e in examples) + f"regex used for validation is '{fmt}')"
+    )
+
+
+_LABEL_KEY_MSG: Final = _regex_error(
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character",
+    _LABEL_KEY_FMT,
+    "MyName",
+    "my.name",
+    "123-abc",
+)
+_LABEL_VALUE_MSG: Final = _regex_error(
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character",
+    _LABEL_VALUE_FMT,
+    "MyValue",
+    "my_value",
+    "12345",
+)
+_SUBDOMAIN_MSG: Final = _regex_error(
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character",
+    _DNS1123_SUBDOMAIN_FMT,
+    "example.com",
+)
+
+
+def label_key_errors(key: str) -> list[str]:
+    """``content.IsLabelKey`` (``validation.IsQualifiedName``): ``[DNS-subdomain "/"] name``."""
     errs: list[str] = []
-    parts = value.split("/")
+    parts = key.split("/")
     if len(parts) == 1:
         name = parts[0]
     elif len(parts) == 2:
@@ -91,61 +141,80 @@ def _qualified_name_errors(value: str) -> list[str]:
             if len(prefix) > _DNS1123_SUBDOMAIN_MAX:
                 errs.append(f"prefix part must be no more than {_DNS1123_SUBDOMAIN_MAX} characters")
             if not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
-                errs.append(
-                    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                    "characters, '-' or '.', and must start and end with an alphanumeric character"
-                )
+                errs.append("prefix part " + _SUBDOMAIN_MSG)
     else:
         return [
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start "
-            "and end with an alphanumeric character, with an optional DNS subdomain prefix and '/' "
-            f"(e.g. 'example.com/MyName'; regex used for validation is '{_QUALIFIED_NAME_FMT}')"
+            "a valid label key "
+            + _LABEL_KEY_MSG
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     if not name:
         errs.append("name part must be non-empty")
-    elif len(name) > _QUALIFIED_NAME_MAX:
-        errs.append(f"name part must be no more than {_QUALIFIED_NAME_MAX} characters")
-    if name and not _QUALIFIED_NAME_RE.fullmatch(name):
-        errs.append(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
-            f"end with an alphanumeric character (regex used for validation is '{_QUALIFIED_NAME_FMT}')"
-        )
+    elif len(name) > _LABEL_KEY_MAX:
+        errs.append(f"name part must be no more than {_LABEL_KEY_MAX} characters")
+    if not _LABEL_KEY_RE.fullmatch(name):
+        errs.append("name part " + _LABEL_KEY_MSG)
     return errs
 
 
-def _label_value_errors(value: str) -> list[str]:
-    """``validation.IsValidLabelValue``: empty, or at most 63 alphanumerics/``-_.``, alnum ends."""
+def label_value_errors(value: str) -> list[str]:
+    """``content.IsLabelValue``: empty, or at most 63 alphanumerics/``-_.`` with alnum ends."""
     errs: list[str] = []
     if len(value) > _LABEL_VALUE_MAX:
         errs.append(f"must be no more than {_LABEL_VALUE_MAX} characters")
     if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
-            "'.', and must start and end with an alphanumeric character"
-        )
+        errs.append(_LABEL_VALUE_MSG)
     return errs
 
 
 def validate_label_key(key: str) -> None:
     """Raise :class:`ValueError` unless ``key`` is a valid label key (a qualified name)."""
-    errs = _qualified_name_errors(key)
+    errs = label_key_errors(key)
     if errs:
         raise ValueError(f"invalid label key {key!r}: {'; '.join(errs)}")
 
 
 def validate_label_value(value: str) -> None:
     """Raise :class:`ValueError` unless ``value`` is a valid label value."""
-    errs = _label_value_errors(value)
+    errs = label_value_errors(value)
     if errs:
         raise ValueError(f"invalid label value {value!r}: {'; '.join(errs)}")
 
 
-def _parse_int64(s: str) -> int | None:
+def _parse_int64(s: object) -> int | None:
     """``strconv.ParseInt(s, 10, 64)``; Python's ``int()`` is laxer (spaces, ``_``, non-ASCII)."""
-    if not _INT64_RE.fullmatch(s):
+    if not isinstance(s, str) or not _INT64_RE.fullmatch(s):
         return None
     v = int(s)
     return v if -(1 << 63) <= v < (1 << 63) else None
+
+
+# -- field.Error texts ---------------------------------------------------------------------------
+
+
+def _child(path: str, name: str) -> str:
+    """``field.Path.Child``: ``path.name``, or ``name`` below the root."""
+    return f"{path}.{name}" if path else name
+
+
+def _invalid(path: str, value: Any, detail: str) -> str:
+    """``field.Invalid(path, value, detail).Error()`` (``<nil>`` for the root path)."""
+    return FieldError(path, fe.INVALID, value, detail).render_kube()
+
+
+def _not_supported(path: str, value: Any, supported: Iterable[str]) -> str:
+    """``field.NotSupported(path, value, supported).Error()``."""
+    detail = "supported values: " + ", ".join(go_quote(s) for s in supported)
+    return FieldError(path, fe.NOT_SUPPORTED, value, detail).render_kube()
+
+
+def _aggregate(messages: Sequence[str]) -> str:
+    """``utilerrors.NewAggregate(...).Error()``: one message as is, several de-duplicated in ``[]``."""
+    unique = list(dict.fromkeys(messages))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+# -- requirements and selectors ------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,55 +229,56 @@ class Requirement:
     def new(
         cls, key: str, operator: Operator | str, values: Iterable[str] = (), *, path: str = ""
     ) -> Requirement:
-        """``labels.NewRequirement``: validate and build; :class:`ValueError` names ``path``."""
+        """``labels.NewRequirement(key, op, values, field.WithPath(path))``: validate and build.
+
+        Raises :class:`ValueError` with kube's ``field.Error`` texts, aggregated, e.g.
+        ``values[0][app]: Invalid value: "-x": a valid label must be …`` (``path`` prefixes each).
+        """
         vals = tuple(values)
-        prefix = f"{path}." if path else ""
         errs: list[str] = []
-        key_errs = _qualified_name_errors(key) if isinstance(key, str) else ["must be a string"]
-        if key_errs:
-            errs.append(f"{prefix}key: Invalid value: {key!r}: {'; '.join(key_errs)}")
-        try:
-            op = Operator(operator)
-        except ValueError:
-            supported = ", ".join(f'"{o}"' for o in _VALID_OPERATORS)
-            raise ValueError(
-                f"{prefix}operator: Unsupported value: {operator!r}: supported values: {supported}"
-            ) from None
-        vpath = f"{prefix}values"
-        if op in (Operator.IN, Operator.NOT_IN):
+        key_path = _child(path, "key")
+        if not isinstance(key, str):
+            errs.append(_invalid(key_path, key, "must be a string"))
+        else:
+            key_errs = label_key_errors(key)
+            if key_errs:
+                errs.append(_invalid(key_path, key, "; ".join(key_errs)))
+        op = Operator(operator) if operator in _VALID_OPERATORS else None
+        vpath = _child(path, "values")
+        if op is None:
+            errs.append(_not_supported(_child(path, "operator"), operator, _VALID_OPERATORS))
+        elif op in (Operator.IN, Operator.NOT_IN):
             if not vals:
-                errs.append(
-                    f"{vpath}: Invalid value: []: for 'in', 'notin' operators, values set can't be empty"
-                )
+                errs.append(_invalid(vpath, [], "for 'in', 'notin' operators, values set can't be empty"))
         elif op in (Operator.EQUALS, Operator.DOUBLE_EQUALS, Operator.NOT_EQUALS):
             if len(vals) != 1:
                 errs.append(
-                    f"{vpath}: Invalid value: {list(vals)!r}: exact-match compatibility requires one single value"
+                    _invalid(vpath, list(vals), "exact-match compatibility requires one single value")
                 )
         elif op in (Operator.EXISTS, Operator.DOES_NOT_EXIST):
             if vals:
                 errs.append(
-                    f"{vpath}: Invalid value: {list(vals)!r}: values set must be empty for exists and does not exist"
+                    _invalid(vpath, list(vals), "values set must be empty for exists and does not exist")
                 )
         else:  # Gt, Lt
             if len(vals) != 1:
                 errs.append(
-                    f"{vpath}: Invalid value: {list(vals)!r}: for 'Gt', 'Lt' operators, exactly one value is required"
+                    _invalid(vpath, list(vals), "for 'Gt', 'Lt' operators, exactly one value is required")
                 )
             for i, v in enumerate(vals):
-                if not isinstance(v, str) or _parse_int64(v) is None:
+                if _parse_int64(v) is None:
                     errs.append(
-                        f"{vpath}[{i}]: Invalid value: {v!r}: for 'Gt', 'Lt' operators, the value must be an integer"
+                        _invalid(f"{vpath}[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer")
                     )
         for i, v in enumerate(vals):
             if not isinstance(v, str):
-                errs.append(f"{vpath}[{i}]: Invalid value: {v!r}: must be a string")
+                errs.append(_invalid(f"{vpath}[{i}]", v, "must be a string"))
                 continue
-            v_errs = _label_value_errors(v)
+            v_errs = label_value_errors(v)
             if v_errs:
-                errs.append(f"{vpath}[{i}]: Invalid value: {v!r}: {'; '.join(v_errs)}")
-        if errs:
-            raise ValueError("; ".join(errs))
+                errs.append(_invalid(f"{vpath}[{i}][{key}]", v, "; ".join(v_errs)))
+        if errs or op is None:
+            raise ValueError(_aggregate(errs))
         return cls(key, op, vals)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
@@ -319,7 +389,7 @@ def _as_str_list(values: Any, path: str) -> list[str]:
     if values is None:
         return []
     if isinstance(values, str) or not isinstance(values, Sequence):
-        raise ValueError(f"{path}: Invalid value: {values!r}: must be a list of strings")
+        raise ValueError(_invalid(path, values, "must be a list of strings"))
     return list(values)
 
 
@@ -337,28 +407,28 @@ def compile_selector(selector: Mapping[str, Any] | None) -> Selector:
     match_labels = selector.get("matchLabels") or {}
     match_expressions = selector.get("matchExpressions") or []
     if not isinstance(match_labels, Mapping):
-        raise ValueError(f"matchLabels: Invalid value: {match_labels!r}: must be a map of strings")
+        raise ValueError(_invalid("matchLabels", match_labels, "must be a map of strings"))
     if isinstance(match_expressions, str) or not isinstance(match_expressions, Sequence):
-        raise ValueError(f"matchExpressions: Invalid value: {match_expressions!r}: must be a list")
+        raise ValueError(_invalid("matchExpressions", match_expressions, "must be a list"))
     if not match_labels and not match_expressions:
         return Selector.everything()
     reqs: list[Requirement] = []
     for k in sorted(match_labels):
         v = match_labels[k]
         if not isinstance(k, str) or not isinstance(v, str):
-            raise ValueError(f"matchLabels[{k!r}]: Invalid value: {v!r}: keys and values must be strings")
+            raise ValueError(_invalid(f"matchLabels[{k}]", v, "keys and values must be strings"))
         reqs.append(Requirement.new(k, Operator.EQUALS, [v], path=f"matchLabels[{k}]"))
     for i, expr in enumerate(match_expressions):
         path = f"matchExpressions[{i}]"
         if not isinstance(expr, Mapping):
-            raise ValueError(f"{path}: Invalid value: {expr!r}: must be an object")
+            raise ValueError(_invalid(path, expr, "must be an object"))
         raw_op = expr.get("operator")
         op = _LABEL_SELECTOR_OPERATORS.get(raw_op) if isinstance(raw_op, str) else None
         if op is None:
-            raise ValueError(f'{path}.operator: "{raw_op}" is not a valid label selector operator')
-        key = expr.get("key")
-        if not isinstance(key, str):
-            raise ValueError(f"{path}.key: Invalid value: {key!r}: must be a string")
+            raise ValueError(
+                f"{path}.operator: {go_quote(str(raw_op))} is not a valid label selector operator"
+            )
+        key: Any = expr.get("key")  # Requirement.new reports a missing or non-string key
         reqs.append(Requirement.new(key, op, _as_str_list(expr.get("values"), f"{path}.values"), path=path))
     return Selector.of(reqs)
 
@@ -457,7 +527,7 @@ class _Parser:
         self.pos = 0
 
     def _look(self, values: bool) -> tuple[_Tok, str]:
-        tok, lit = self.items[self.pos]
+        tok, lit = self.items[min(self.pos, len(self.items) - 1)]
         if values and tok in (_Tok.IN, _Tok.NOT_IN):
             tok = _Tok.IDENT
         return tok, lit
@@ -497,7 +567,9 @@ class _Parser:
             tok, key = self._take(True)
         if tok is not _Tok.IDENT:
             raise ValueError(f"found '{key}', expected: identifier")
-        validate_label_key(key)
+        key_errs = label_key_errors(key)
+        if key_errs:  # validateLabelKey(literal, p.path) with the parser's nil path
+            raise ValueError(_invalid("", key, "; ".join(key_errs)))
         if self._look(True)[0] in (_Tok.END, _Tok.COMMA) and op is None:
             op = Operator.EXISTS
         if op is not None:
@@ -568,15 +640,29 @@ class _Parser:
         raise ValueError(f"found '{lit}', expected: identifier")
 
 
+class SelectorError(ValueError):
+    """A selector string that ``labels.Parse`` refuses.
+
+    ``reason`` is kube's own message (what kube-apiserver answers a bad ``?labelSelector=`` with);
+    ``str()`` also names the selector: ``invalid selector 'a b': unable to parse requirement: …``.
+    """
+
+    def __init__(self, text: str, reason: str) -> None:
+        super().__init__(f"invalid selector {text!r}: {reason}")
+        self.text = text
+        self.reason = reason
+
+
 def parse_selector(text: str) -> Selector:
     """``labels.Parse``: ``"a=b,c!=d,e in (x,y),!f,g notin (h),i>5"`` to a :class:`Selector`.
 
-    The empty string selects everything. Errors raise :class:`ValueError` with kube's message.
+    The empty string selects everything. Errors raise :class:`SelectorError` (a
+    :class:`ValueError`) carrying kube's message.
     """
     try:
         return Selector.of(_Parser(text).parse())
     except ValueError as exc:
-        raise ValueError(f"invalid selector {text!r}: {exc}") from None
+        raise SelectorError(text, str(exc)) from None
 
 
 # -- node affinity (component-helpers/scheduling/corev1/nodeaffinity) ----------------------------
@@ -599,11 +685,8 @@ def _node_label_selector(exprs: Sequence[Mapping[str, Any]], path: str) -> Selec
         raw_op = expr.get("operator")
         op = _NODE_SELECTOR_OPERATORS.get(raw_op) if isinstance(raw_op, str) else None
         if op is None:
-            supported = ", ".join(f'"{o}"' for o in _NODE_SELECTOR_OPERATORS)
-            raise ValueError(f"{p}.operator: Unsupported value: {raw_op!r}: supported values: {supported}")
-        key = expr.get("key")
-        if not isinstance(key, str):
-            raise ValueError(f"{p}.key: Invalid value: {key!r}: must be a string")
+            raise ValueError(_not_supported(f"{p}.operator", raw_op, _NODE_SELECTOR_OPERATORS))
+        key: Any = expr.get("key")
         reqs.append(Requirement.new(key, op, _as_str_list(expr.get("values"), f"{p}.values"), path=p))
     return Selector.of(reqs)
 
@@ -615,10 +698,10 @@ def _node_field_requirements(exprs: Sequence[Mapping[str, Any]], path: str) -> l
         p = f"{path}[{i}]"
         op = expr.get("operator")
         if op not in ("In", "NotIn"):
-            raise ValueError(f'{p}.operator: Unsupported value: {op!r}: supported values: "In", "NotIn"')
+            raise ValueError(_not_supported(f"{p}.operator", op, ("In", "NotIn")))
         values = _as_str_list(expr.get("values"), f"{p}.values")
         if len(values) != 1:
-            raise ValueError(f"{p}.values: Invalid value: {values!r}: must have one element")
+            raise ValueError(_invalid(f"{p}.values", values, "must have one element"))
         out.append((str(expr.get("key", "")), op == "In", values[0]))
     return out
 

@@ -12,7 +12,10 @@ from aiplane.kube.selectors import (
     Operator,
     Requirement,
     Selector,
+    SelectorError,
     compile_selector,
+    label_key_errors,
+    label_value_errors,
     node_fields_of,
     node_selector_matches,
     node_selector_term_matches,
@@ -118,7 +121,7 @@ def test_string_form_is_sorted_by_key_with_sorted_values() -> None:
         ({"matchExpressions": [{"operator": "Exists"}]}, r"matchExpressions\[0\].key"),
         (
             {"matchLabels": {"app": "not valid"}},
-            r"matchLabels\[app\].values\[0\]: Invalid value: 'not valid'",
+            r'matchLabels\[app\].values\[0\]\[app\]: Invalid value: "not valid"',
         ),
         ({"matchLabels": {"-app": "x"}}, r"matchLabels\[-app\].key"),
         ({"matchLabels": ["app"]}, r"matchLabels"),
@@ -154,8 +157,42 @@ def test_requirement_validation_messages() -> None:
         Requirement.new("a", Operator.GREATER_THAN, [])
     with pytest.raises(ValueError, match="the value must be an integer"):
         Requirement.new("a", Operator.LESS_THAN, ["1.5"])
-    with pytest.raises(ValueError, match="operator: Unsupported value: 'bogus'"):
+    with pytest.raises(ValueError, match='operator: Unsupported value: "bogus"'):
         Requirement.new("a", "bogus", [])
+
+
+def test_requirement_errors_are_kubes_field_errors_aggregated() -> None:
+    """``NewRequirement`` collects every problem; ``utilerrors.Aggregate`` prints several in ``[]``."""
+    with pytest.raises(ValueError) as err:
+        Requirement.new("a", Operator.IN, [])
+    assert (
+        str(err.value) == "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty"
+    )
+    with pytest.raises(ValueError) as err:
+        Requirement.new("-k", Operator.GREATER_THAN, ["x", "-y"], path="spec.selector")
+    message = str(err.value)
+    assert message.startswith('[spec.selector.key: Invalid value: "-k": name part must consist')
+    assert (
+        "spec.selector.values: Invalid value: [\"x\",\"-y\"]: for 'Gt', 'Lt' operators, exactly one"
+        in message
+    )
+    assert "spec.selector.values[1]: Invalid value: \"-y\": for 'Gt', 'Lt' operators, the value" in message
+    assert 'spec.selector.values[1][-k]: Invalid value: "-y": a valid label must be' in message
+    assert message.endswith("]")
+
+
+def test_label_key_and_value_errors_are_kubes_texts() -> None:
+    assert label_key_errors("example.com/app") == []
+    assert label_key_errors("a/") == [
+        "name part must be non-empty",
+        "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+        "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+        "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+    ]
+    assert label_key_errors("Bad_/x")[0].startswith("prefix part a lowercase RFC 1123 subdomain")
+    assert label_key_errors("a\n")  # Go's regexps anchor at the very end; Python's $ would not
+    assert label_value_errors("") == []
+    assert label_value_errors("x" * 64)[0] == "must be no more than 63 characters"
 
 
 def test_gt_lt_need_an_integer_label() -> None:
@@ -244,8 +281,8 @@ def test_parse_selector(text: str, canonical: str | None) -> None:
         ("x=(a)", "found '\\(', expected: identifier"),
         ("x notin", "found '' expected: '\\('"),
         ("x>a", "the value must be an integer"),
-        ("-x", "invalid label key '-x'"),
-        ("x=-a", "Invalid value: '-a'"),
+        ("-x", 'unable to parse requirement: <nil>: Invalid value: "-x": name part must consist'),
+        ("x=-a", 'unable to parse requirement: values\\[0\\]\\[x\\]: Invalid value: "-a"'),
         ("x in (a", "found '', expected: ',' or '\\)'"),
         ("!!x", "found '!', expected: identifier"),
     ],
@@ -254,6 +291,15 @@ def test_parse_errors(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as err:
         parse_selector(text)
     assert repr(text) in str(err.value)
+
+
+def test_a_parse_error_carries_kubes_message() -> None:
+    """``reason`` is what kube-apiserver answers a bad ``?labelSelector=`` with."""
+    with pytest.raises(SelectorError) as err:
+        parse_selector("a b")
+    reason = "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
+    assert (err.value.text, err.value.reason) == ("a b", reason)
+    assert str(err.value) == f"invalid selector 'a b': {reason}"
 
 
 def test_parsed_selector_matches() -> None:
@@ -367,7 +413,7 @@ def test_node_selector_term(term: dict[str, Any], matches: bool) -> None:
 
 
 def test_node_selector_term_errors() -> None:
-    with pytest.raises(ValueError, match=r"matchExpressions\[0\].operator: Unsupported value: 'Foo'"):
+    with pytest.raises(ValueError, match=r'matchExpressions\[0\].operator: Unsupported value: "Foo"'):
         node_selector_term_matches({"matchExpressions": [expr("zone", "Foo")]}, NODE_LABELS, NODE_FIELDS)
     with pytest.raises(ValueError, match=r"matchExpressions\[0\].values\[0\]: .*must be an integer"):
         node_selector_term_matches({"matchExpressions": [expr("gpus", "Gt", "eight")]}, NODE_LABELS)
@@ -375,7 +421,7 @@ def test_node_selector_term_errors() -> None:
         node_selector_term_matches(
             {"matchFields": [expr("metadata.name", "In", "a", "b")]}, NODE_LABELS, NODE_FIELDS
         )
-    with pytest.raises(ValueError, match=r"matchFields\[0\].operator: Unsupported value: 'Exists'"):
+    with pytest.raises(ValueError, match=r'matchFields\[0\].operator: Unsupported value: "Exists"'):
         node_selector_term_matches(
             {"matchFields": [expr("metadata.name", "Exists")]}, NODE_LABELS, NODE_FIELDS
         )

@@ -9,7 +9,7 @@ import pytest
 
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import Registry, ResourceType
-from aiplane.sim.apiserver.rest import Api, WriteOptions
+from aiplane.sim.apiserver.rest import Api, WriteOptions, upsert_condition
 from aiplane.sim.apiserver.store import Event, Store
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet
@@ -411,3 +411,19 @@ def test_services_get_a_cluster_ip_and_target_ports(api: Api) -> None:
         "spec": {"clusterIP": "None", "ports": [{"port": 80}]},
     }
     assert api.create(t, "default", headless).obj["spec"]["clusterIP"] == "None"
+
+
+def test_upsert_condition_keeps_the_transition_time_unless_the_status_flips() -> None:
+    old = [
+        {"type": "Other", "status": "True"},
+        {"type": "Ready", "status": "True", "lastTransitionTime": "t0"},
+    ]
+    same = upsert_condition(
+        old, {"type": "Ready", "status": "True", "reason": "R", "lastTransitionTime": "t1"}
+    )
+    assert same == [old[0], {"type": "Ready", "status": "True", "reason": "R", "lastTransitionTime": "t0"}]
+    flipped = upsert_condition(old, {"type": "Ready", "status": "False", "lastTransitionTime": "t1"})
+    assert flipped[1] == {"type": "Ready", "status": "False", "lastTransitionTime": "t1"}
+    added = upsert_condition(old[:1], {"type": "Ready", "status": "True", "lastTransitionTime": "t1"})
+    assert added == [old[0], {"type": "Ready", "status": "True", "lastTransitionTime": "t1"}]
+    assert old[1]["lastTransitionTime"] == "t0" and added[0] is not old[0]  # the input is not changed

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aiplane.kube.selectors import parse_selector
 from aiplane.sim.apiserver import selectors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType
@@ -122,6 +123,8 @@ VALUE_MSG = (
         ("a in (b", "unable to parse requirement: found '', expected: ',' or ')'"),
         ("a in (=)", "unable to parse requirement: found '=', expected: ',', ')' or identifier"),
         ("a in (b,=)", "unable to parse requirement: found '=', expected: ',', or identifier"),
+        # ",," stands for "" and consumes both commas, so the ")" is where a value should be.
+        ("a in (,,)", "unable to parse requirement: found ')', expected: ',', or identifier"),
         ("a=(b)", "unable to parse requirement: found '(', expected: identifier"),
         (
             "a>b",
@@ -148,6 +151,15 @@ def test_label_selector_errors_are_kubes(text: str, message: str) -> None:
     err = bad(selectors.label_selector, text)
     assert (err.code, err.reason) == (400, "BadRequest")
     assert err.message == message
+
+
+def test_the_query_parameter_is_the_runtimes_selector() -> None:
+    """One parser and matcher serves ``?labelSelector=`` and the controllers (``aiplane.kube.selectors``)."""
+    sel = selectors.label_selector("tier in (front,back),app=web,!gone")
+    assert sel == selectors.LabelSelector(parse_selector("app=web,!gone,tier in (back,front)").requirements)
+    assert sel.to_string() == "app=web,!gone,tier in (back,front)"
+    assert sel.matches(LABELS) and sel({"metadata": {"labels": LABELS}})
+    assert selectors.label_selector(None).empty and selectors.label_selector("")({"metadata": {}})
 
 
 def test_several_bad_values_are_aggregated_in_sorted_order() -> None:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from aiplane.sim.agents.gang import GangScheduler
     from aiplane.sim.agents.kubelet import Kubelet
     from aiplane.sim.agents.scheduler import Scheduler
+    from aiplane.sim.apiserver.resources import ResourceType
     from aiplane.sim.apiserver.rest import Api
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ Work = tuple[str, ...]
 PODS = "/pods"
 NODES = "/nodes"
 
-__all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "record_event"]
+__all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "StoreIndex", "record_event", "write_status"]
 
 
 def meta_of(obj: Obj) -> dict[str, Any]:
@@ -104,7 +105,39 @@ def pod_ready(pod: Obj) -> bool:
     return False
 
 
-class PodIndex:
+class StoreIndex:
+    """State kept current from store events, for several agents to read.
+
+    :meth:`start` fills it from the store (:meth:`_load`) and subscribes :meth:`_on_event`; :meth:`stop`
+    unsubscribes and empties it (:meth:`_clear`).
+    """
+
+    def __init__(self, api: Api) -> None:
+        self.store = api.store
+        self._subscribed = False
+
+    def start(self) -> None:
+        self._load()
+        self.store.subscribe(self._on_event)
+        self._subscribed = True
+
+    def stop(self) -> None:
+        if self._subscribed:
+            self.store.unsubscribe(self._on_event)
+            self._subscribed = False
+        self._clear()
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _on_event(self, event: Event) -> None:
+        raise NotImplementedError
+
+    def _clear(self) -> None:
+        raise NotImplementedError
+
+
+class PodIndex(StoreIndex):
     """Pods by node and by controller uid, kept current from store events.
 
     Agents look pods up by the node they are bound to (kubelet, taint eviction, DCM's "is the GPU
@@ -113,22 +146,16 @@ class PodIndex:
     """
 
     def __init__(self, api: Api) -> None:
-        self.store = api.store
+        super().__init__(api)
         self._by_node: dict[str, set[tuple[str, str]]] = defaultdict(set)
         self._by_owner: dict[str, set[tuple[str, str]]] = defaultdict(set)
         self._where: dict[tuple[str, str], tuple[str, str | None]] = {}
-        self._subscribed = False
 
-    def start(self) -> None:
+    def _load(self) -> None:
         for pod in self.store.items(PODS):
             self._add(pod)
-        self.store.subscribe(self._on_event)
-        self._subscribed = True
 
-    def stop(self) -> None:
-        if self._subscribed:
-            self.store.unsubscribe(self._on_event)
-            self._subscribed = False
+    def _clear(self) -> None:
         self._by_node.clear()
         self._by_owner.clear()
         self._where.clear()
@@ -182,6 +209,20 @@ class PodIndex:
     def owned_by(self, uid: str) -> list[Obj]:
         """The pods whose controller has ``uid``."""
         return self._objects(self._by_owner.get(uid, ()))
+
+
+def write_status(api: Api, rt: ResourceType, obj: Obj, status: Obj, field_manager: str) -> Obj:
+    """PUT ``obj`` with ``status`` to its ``/status`` subresource as ``field_manager``: the object as
+    written. :class:`ApiError` (404 gone, 409 changed meanwhile …) is the caller's to handle."""
+    meta = meta_of(obj)
+    return api.update(
+        rt,
+        meta.get("namespace"),
+        meta["name"],
+        {**obj, "status": status},
+        WriteOptions(field_manager=field_manager),
+        subresource="status",
+    ).obj
 
 
 _event_seq = itertools.count()

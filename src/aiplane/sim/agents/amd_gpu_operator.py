@@ -58,6 +58,7 @@ from aiplane.sim.agents import (
     pod_terminal,
     pod_terminating,
     record_event,
+    write_status,
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions
@@ -1045,14 +1046,7 @@ class AmdGpuOperator(AgentLoop):
             return
         status["capacity"], status["allocatable"] = capacity, allocatable
         try:
-            self.api.update(
-                self.node_rt,
-                None,
-                node_name,
-                {**node, "status": status},
-                WriteOptions(field_manager=KUBELET),
-                subresource="status",
-            )
+            write_status(self.api, self.node_rt, node, status, KUBELET)
         except ApiError as err:
             if err.code != 404:
                 raise

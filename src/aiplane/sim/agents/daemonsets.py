@@ -38,6 +38,7 @@ from aiplane.sim.agents import (
     pod_ready,
     pod_terminating,
     record_event,
+    write_status,
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
@@ -503,14 +504,7 @@ class DaemonSetController(AgentLoop):
         if status == old:
             return
         try:
-            self.api.update(
-                self.ds_rt,
-                meta["namespace"],
-                meta["name"],
-                {**fresh, "status": status},
-                WriteOptions(field_manager=FIELD_MANAGER),
-                subresource="status",
-            )
+            write_status(self.api, self.ds_rt, fresh, status, FIELD_MANAGER)
         except ApiError as err:
             if err.code not in (404, 409):
                 raise

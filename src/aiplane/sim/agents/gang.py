@@ -64,12 +64,12 @@ from typing import TYPE_CHECKING, Any
 from aiplane.kube.quantity import Quantity
 from aiplane.sim.agents import (
     PODS,
-    AgentLoop,
     Obj,
     Work,
     meta_of,
     pod_terminating,
     record_event,
+    write_status,
 )
 from aiplane.sim.agents.scheduler import (
     ERR_NODE_AFFINITY,
@@ -78,13 +78,11 @@ from aiplane.sim.agents.scheduler import (
     Ledger,
     NodeInfo,
     NodeStatus,
-    PendingPodReporter,
     PodInfo,
     PodKey,
     ResourceList,
     SchedulerCache,
-    binding_for,
-    capacity_node,
+    SchedulingLoop,
     find_node,
     fits_on_any,
     insufficient,
@@ -97,8 +95,6 @@ from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
 from aiplane.sim.apiserver.store import ADDED, DELETED, Event
 
 if TYPE_CHECKING:
-    import asyncio
-
     from aiplane.sim.apiserver.resources import ResourceType
     from aiplane.sim.apiserver.rest import Api
 
@@ -407,10 +403,12 @@ def _gang_view(pod: Obj | None) -> tuple[Any, ...]:
     )
 
 
-class GangScheduler(AgentLoop):
+class GangScheduler(SchedulingLoop):
     """Volcano-lite: schedules the pods of each PodGroup all-or-nothing and keeps the PodGroup's status."""
 
     name = "gang"
+    component = COMPONENT
+    field_manager = FIELD_MANAGER
 
     def __init__(
         self,
@@ -423,8 +421,8 @@ class GangScheduler(AgentLoop):
         settle_delay: float = 0.05,
         create_podgroups: bool = True,
     ) -> None:
-        super().__init__(api)
-        self.cache = cache
+        # taint_details: as the Kubernetes plugins Volcano vendors do.
+        super().__init__(api, cache, retry_interval=retry_interval, taint_details=taint_details)
         #: Play Volcano's PodGroup controller: a one-pod PodGroup for a Volcano pod without one.
         self.create_podgroups = create_podgroups
         #: Seconds a new PodGroup or member pod waits before its group is looked at, so that a
@@ -433,17 +431,10 @@ class GangScheduler(AgentLoop):
         self._settling: set[tuple[str, str]] = set()
         #: Volcano's ``overcommit-factor`` for the enqueue check.
         self.overcommit_factor = overcommit_factor
-        #: Seconds between periodic retries of groups that wait (``None``/0: event-driven only).
-        self.retry_interval: float | None = retry_interval
-        #: Name the untolerated taint (``{key: value}``), as the Kubernetes plugins Volcano vendors do.
-        self.taint_details = taint_details
-        self.reporter = PendingPodReporter(api, component=COMPONENT, field_manager=FIELD_MANAGER)
         self._members: dict[tuple[str, str], set[str]] = {}
         self._group: dict[PodKey, str] = {}
         self._waiting: dict[tuple[str, str], None] = {}
         self._group_events: dict[tuple[str, str], tuple[str, str]] = {}
-        self._changed_nodes: set[str] = set()
-        self._periodic: asyncio.TimerHandle | None = None
         self._pg_rt: ResourceType | None = None
 
     # --- index and events ---------------------------------------------------------------------------
@@ -499,25 +490,12 @@ class GangScheduler(AgentLoop):
                 self._waiting.pop(key, None)
                 self._group_events.pop(key, None)
         if self._waiting:
-            node = capacity_node(event)
-            if node:
-                self._changed_nodes.add(node)
-                self.enqueue(("nodes",))
+            self._note_capacity(event)
 
     def _settle(self, key: tuple[str, str]) -> None:
         if key not in self._settling:
             self._settling.add(key)
             self.later(self.settle_delay, ("settled", *key))
-
-    def _schedule_periodic_retry(self) -> None:
-        if self._periodic is None and self.retry_interval and self.running:
-            self._periodic = self.later(self.retry_interval, ("retry",))
-
-    def retry_now(self) -> None:
-        """Look at every waiting group again now (what the periodic retry does)."""
-        self.cancel(self._periodic)
-        self._periodic = None
-        self.enqueue(("retry",))
 
     # --- work -----------------------------------------------------------------------------------------
 
@@ -557,12 +535,11 @@ class GangScheduler(AgentLoop):
         if pod is None or not self._needs_podgroup(pod):
             return
         group = podgroup_name_for(pod)
-        if self._pg_rt is None:
-            self._pg_rt = self.api.resource(PODGROUP_API_VERSION, "PodGroup")
+        pg_rt = self._podgroup_rt()
         if self.store.get(PODGROUPS, namespace, group) is None:
             try:
                 self.api.create(
-                    self._pg_rt,
+                    pg_rt,
                     namespace,
                     podgroup_for(pod, self.cache.requests_of(pod)),
                     WriteOptions(field_manager=CONTROLLER_MANAGER),
@@ -834,26 +811,6 @@ class GangScheduler(AgentLoop):
                 reserved[name] += max(value - allocated.get(name, 0), 0)
         return enqueueable(minimum, total, used, reserved, self.overcommit_factor)
 
-    def _bind(self, pod: Obj, node: str) -> bool:
-        meta = meta_of(pod)
-        namespace, name = str(meta["namespace"]), str(meta["name"])
-        try:
-            self.api.bind(namespace, name, binding_for(pod, node), WriteOptions(field_manager=FIELD_MANAGER))
-        except ApiError as err:
-            if err.code in (404, 409):
-                return False
-            raise
-        self.reporter.forget(str(meta.get("uid", "")))
-        record_event(
-            self.api,
-            self.store.get(PODS, namespace, name) or pod,
-            "Normal",
-            "Scheduled",
-            f"Successfully assigned {namespace}/{name} to {node}",
-            component=COMPONENT,
-        )
-        return True
-
     def _group_event(self, pg: Obj, type_: str, reason: str, message: str) -> None:
         meta = meta_of(pg)
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -862,21 +819,18 @@ class GangScheduler(AgentLoop):
         self._group_events[key] = (reason, message)
         record_event(self.api, pg, type_, reason, message, component=COMPONENT)
 
-    def _write_status(self, pg: Obj, status: dict[str, Any]) -> None:
+    def _podgroup_rt(self) -> ResourceType:
+        """The PodGroup resource type, looked up on first use."""
         if self._pg_rt is None:
             self._pg_rt = self.api.resource(PODGROUP_API_VERSION, "PodGroup")
-        meta = meta_of(pg)
+        return self._pg_rt
+
+    def _write_status(self, pg: Obj, status: dict[str, Any]) -> None:
         try:
-            self.api.update(
-                self._pg_rt,
-                meta.get("namespace"),
-                meta["name"],
-                {**pg, "status": status},
-                WriteOptions(field_manager=FIELD_MANAGER),
-                subresource="status",
-            )
+            write_status(self.api, self._podgroup_rt(), pg, status, FIELD_MANAGER)
         except ApiError as err:
             if err.code == 409:
+                meta = meta_of(pg)
                 self.later(0.05, ("group", str(meta.get("namespace", "")), str(meta["name"])))
             elif err.code != 404:
                 raise

@@ -49,11 +49,12 @@ from aiplane.sim.agents import (
     pod_terminal,
     pod_terminating,
     record_event,
+    write_status,
 )
 from aiplane.sim.agents.daemonsets import EXECUTE_EFFECTS, toleration_tolerates_taint, untolerated_taints
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import DeleteOptions, rfc3339, upsert_condition
 from aiplane.sim.apiserver.store import DELETED, Event
 
 if TYPE_CHECKING:
@@ -383,16 +384,8 @@ class Kubelet(AgentLoop):
         return f"10.{244 + index // 256}.{index % 256}.{host}"
 
     def _write_status(self, pod: Obj, status: dict[str, Any], manager: str = FIELD_MANAGER) -> Obj | None:
-        meta = meta_of(pod)
         try:
-            return self.api.update(
-                self.pod_rt,
-                meta["namespace"],
-                meta["name"],
-                {**pod, "status": status},
-                WriteOptions(field_manager=manager),
-                subresource="status",
-            ).obj
+            return write_status(self.api, self.pod_rt, pod, status, manager)
         except ApiError as err:
             if err.code in (404, 409):
                 return None  # gone, or changed meanwhile: the pod's own event re-syncs it
@@ -569,7 +562,6 @@ class Kubelet(AgentLoop):
         else:
             value, reason, message = "False", "KubeletNotReady", "container runtime is down"
         status = dict(current.get("status") or {})
-        conditions = [dict(c) for c in status.get("conditions") or []]
         wanted = {
             "type": "Ready",
             "status": value,
@@ -578,24 +570,9 @@ class Kubelet(AgentLoop):
             "lastHeartbeatTime": now,
             "lastTransitionTime": now,
         }
-        for i, cond in enumerate(conditions):
-            if cond.get("type") == "Ready":
-                if cond.get("status") == value:
-                    wanted["lastTransitionTime"] = cond.get("lastTransitionTime") or now
-                conditions[i] = wanted
-                break
-        else:
-            conditions.append(wanted)
-        status["conditions"] = conditions
+        status["conditions"] = upsert_condition(status.get("conditions") or [], wanted)
         manager = EVICTION_MANAGER if unknown and not ready else FIELD_MANAGER
-        return self.api.update(
-            self.node_rt,
-            None,
-            node,
-            {**current, "status": status},
-            WriteOptions(field_manager=manager),
-            subresource="status",
-        ).obj
+        return write_status(self.api, self.node_rt, current, status, manager)
 
     # --- taint eviction ---------------------------------------------------------------------------
 

@@ -54,15 +54,17 @@ from aiplane.sim.agents import (
     PODS,
     AgentLoop,
     Obj,
+    StoreIndex,
     Work,
     meta_of,
     pod_terminal,
     pod_terminating,
     record_event,
+    write_status,
 )
 from aiplane.sim.agents.daemonsets import toleration_tolerates_taint
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import WriteOptions, rfc3339, upsert_condition
 from aiplane.sim.apiserver.store import ADDED, DELETED, Event
 
 if TYPE_CHECKING:
@@ -542,34 +544,29 @@ def pod_counts_on_node(pod: Obj | None) -> str | None:
     return str(node) if node else None
 
 
-class SchedulerCache:
+class SchedulerCache(StoreIndex):
     """Nodes and the requests bound to each, kept current from store events (kube-scheduler's cache).
 
-    Shared by :class:`Scheduler` and the gang scheduler. Requests are parsed once per pod uid (a pod's
-    resources cannot change).
+    Shared by :class:`Scheduler` and the gang scheduler. Unlike :class:`~aiplane.sim.agents.PodIndex` it
+    counts only the pods that use capacity (:func:`pod_counts_on_node`), with their requests, parsed
+    once per pod uid (a pod's resources cannot change).
     """
 
     def __init__(self, api: Api) -> None:
-        self.store = api.store
+        super().__init__(api)
         self.nodes: dict[str, NodeInfo] = {}
         self.requested: dict[str, ResourceList] = defaultdict(dict)
         self.pod_counts: Counter[str] = Counter()
         self._bound: dict[PodKey, tuple[str, ResourceList]] = {}
         self._requests: dict[str, ResourceList] = {}
-        self._subscribed = False
 
-    def start(self) -> None:
+    def _load(self) -> None:
         for node in self.store.items(NODES):
             self._set_node(node)
         for pod in self.store.items(PODS):
             self._update_pod(pod, removed=False)
-        self.store.subscribe(self._on_event)
-        self._subscribed = True
 
-    def stop(self) -> None:
-        if self._subscribed:
-            self.store.unsubscribe(self._on_event)
-            self._subscribed = False
+    def _clear(self) -> None:
         self.nodes.clear()
         self.requested.clear()
         self.pod_counts.clear()
@@ -672,7 +669,14 @@ def with_pod_scheduled_false(
 ) -> dict[str, Any] | None:
     """``status`` with ``PodScheduled=False`` (``reason``, ``message``), or ``None`` if it already says so
     (``lastTransitionTime`` moves only when the status flips, as ``UpdatePodCondition`` does)."""
-    conditions = [dict(c) for c in status.get("conditions") or []]
+    conditions = status.get("conditions") or []
+    current: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
+    if (
+        current.get("status") == "False"
+        and current.get("reason") == reason
+        and current.get("message") == message
+    ):
+        return None
     wanted = {
         "type": "PodScheduled",
         "status": "False",
@@ -681,18 +685,7 @@ def with_pod_scheduled_false(
         "reason": reason,
         "message": message,
     }
-    for i, cond in enumerate(conditions):
-        if cond.get("type") != "PodScheduled":
-            continue
-        if cond.get("status") == "False" and cond.get("reason") == reason and cond.get("message") == message:
-            return None
-        if cond.get("status") == "False":
-            wanted["lastTransitionTime"] = cond.get("lastTransitionTime") or now
-        conditions[i] = wanted
-        break
-    else:
-        conditions.append(wanted)
-    return {**status, "conditions": conditions}
+    return {**status, "conditions": upsert_condition(conditions, wanted)}
 
 
 def binding_for(pod: Obj, node: str) -> Obj:
@@ -727,14 +720,7 @@ class PendingPodReporter:
         written = pod
         if status is not None:
             try:
-                written = self.api.update(
-                    self.pod_rt,
-                    meta["namespace"],
-                    meta["name"],
-                    {**pod, "status": status},
-                    WriteOptions(field_manager=self.field_manager),
-                    subresource="status",
-                ).obj
+                written = write_status(self.api, self.pod_rt, pod, status, self.field_manager)
             except ApiError as err:
                 if err.code in (404, 409):
                     return False
@@ -753,7 +739,72 @@ def is_pending(pod: Obj) -> bool:
     return not (pod.get("spec") or {}).get("nodeName") and not pod_terminating(pod) and not pod_terminal(pod)
 
 
-class Scheduler(AgentLoop):
+class SchedulingLoop(AgentLoop):
+    """What both schedulers share: the :class:`SchedulerCache`, a :class:`PendingPodReporter`, the
+    periodic retry (``("retry",)`` work every ``retry_interval`` seconds while something waits), the
+    nodes whose capacity changed (``("nodes",)`` work) and binding a pod with its ``Scheduled`` event."""
+
+    #: Event source and field manager of the scheduler's writes.
+    component = COMPONENT
+    field_manager = FIELD_MANAGER
+
+    def __init__(
+        self, api: Api, cache: SchedulerCache, *, retry_interval: float | None, taint_details: bool
+    ) -> None:
+        super().__init__(api)
+        self.cache = cache
+        #: Seconds between full retries of what waits for capacity (which also refreshes its messages);
+        #: ``None``/0: only events retry it.
+        self.retry_interval: float | None = retry_interval
+        #: Name the untolerated taint in messages (``{key: value}``).
+        self.taint_details = taint_details
+        self.reporter = PendingPodReporter(api, component=self.component, field_manager=self.field_manager)
+        self._changed_nodes: set[str] = set()
+        self._periodic: asyncio.TimerHandle | None = None
+
+    def _note_capacity(self, event: Event) -> None:
+        """Queue ``("nodes",)`` work if ``event`` may let a waiting pod fit (:func:`capacity_node`)."""
+        node = capacity_node(event)
+        if node:
+            self._changed_nodes.add(node)
+            self.enqueue(("nodes",))
+
+    def _schedule_periodic_retry(self) -> None:
+        if self._periodic is None and self.retry_interval and self.running:
+            self._periodic = self.later(self.retry_interval, ("retry",))
+
+    def retry_now(self) -> None:
+        """Try everything that waits again now (what the periodic retry does)."""
+        self.cancel(self._periodic)
+        self._periodic = None
+        self.enqueue(("retry",))
+
+    def _bind(self, pod: Obj, node: str) -> bool:
+        """Bind ``pod`` to ``node`` (``pods/binding``) with a ``Scheduled`` event; ``False`` if the pod was
+        deleted or changed meanwhile (its own event brings it back if still pending)."""
+        meta = meta_of(pod)
+        namespace, name = str(meta["namespace"]), str(meta["name"])
+        try:
+            self.api.bind(
+                namespace, name, binding_for(pod, node), WriteOptions(field_manager=self.field_manager)
+            )
+        except ApiError as err:
+            if err.code in (404, 409):
+                return False
+            raise
+        self.reporter.forget(str(meta.get("uid", "")))
+        record_event(
+            self.api,
+            self.store.get(PODS, namespace, name) or pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {namespace}/{name} to {node}",
+            component=self.component,
+        )
+        return True
+
+
+class Scheduler(SchedulingLoop):
     """kube-scheduler-lite for pods whose ``schedulerName`` is empty or ``default-scheduler``."""
 
     name = "scheduler"
@@ -766,19 +817,11 @@ class Scheduler(AgentLoop):
         retry_interval: float | None = 30.0,
         taint_details: bool = False,
     ) -> None:
-        super().__init__(api)
-        self.cache = cache
-        #: Seconds between full retries of the unschedulable pods (which also refresh their messages);
-        #: ``None``/0: only events retry them.
-        self.retry_interval: float | None = retry_interval
-        #: Name the untolerated taint in messages (``{key: value}``, kube-scheduler before 1.34.2).
-        self.taint_details = taint_details
-        self.reporter = PendingPodReporter(api, component=COMPONENT, field_manager=FIELD_MANAGER)
+        # taint_details: kube-scheduler before 1.34.2 named the taint.
+        super().__init__(api, cache, retry_interval=retry_interval, taint_details=taint_details)
         self._pending: dict[PodKey, None] = {}
         #: The pods found unschedulable, as last tried (the queueing hints check them node by node).
         self._unschedulable: dict[PodKey, PodInfo] = {}
-        self._changed_nodes: set[str] = set()
-        self._periodic: asyncio.TimerHandle | None = None
 
     @staticmethod
     def responsible_for(pod: Obj) -> bool:
@@ -809,10 +852,7 @@ class Scheduler(AgentLoop):
                     self._pending[key] = None
                     self.enqueue(("pod", *key))
         if self._unschedulable:
-            node = capacity_node(event)
-            if node:
-                self._changed_nodes.add(node)
-                self.enqueue(("nodes",))
+            self._note_capacity(event)
 
     def _forget(self, key: PodKey) -> None:
         self._pending.pop(key, None)
@@ -840,16 +880,6 @@ class Scheduler(AgentLoop):
             for info in scheduling_order(self.cache.pod_info(p) for p in pods if p is not None):
                 self.enqueue(("pod", *info.key))
 
-    def _schedule_periodic_retry(self) -> None:
-        if self._periodic is None and self.retry_interval and self.running:
-            self._periodic = self.later(self.retry_interval, ("retry",))
-
-    def retry_now(self) -> None:
-        """Try every pending pod again now (what the periodic retry does)."""
-        self.cancel(self._periodic)
-        self._periodic = None
-        self.enqueue(("retry",))
-
     def _schedule(self, namespace: str, name: str) -> None:
         key = (namespace, name)
         pod = self.store.get(PODS, namespace, name)
@@ -870,23 +900,8 @@ class Scheduler(AgentLoop):
                 self.later(0.05, ("pod", namespace, name))
             self._schedule_periodic_retry()
             return
-        try:
-            self.api.bind(namespace, name, binding_for(pod, node), WriteOptions(field_manager=FIELD_MANAGER))
-        except ApiError as err:
-            if err.code in (404, 409):
-                return  # deleted or changed meanwhile: its own event brings it back if still pending
-            raise
-        self._forget(key)
-        self.reporter.forget(info.uid)
-        bound = self.store.get(PODS, namespace, name) or pod
-        record_event(
-            self.api,
-            bound,
-            "Normal",
-            "Scheduled",
-            f"Successfully assigned {namespace}/{name} to {node}",
-            component=COMPONENT,
-        )
+        if self._bind(pod, node):
+            self._forget(key)
 
     @property
     def pending(self) -> list[PodKey]:
@@ -903,6 +918,7 @@ __all__ = [
     "PodInfo",
     "Scheduler",
     "SchedulerCache",
+    "SchedulingLoop",
     "capacity_node",
     "container_requests",
     "filter_node",

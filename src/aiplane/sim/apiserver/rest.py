@@ -14,7 +14,7 @@ import copy
 import re
 import secrets
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -71,6 +71,24 @@ def utcnow() -> datetime:
 
 def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def upsert_condition(conditions: Iterable[Mapping[str, Any]], wanted: dict[str, Any]) -> list[dict[str, Any]]:
+    """A copy of ``conditions`` with ``wanted`` in place of the first condition of its type (appended if none), as
+    kube's ``UpdatePodCondition``/``SetNodeCondition`` do: when the status does not change, the old
+    ``lastTransitionTime`` is kept (``wanted``'s when the old one is missing)."""
+    out = [dict(c) for c in conditions]
+    for i, cond in enumerate(out):
+        if cond.get("type") == wanted["type"]:
+            if cond.get("status") == wanted["status"]:
+                wanted = {
+                    **wanted,
+                    "lastTransitionTime": cond.get("lastTransitionTime") or wanted["lastTransitionTime"],
+                }
+            out[i] = wanted
+            return out
+    out.append(wanted)
+    return out
 
 
 @dataclass
@@ -608,22 +626,13 @@ class Api:
             new_meta["annotations"] = {**(pod_meta.get("annotations") or {}), **meta["annotations"]}
         status = dict(pod.get("status") or {})
         now = rfc3339(self.clock())
-        conditions = [dict(c) for c in status.get("conditions") or []]
         scheduled = {
             "type": "PodScheduled",
             "status": "True",
             "lastProbeTime": None,
             "lastTransitionTime": now,
         }
-        for i, cond in enumerate(conditions):
-            if cond.get("type") == "PodScheduled":
-                if cond.get("status") == "True":
-                    scheduled["lastTransitionTime"] = cond.get("lastTransitionTime") or now
-                conditions[i] = scheduled
-                break
-        else:
-            conditions.append(scheduled)
-        status["conditions"] = conditions
+        status["conditions"] = upsert_condition(status.get("conditions") or [], scheduled)
         new = {**pod, "metadata": new_meta, "spec": {**spec, "nodeName": node}, "status": status}
         if not opts.dry_run:
             event = self.store.put(rt.storage_key, new)

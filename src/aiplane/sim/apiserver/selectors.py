@@ -2,7 +2,8 @@
 
 * Label selectors follow ``k8s.io/apimachinery/pkg/labels`` (lexer, parser, key and value validation,
   error texts): equality (``=``, ``==``, ``!=``), set-based (``in``, ``notin``), existence (``key``,
-  ``!key``) and the numeric ``>``/``<`` kube also accepts.
+  ``!key``) and the numeric ``>``/``<`` kube also accepts. The parser and matcher are the runtime's
+  (:mod:`aiplane.kube.selectors`); this module turns a syntax error into kube-apiserver's 400.
 * Field selectors follow ``k8s.io/apimachinery/pkg/fields`` (``=``, ``==``, ``!=``, backslash escapes) and
   each kind's field label conversion (``pkg/apis/*/v1/conversion.go``) and selectable fields
   (``ToSelectableFields`` in the registry strategies): which labels a kind accepts, the error for the
@@ -17,13 +18,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from aiplane.kube.selectors import Selector, SelectorError, parse_selector
 from aiplane.schema import errors as fe
 from aiplane.schema._values import go_quote
 from aiplane.schema.errors import FieldError
@@ -37,394 +38,39 @@ Obj = dict[str, Any]
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
 
-# --- label keys and values (k8s.io/apimachinery/pkg/api/validate/content) ------------------------------
-
-_LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_LABEL_KEY_RE = re.compile(f"^{_LABEL_KEY_FMT}$")
-_LABEL_VALUE_FMT = f"({_LABEL_KEY_FMT})?"
-_LABEL_VALUE_RE = re.compile(f"^{_LABEL_VALUE_FMT}$")
-_DNS1123_SUBDOMAIN_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
+# --- label selectors (labels.Parse: aiplane.kube.selectors) ----------------------------------------------
 
 
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """``content.RegexError`` (its odd ``',  or '`` spacing included)."""
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    return (
-        msg + " (e.g. " + " or ".join(f"'{e}', " for e in examples) + f"regex used for validation is '{fmt}')"
-    )
+class LabelSelector(Selector):
+    """A parsed ``labelSelector`` query parameter; call it with an object to match the object's labels."""
 
-
-_LABEL_KEY_MSG = _regex_error(
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-    _LABEL_KEY_FMT,
-    "MyName",
-    "my.name",
-    "123-abc",
-)
-_LABEL_VALUE_MSG = _regex_error(
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-    _LABEL_VALUE_FMT,
-    "MyValue",
-    "my_value",
-    "12345",
-)
-_SUBDOMAIN_MSG = _regex_error(
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-    _DNS1123_SUBDOMAIN_FMT,
-    "example.com",
-)
-
-
-def label_key_errors(key: str) -> list[str]:
-    """``content.IsLabelKey``."""
-    errs: list[str] = []
-    parts = key.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                errs.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN_RE.match(prefix):
-                errs.append("prefix part " + _SUBDOMAIN_MSG)
-    else:
-        return [
-            "a valid label key "
-            + _LABEL_KEY_MSG
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _LABEL_KEY_RE.match(name):
-        errs.append("name part " + _LABEL_KEY_MSG)
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    """``content.IsLabelValue``."""
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL_VALUE_RE.match(value):
-        errs.append(_LABEL_VALUE_MSG)
-    return errs
-
-
-# --- label selector lexer and parser (labels/selector.go) -----------------------------------------------
-
-_ERR, _EOS, _CLOSE, _COMMA, _NOT, _DEQ, _EQ, _GT, _ID, _IN, _LT, _NEQ, _NOTIN, _OPEN = (
-    "error",
-    "eos",
-    ")",
-    ",",
-    "!",
-    "==",
-    "=",
-    ">",
-    "id",
-    "in",
-    "<",
-    "!=",
-    "notin",
-    "(",
-)
-_STRING_TO_TOKEN = {
-    ")": _CLOSE,
-    ",": _COMMA,
-    "!": _NOT,
-    "==": _DEQ,
-    "=": _EQ,
-    ">": _GT,
-    "in": _IN,
-    "<": _LT,
-    "!=": _NEQ,
-    "notin": _NOTIN,
-    "(": _OPEN,
-}
-_WHITESPACE = " \t\r\n"
-_SPECIAL = "=!(),><"
-_BINARY_OPERATORS = "in, notin, =, ==, !=, gt, lt"
-_INT64 = re.compile(r"^[+-]?[0-9]+$")
-
-
-def _lex(text: str) -> list[tuple[str, str]]:
-    """The token stream of ``labels.Lexer`` (a NUL character reads as the end, as in Go)."""
-    pos = 0
-    size = len(text)
-
-    def read() -> str:
-        nonlocal pos
-        if pos < size:
-            pos += 1
-            return text[pos - 1]
-        return "\0"
-
-    def unread() -> None:
-        nonlocal pos
-        pos -= 1
-
-    out: list[tuple[str, str]] = []
-    while True:
-        ch = read()
-        while ch in _WHITESPACE:
-            ch = read()
-        if ch == "\0":
-            out.append((_EOS, ""))
-            return out
-        unread()
-        buffer = ""
-        if ch in _SPECIAL:
-            last: tuple[str, str] | None = None
-            while True:
-                ch = read()
-                if ch == "\0":
-                    break
-                if ch in _SPECIAL:
-                    buffer += ch
-                    if buffer in _STRING_TO_TOKEN:
-                        last = (_STRING_TO_TOKEN[buffer], buffer)
-                    elif last is not None:
-                        unread()
-                        break
-                else:
-                    unread()
-                    break
-            out.append(last or (_ERR, f"error expected: keyword found '{buffer}'"))
-        else:
-            while True:
-                ch = read()
-                if ch == "\0":
-                    break
-                if ch in _SPECIAL or ch in _WHITESPACE:
-                    unread()
-                    break
-                buffer += ch
-            out.append((_STRING_TO_TOKEN.get(buffer, _ID) if buffer in ("in", "notin") else _ID, buffer))
-
-
-class _ParseError(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class Requirement:
-    key: str
-    operator: str  # in notin = == != gt lt exists !
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, Any]) -> bool:
-        op = self.operator
-        if op in ("in", "=", "=="):
-            return self.key in labels and labels[self.key] in self.values
-        if op in ("notin", "!="):
-            return self.key not in labels or labels[self.key] not in self.values
-        if op == "exists":
-            return self.key in labels
-        if op == "!":
-            return self.key not in labels
-        value = labels.get(self.key)
-        if not isinstance(value, str) or not _is_int64(value) or not _is_int64(self.values[0]):
-            return False
-        have, want = int(value), int(self.values[0])
-        return have > want if op == "gt" else have < want
-
-
-def _is_int64(text: str) -> bool:
-    return bool(_INT64.match(text)) and -(2**63) <= int(text) < 2**63
-
-
-class _LabelParser:
-    def __init__(self, text: str) -> None:
-        self.items = _lex(text)
-        self.pos = 0
-
-    def _item(self, index: int, values: bool) -> tuple[str, str]:
-        tok, lit = self.items[min(index, len(self.items) - 1)]
-        if values and tok in (_IN, _NOTIN):
-            tok = _ID
-        return tok, lit
-
-    def lookahead(self, values: bool) -> tuple[str, str]:
-        return self._item(self.pos, values)
-
-    def consume(self, values: bool) -> tuple[str, str]:
-        self.pos += 1
-        return self._item(self.pos - 1, values)
-
-    def parse(self) -> list[Requirement]:
-        out: list[Requirement] = []
-        while True:
-            tok, lit = self.lookahead(True)
-            if tok in (_ID, _NOT):
-                try:
-                    out.append(self.requirement())
-                except _ParseError as exc:
-                    raise _ParseError(f"unable to parse requirement: {exc}") from None
-                t, lit2 = self.consume(True)
-                if t == _EOS:
-                    return out
-                if t == _COMMA:
-                    t2, lit3 = self.lookahead(True)
-                    if t2 not in (_ID, _NOT):
-                        raise _ParseError(f"found '{lit3}', expected: identifier after ','")
-                else:
-                    raise _ParseError(f"found '{lit2}', expected: ',' or 'end of string'")
-            elif tok == _EOS:
-                return out
-            else:
-                raise _ParseError(f"found '{lit}', expected: !, identifier, or 'end of string'")
-
-    def requirement(self) -> Requirement:
-        key, operator = self.key_and_operator()
-        if operator in ("exists", "!"):
-            return Requirement(key, operator)
-        operator = self.operator()
-        values = self.set_values() if operator in ("in", "notin") else self.exact_value()
-        return _new_requirement(key, operator, sorted(values))
-
-    def key_and_operator(self) -> tuple[str, str]:
-        operator = ""
-        tok, lit = self.consume(True)
-        if tok == _NOT:
-            operator = "!"
-            tok, lit = self.consume(True)
-        if tok != _ID:
-            raise _ParseError(f"found '{lit}', expected: identifier")
-        problems = label_key_errors(lit)
-        if problems:
-            raise _ParseError(FieldError("", fe.INVALID, lit, "; ".join(problems)).render_kube())
-        nxt, _ = self.lookahead(True)
-        if nxt in (_EOS, _COMMA) and operator != "!":
-            operator = "exists"
-        return lit, operator
-
-    def operator(self) -> str:
-        tok, lit = self.consume(False)
-        ops = {_IN: "in", _EQ: "=", _DEQ: "==", _GT: "gt", _LT: "lt", _NOTIN: "notin", _NEQ: "!="}
-        if tok not in ops:
-            raise _ParseError(f"found '{lit}', expected: {_BINARY_OPERATORS}")
-        return ops[tok]
-
-    def set_values(self) -> set[str]:
-        tok, lit = self.consume(True)
-        if tok != _OPEN:
-            raise _ParseError(f"found '{lit}' expected: '('")
-        tok, lit = self.lookahead(True)
-        if tok in (_ID, _COMMA):
-            values = self.identifiers()
-            if self.consume(True)[0] != _CLOSE:
-                raise _ParseError(f"found '{lit}', expected: ')'")
-            return values
-        if tok == _CLOSE:
-            self.consume(True)
-            return {""}
-        raise _ParseError(f"found '{lit}', expected: ',', ')' or identifier")
-
-    def identifiers(self) -> set[str]:
-        values: set[str] = set()
-        while True:
-            tok, lit = self.consume(True)
-            if tok == _ID:
-                values.add(lit)
-                tok2, lit2 = self.lookahead(True)
-                if tok2 == _COMMA:
-                    continue
-                if tok2 == _CLOSE:
-                    return values
-                raise _ParseError(f"found '{lit2}', expected: ',' or ')'")
-            if tok == _COMMA:
-                if not values:
-                    values.add("")
-                tok2, _ = self.lookahead(True)
-                if tok2 == _CLOSE:
-                    values.add("")
-                    return values
-                if tok2 == _COMMA:
-                    values.add("")
-                continue
-            raise _ParseError(f"found '{lit}', expected: ',', or identifier")
-
-    def exact_value(self) -> set[str]:
-        tok, _ = self.lookahead(True)
-        if tok in (_EOS, _COMMA):
-            return {""}
-        tok, lit = self.consume(True)
-        if tok == _ID:
-            return {lit}
-        raise _ParseError(f"found '{lit}', expected: identifier")
-
-
-def _new_requirement(key: str, operator: str, values: list[str]) -> Requirement:
-    """``labels.NewRequirement``'s checks of the values (the parser checked the key already)."""
-    problems: list[str] = []
-    if operator in ("gt", "lt"):
-        for i, value in enumerate(values):
-            if not _is_int64(value):
-                problems.append(
-                    FieldError(
-                        f"values[{i}]",
-                        fe.INVALID,
-                        value,
-                        "for 'Gt', 'Lt' operators, the value must be an integer",
-                    ).render_kube()
-                )
-    for i, value in enumerate(values):
-        value_errors = label_value_errors(value)
-        if value_errors:
-            problems.append(
-                FieldError(f"values[{i}][{key}]", fe.INVALID, value, "; ".join(value_errors)).render_kube()
-            )
-    if problems:
-        unique = list(dict.fromkeys(problems))
-        raise _ParseError(unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]")
-    return Requirement(key, operator, tuple(values))
-
-
-@dataclass(frozen=True)
-class LabelSelector:
-    """A parsed label selector; call it with an object to match the object's labels."""
-
-    requirements: tuple[Requirement, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.requirements
-
-    def matches_labels(self, labels: Mapping[str, Any]) -> bool:
-        return all(r.matches(labels) for r in self.requirements)
+    __slots__ = ()
 
     def __call__(self, obj: Obj) -> bool:
-        if not self.requirements:
+        if self.empty:
             return True
-        return self.matches_labels(obj.get("metadata", {}).get("labels") or {})
-
-
-def parse_label_selector(text: str | None) -> LabelSelector:
-    """``labels.Parse``; a syntax error raises :class:`ApiError` 400 with kube's message."""
-    if not text:
-        return LabelSelector()
-    try:
-        requirements = _LabelParser(text).parse()
-    except _ParseError as exc:
-        raise errors.bad_request(str(exc)) from None
-    return LabelSelector(tuple(sorted(requirements, key=lambda r: r.key)))
+        return self.matches(obj.get("metadata", {}).get("labels") or {})
 
 
 def label_selector(text: str | None) -> LabelSelector:
-    """The predicate of a ``labelSelector`` query parameter (400 BadRequest if it does not parse)."""
-    return parse_label_selector(text)
+    """The predicate of a ``labelSelector`` query parameter: ``labels.Parse``, whose syntax error is a
+    400 BadRequest with kube's message."""
+    if not text:
+        return LabelSelector()
+    try:
+        parsed = parse_selector(text)
+    except SelectorError as exc:
+        raise errors.bad_request(exc.reason) from None
+    return LabelSelector(parsed.requirements)
 
 
 # --- field selectors (fields/selector.go and the per-kind conversions) ---------------------------------
 
 Getter = Callable[[Obj], str]
+
+
+class _ParseError(Exception):
+    """A field selector ``fields.ParseSelector`` refuses (kube's message)."""
 
 
 def _scalar(value: Any, default: str = "") -> str:
