@@ -226,3 +226,31 @@ async def test_podgroups_go_when_gang_scheduling_is_removed(env: InMemoryKubeCli
     assert all(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] in ("m-0", "m-1") for p in pods)
     await env.patch(MI, "m", {"spec": {"template": {"gangSchedule": None}}}, namespace=NS)
     await eventually(lambda: podgroups(0))
+
+
+async def test_without_volcano_the_controller_runs_without_podgroups_and_says_so() -> None:
+    from aiplane.kube.resources import CRDS, EVENTS
+
+    client = InMemoryKubeClient.fresh()
+    await client.delete(CRDS, "podgroups.scheduling.volcano.sh")
+    assert not await mic.podgroups_served(client)
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    manager = Manager(client, leader_election=None, handle_signals=False, cache_sync_timeout=10)
+    await mic.setup(manager)
+    task = asyncio.create_task(manager.run())
+    try:
+        body = modelinfer(replicas=1)
+        body["spec"]["template"]["gangSchedule"] = {"minRoleReplicas": {"prefill": 1}}
+        await client.create(MI, body, namespace=NS)
+
+        async def built_and_warned() -> bool:
+            events = (await client.list(EVENTS, namespace=NS))["items"]
+            return len(await _pods(client)) == 3 and any(
+                e["reason"] == "PodGroupsUnavailable" for e in events
+            )
+
+        await eventually(built_and_warned)
+    finally:
+        manager.stop()
+        assert await task == 0
+        await client.close()

@@ -184,7 +184,7 @@ class ModelInferReconciler:
         modelinfers: Informer,
         pods: Informer,
         services: Informer,
-        podgroups: Informer,
+        podgroups: Informer | None,
         revisions: Informer,
         recorder: EventRecorder,
         clock: Callable[[], datetime],
@@ -199,7 +199,8 @@ class ModelInferReconciler:
         self.clock = clock
         self.expectations = Expectations()
         for informer in (pods, services, podgroups, revisions):
-            informer.add_indexer(BY_MODELINFER, _by_modelinfer)
+            if informer is not None:
+                informer.add_indexer(BY_MODELINFER, _by_modelinfer)
         modelinfers.add_handler(on_delete=lambda obj: self.expectations.forget(_key(*_ns_name(obj))))
 
     async def __call__(self, request: Request) -> Result | None:
@@ -368,6 +369,16 @@ class ModelInferReconciler:
     ) -> None:
         """One PodGroup per group that exists or is being created (surge groups too); none without
         ``gangSchedule``. Created before the pods, as Volcano needs."""
+        if self.podgroups is None:
+            if deep_get(mi, "spec.template.gangSchedule") is not None:
+                self.recorder.emit(
+                    mi,
+                    WARNING,
+                    "PodGroupsUnavailable",
+                    "spec.template.gangSchedule is set but the Volcano PodGroup API "
+                    "(scheduling.volcano.sh/v1beta1) is not served: pods are created without PodGroups",
+                )
+            return
         observed = {str(_meta(pg).get("name")): pg for pg in self._owned(self.podgroups, mi, key)}
         wanted: dict[int, str] = {g.ordinal: g.revision for g in the_plan.groups if g.state != "Deleting"}
         for action in the_plan.actions:
@@ -587,7 +598,21 @@ def _transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[
     return out
 
 
-def setup_controller(manager: Manager, *, clock: Callable[[], datetime] | None = None) -> Controller:
+async def podgroups_served(client: KubeClient) -> bool:
+    """Is Volcano's PodGroup API installed? Without it a PodGroup informer would never sync and
+    would hold every controller of the manager back, so the controller then runs without one."""
+    try:
+        await client.request("GET", PODGROUPS.path(None), query={"limit": "1"})
+    except ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    return True
+
+
+def setup_controller(
+    manager: Manager, *, clock: Callable[[], datetime] | None = None, with_podgroups: bool = True
+) -> Controller:
     """Pods, Services, PodGroups and ControllerRevisions map to their ModelInfer by the name label
     (informers filtered server-side by that label's existence, as upstream does)."""
     client = manager.client
@@ -595,7 +620,7 @@ def setup_controller(manager: Manager, *, clock: Callable[[], datetime] | None =
     mis = informers.informer(modelinfers_resource())
     pods = informers.informer(PODS, label_selector=LABEL_NAME)
     services = informers.informer(SERVICES, label_selector=LABEL_NAME)
-    podgroups = informers.informer(PODGROUPS, label_selector=LABEL_NAME)
+    podgroups = informers.informer(PODGROUPS, label_selector=LABEL_NAME) if with_podgroups else None
     revisions = informers.informer(CONTROLLERREVISIONS, label_selector=LABEL_NAME)
     reconciler = ModelInferReconciler(
         client,
@@ -607,21 +632,24 @@ def setup_controller(manager: Manager, *, clock: Callable[[], datetime] | None =
         EventRecorder(client, COMPONENT),
         clock or (lambda: datetime.now(UTC)),
     )
-    return (
+    builder = (
         Controller.build("modelinfer")
         .for_(modelinfers_resource())
         .watches(PODS, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(SERVICES, _to_modelinfer, label_selector=LABEL_NAME)
-        .watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(CONTROLLERREVISIONS, _to_modelinfer, label_selector=LABEL_NAME)
-        .workers(max(manager.controller_options.max_concurrent_reconciles, 4))
-        .reconcile(reconciler)
     )
+    if with_podgroups:
+        builder = builder.watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)
+    return builder.workers(max(manager.controller_options.max_concurrent_reconciles, 4)).reconcile(reconciler)
 
 
 async def setup(manager: Manager) -> None:
     """``aiplane run --controllers modelinfer`` (also part of ``all``)."""
-    controller = setup_controller(manager)
+    with_podgroups = await podgroups_served(manager.client)
+    if not with_podgroups:
+        log.warning("Volcano's PodGroup API is not served: ModelInfers are run without PodGroups")
+    controller = setup_controller(manager, with_podgroups=with_podgroups)
     controller.bind(
         manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
     )
