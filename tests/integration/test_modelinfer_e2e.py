@@ -439,3 +439,50 @@ async def test_a_node_going_not_ready_makes_its_groups_unavailable(world: World)
     assert {p["metadata"]["uid"] for p in await world.pods()} == uids  # NotReady alone deletes nothing
     kubelet.set_node_ready(node, True)
     await world.wait_converged()
+
+
+async def test_a_partition_protected_group_is_rebuilt_on_its_own_revision(world: World) -> None:
+    body = modelinfer(replicas=3, policy="InferGroupRecreate")
+    body["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = 1
+    await world.client.create(MI, body, namespace=NS)
+    await world.wait_converged()
+    roles = modelinfer(image="vllm:v2")["spec"]["template"]["roles"]
+    await world.client.patch(MI, "pd", {"spec": {"template": {"roles": roles}}}, namespace=NS)
+
+    async def images() -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for p in await world.pods():
+            out.setdefault(p["metadata"]["labels"][GROUP_LABEL], set()).add(
+                p["spec"]["containers"][0]["image"]
+            )
+        return out
+
+    async def partitioned() -> bool:
+        mi = await world.mi()
+        got = await images()
+        return (
+            got == {"pd-0": {"vllm:v1"}, "pd-1": {"vllm:v2"}, "pd-2": {"vllm:v2"}}
+            and all(_ready(p) for p in await world.pods())
+            and (mi.get("status") or {}).get("updatedReplicas") == 2
+        )
+
+    await eventually(partitioned, 60, "groups 1 and 2 updated, group 0 kept")
+    # Group 0 fails: it is rebuilt whole (InferGroupRecreate) from the old template, not the new one.
+    old_uids = {
+        p["metadata"]["uid"] for p in await world.pods() if p["metadata"]["labels"][GROUP_LABEL] == "pd-0"
+    }
+    await world.client.delete(PODS, "pd-0-decode-1-0", namespace=NS)
+
+    async def rebuilt() -> bool:
+        pods = [p for p in await world.pods() if p["metadata"]["labels"][GROUP_LABEL] == "pd-0"]
+        return (
+            len(pods) == PODS_PER_GROUP
+            and not ({p["metadata"]["uid"] for p in pods} & old_uids)
+            and all(_ready(p) for p in pods)
+        )
+
+    await eventually(rebuilt, 30, "group 0 rebuilt")
+    assert (await images())["pd-0"] == {"vllm:v1"}
+    status = (await world.mi())["status"]
+    assert status["currentRevision"] != status["updateRevision"]
+    assert status["currentReplicas"] == 1 and status["updatedReplicas"] == 2
