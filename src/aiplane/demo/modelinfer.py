@@ -154,16 +154,8 @@ class ModelInferWatch:
             f" ({updating.get('message', '')})",
         )
         table = Table(box=None, padding=(0, 1), header_style="bold")
-        for column in (
-            "group",
-            "PodGroup",
-            "revision",
-            "role replica",
-            "pods (entry, workers)",
-            "nodes",
-            "available",
-        ):
-            table.add_column(column)
+        for column in ("group", "PodGroup", "revision", "role", "pods", "on nodes", "available"):
+            table.add_column(column, no_wrap=column in ("group", "revision", "role"))
         for group, members in sorted(self.groups().items(), key=lambda item: _ordinal(item[0])):
             by_rid: dict[str, list[dict[str, Any]]] = {}
             for pod in members:
@@ -182,7 +174,7 @@ class ModelInferWatch:
                     )
                     for p in pods
                 )
-                nodes = ", ".join(str(p["spec"].get("nodeName") or "-") for p in pods)
+                nodes = " ".join(str(p["spec"].get("nodeName") or "-") for p in pods)
                 table.add_row(
                     group if first else "",
                     self.podgroups.get(group, "-") if first else "",
