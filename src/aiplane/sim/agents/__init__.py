@@ -210,6 +210,10 @@ class PodIndex(StoreIndex):
         """The pods whose controller has ``uid``."""
         return self._objects(self._by_owner.get(uid, ()))
 
+    def owned_on_node(self, uid: str, node: str) -> list[Obj]:
+        """The pods bound to ``node`` whose controller has ``uid`` (costs the pods on the node)."""
+        return self._objects(ident for ident in self._by_node.get(node, ()) if self._where[ident][1] == uid)
+
 
 def write_status(api: Api, rt: ResourceType, obj: Obj, status: Obj, field_manager: str) -> Obj:
     """PUT ``obj`` with ``status`` to its ``/status`` subresource as ``field_manager``: the object as

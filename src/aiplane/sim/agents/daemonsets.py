@@ -14,6 +14,14 @@ the DaemonSet, labelled with the template's labels plus ``controller-revision-ha
 pod does not tolerate, are deleted; deleted pods are recreated as soon as their node fits again.
 ``RollingUpdate`` replaces outdated pods ``maxUnavailable`` at a time; the status counters are kept
 current.
+
+Work is incremental, so that a node change costs O(pods on that node), not O(nodes). A full sync
+(``("ds", ns, name)``: every node checked, rolling update, status) runs when the DaemonSet's spec
+changes, at start, when the DaemonSet has no :class:`Placement` cache (built by the full sync) and while
+a rolling update is in progress. Otherwise, as kube's ``updateNode`` does, a node event re-syncs a
+DaemonSet only when ``node_should_run`` changed for that node, and only on that node
+(``("node", ns, name, node)``), as does an event of one of its pods bound to a node; the status is then
+refreshed (``("status", ns, name)``) from the cached placement and the DaemonSet's own pods.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +51,7 @@ from aiplane.sim.agents import (
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
-from aiplane.sim.apiserver.store import Event
+from aiplane.sim.apiserver.store import ADDED, DELETED, Event
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.resources import ResourceType
@@ -212,6 +221,116 @@ def _parse_time(value: Any) -> datetime | None:
         return None
 
 
+#: A node's part in the status counters: (currentNumberScheduled, numberMisscheduled, numberReady,
+#: updatedNumberScheduled).
+Counts = tuple[int, int, int, int]
+_NO_COUNTS: Counts = (0, 0, 0, 0)
+
+
+@dataclass
+class Placement:
+    """Where one DaemonSet's pods belong and the status counters, as its last full sync found them and
+    node and pod events keep them, so that neither a node sync nor a status refresh looks at other nodes.
+
+    Valid while the DaemonSet has ``uid`` and its template still hashes to ``template_hash`` (any spec
+    change drops it).
+    """
+
+    uid: str
+    template_hash: str
+    #: The template's pod spec the placement was computed with.
+    pod_spec: Mapping[str, Any]
+    #: ``updateStrategy`` is ``RollingUpdate``.
+    rolling: bool
+    #: Every node → ``node_should_run`` (should run a new pod, should keep an existing one).
+    nodes: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    #: The nodes that should run a pod (``desiredNumberScheduled`` is its size).
+    run: set[str] = field(default_factory=set)
+    #: Nodes whose kept pod has an older template: a rolling update is in progress when not empty.
+    outdated: set[str] = field(default_factory=set)
+    #: Node → the pod the status counts there (the first live one by name, as stored when last counted).
+    counted: dict[str, Obj] = field(default_factory=dict)
+    #: Nodes whose pods changed since they were counted (recounted before the status is computed).
+    dirty: set[str] = field(default_factory=set)
+    #: Node → its part in ``totals`` (nodes that count nothing are left out).
+    counts: dict[str, Counts] = field(default_factory=dict)
+    totals: Counts = _NO_COUNTS
+
+    def set_node(self, node: str, should: tuple[bool, bool] | None) -> tuple[bool, bool] | None:
+        """Record ``node_should_run`` for ``node`` (``None``: the node is gone); returns the old value."""
+        old = self.nodes.pop(node, None) if should is None else self.nodes.get(node)
+        if should is not None:
+            self.nodes[node] = should
+        if should is not None and should[0]:
+            self.run.add(node)
+        else:
+            self.run.discard(node)
+        self._recount(node)
+        return old
+
+    def set_pods(self, node: str, pods: Iterable[Obj]) -> None:
+        """Count the first live pod of ``pods`` (the DaemonSet's pods on ``node``, by name) there."""
+        pod = next((p for p in pods if not pod_terminating(p)), None)
+        if pod is None:
+            self.counted.pop(node, None)
+        else:
+            self.counted[node] = pod
+        self.dirty.discard(node)
+        self._recount(node)
+
+    def count_all(self, pods: Iterable[Obj]) -> None:
+        """Count every node afresh from all the DaemonSet's pods (by name)."""
+        self.counted, self.counts, self.totals = {}, {}, _NO_COUNTS
+        self.dirty.clear()
+        for pod in pods:
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            if node and not pod_terminating(pod):
+                self.counted.setdefault(node, pod)
+        for node in self.counted:
+            self._recount(node)
+
+    def _recount(self, node: str) -> None:
+        pod = self.counted.get(node)
+        if pod is None:
+            new = _NO_COUNTS
+        elif node in self.run:
+            updated = labels_of(pod).get(REVISION_HASH_LABEL) == self.template_hash
+            new = (1, 0, int(pod_ready(pod)), int(updated))
+        elif node in self.nodes:
+            new = (0, 1, 0, 0)
+        else:
+            new = _NO_COUNTS  # pods on nodes that are gone count nowhere
+        old = self.counts.pop(node, _NO_COUNTS)
+        if new != _NO_COUNTS:
+            self.counts[node] = new
+        if new != old:
+            t, o, n = self.totals, old, new
+            self.totals = (t[0] - o[0] + n[0], t[1] - o[1] + n[1], t[2] - o[2] + n[2], t[3] - o[3] + n[3])
+
+    @property
+    def needs_full_sync(self) -> bool:
+        """A rolling update is in progress: its budget spans every node, so only a full sync decides."""
+        return self.rolling and bool(self.outdated)
+
+
+def _plan_node(
+    should_run: bool, should_continue: bool, existing: list[Obj]
+) -> tuple[bool, Obj | None, list[Obj]]:
+    """For one node and the DaemonSet's live pods there (oldest first): (create a pod, the pod kept, the
+    pods to delete)."""
+    if should_run and not existing:
+        return True, None, []
+    if not should_continue:
+        return False, None, list(existing)
+    if existing:
+        return False, existing[0], list(existing[1:])  # duplicates: keep the oldest, as kube does
+    return False, None, []
+
+
+def _by_creation(pods: Iterable[Obj]) -> list[Obj]:
+    return sorted(pods, key=lambda p: str(meta_of(p).get("creationTimestamp", "")))
+
+
 class DaemonSetController(AgentLoop):
     """Keeps one pod per eligible node for every DaemonSet (see the module doc)."""
 
@@ -224,10 +343,15 @@ class DaemonSetController(AgentLoop):
         self.rev_rt: ResourceType = api.resource("apps/v1", "ControllerRevision")
         self.pod_rt: ResourceType = api.resource("v1", "Pod")
         self._by_uid: dict[str, tuple[str, str]] = {}
+        #: (namespace, name) → the DaemonSet's placement, from its last full sync (absent: sync fully).
+        self.placements: dict[tuple[str, str], Placement] = {}
+        #: The DaemonSet whose status this controller is writing (its own event needs no refresh).
+        self._writing_status: tuple[str, str] | None = None
 
     # --- events -----------------------------------------------------------------------------------
 
     def resync(self) -> None:
+        self.placements.clear()  # events may have been missed while stopped
         for ds in self.store.items(self.ds_rt.storage_key):
             meta = meta_of(ds)
             self._by_uid[str(meta.get("uid"))] = (meta["namespace"], meta["name"])
@@ -235,26 +359,69 @@ class DaemonSetController(AgentLoop):
 
     def on_event(self, event: Event) -> None:
         if event.key == self.ds_rt.storage_key:
-            meta = meta_of(event.obj)
-            uid = str(meta.get("uid"))
-            if event.type == "DELETED":
-                self._by_uid.pop(uid, None)
-            else:
-                self._by_uid[uid] = (meta["namespace"], meta["name"])
-                self.enqueue(("ds", meta["namespace"], meta["name"]))
+            self._on_daemonset(event)
         elif event.key == PODS:
             for obj in (event.obj, event.old):
                 owner = controller_uid(obj) if obj is not None else None
                 where = self._by_uid.get(owner or "")
-                if where is not None:
+                if where is None or obj is None:
+                    continue
+                node_name = str((obj.get("spec") or {}).get("nodeName") or "")
+                placement = self._placement(where, owner)
+                if node_name and placement is not None:
+                    placement.dirty.add(node_name)
+                    self.enqueue(("node", *where, node_name))
+                else:  # unbound pods (and DaemonSets without a placement) need a full sync
                     self.enqueue(("ds", *where))
         elif event.key == NODES and self._node_changed(event):
-            for ns, name in list(self._by_uid.values()):
-                self.enqueue(("ds", ns, name))
+            node_name = str(meta_of(event.obj)["name"])
+            for uid, where in list(self._by_uid.items()):
+                placement = self._placement(where, uid)
+                if placement is None:
+                    self.enqueue(("ds", *where))
+                elif self._placement_changed(placement, event, node_name):
+                    self.enqueue(("node", *where, node_name))
+
+    def _on_daemonset(self, event: Event) -> None:
+        meta = meta_of(event.obj)
+        uid = str(meta.get("uid"))
+        where = (meta["namespace"], meta["name"])
+        if event.type == DELETED:
+            self._by_uid.pop(uid, None)
+            if self._placement(where, uid) is not None:
+                del self.placements[where]
+            return
+        self._by_uid[uid] = where
+        if (
+            event.type != ADDED
+            and event.old is not None
+            and self._placement(where, uid) is not None
+            and not self._spec_changed(event.old, event.obj)
+        ):
+            if self._writing_status != where:  # someone else's write: the status may need putting back
+                self.enqueue(("status", *where))
+            return
+        self.placements.pop(where, None)
+        self.enqueue(("ds", *where))
+
+    def _placement(self, where: tuple[str, str], uid: str | None) -> Placement | None:
+        placement = self.placements.get(where)
+        return placement if placement is not None and placement.uid == uid else None
+
+    @staticmethod
+    def _spec_changed(old: Obj, new: Obj) -> bool:
+        """What the placement and the pods depend on: spec (template, strategy …), deletion, and the
+        ``collisionCount`` the template hash includes."""
+        return bool(
+            old.get("spec") != new.get("spec")
+            or meta_of(old).get("deletionTimestamp") != meta_of(new).get("deletionTimestamp")
+            or (old.get("status") or {}).get("collisionCount")
+            != (new.get("status") or {}).get("collisionCount")
+        )
 
     @staticmethod
     def _node_changed(event: Event) -> bool:
-        """Only what placement depends on (labels, taints, existence) re-syncs every DaemonSet."""
+        """Only what placement depends on (labels, taints, existence) can change where daemons run."""
         if event.type != "MODIFIED" or event.old is None:
             return True
         old, new = event.old, event.obj
@@ -263,68 +430,156 @@ class DaemonSetController(AgentLoop):
             or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")
         )
 
+    def _placement_changed(self, placement: Placement, event: Event, node_name: str) -> bool:
+        """Record the node's ``node_should_run`` for the DaemonSet; whether that node needs a sync (kube's
+        ``updateNode`` compares old and new the same way): its result changed, or the node came or went
+        with a pod of the DaemonSet there or one to put there."""
+        if event.type == DELETED:
+            old = placement.set_node(node_name, None)
+            return bool(old and old[0]) or bool(self.pods.owned_on_node(placement.uid, node_name))
+        should = node_should_run(placement.pod_spec, event.obj)
+        old = placement.set_node(node_name, should)
+        if event.type == ADDED or old is None:
+            return should[0] or bool(self.pods.owned_on_node(placement.uid, node_name))
+        return old != should
+
     # --- sync -------------------------------------------------------------------------------------
 
     def process(self, work: Work) -> None:
-        if work[0] == "ds":
+        kind = work[0]
+        if kind == "ds":
             self.sync(work[1], work[2])
+        elif kind == "node":
+            self.sync_node(work[1], work[2], work[3])
+        elif kind == "status":
+            self.refresh_status(work[1], work[2])
 
-    def sync(self, namespace: str, name: str) -> None:
+    def _current(self, namespace: str, name: str) -> tuple[Obj, Obj, str] | None:
+        """The DaemonSet (unless gone or being deleted), its template and the template's hash."""
         ds = self.store.get(self.ds_rt.storage_key, namespace, name)
         if ds is None or meta_of(ds).get("deletionTimestamp"):
-            return  # the garbage collector removes its pods through their ownerReferences
-        spec = ds.get("spec") or {}
-        template = spec.get("template") or {}
-        pod_spec = template.get("spec") or {}
+            return None  # the garbage collector removes its pods through their ownerReferences
+        template = (ds.get("spec") or {}).get("template") or {}
         status = ds.get("status") or {}
-        current_hash = template_hash(template, int(status.get("collisionCount") or 0))
+        return ds, template, template_hash(template, int(status.get("collisionCount") or 0))
+
+    def _valid_placement(self, ds: Obj, current_hash: str) -> Placement | None:
+        """The DaemonSet's placement if an incremental sync can use it (else a full sync is due)."""
+        meta = meta_of(ds)
+        placement = self._placement((meta["namespace"], meta["name"]), str(meta["uid"]))
+        if placement is None or placement.template_hash != current_hash or placement.needs_full_sync:
+            return None
+        return placement
+
+    def sync(self, namespace: str, name: str) -> None:
+        """The full sync: every node, the rolling update, the status; rebuilds the placement."""
+        current = self._current(namespace, name)
+        if current is None:
+            return
+        ds, template, current_hash = current
+        spec = ds.get("spec") or {}
+        pod_spec = template.get("spec") or {}
         self._ensure_revision(ds, template, current_hash)
 
         uid = str(meta_of(ds)["uid"])
+        strategy = (spec.get("updateStrategy") or {}).get("type") or "RollingUpdate"
+        placement = Placement(uid, current_hash, pod_spec, rolling=strategy == "RollingUpdate")
         pods_by_node: dict[str, list[Obj]] = {}
         for pod in self.pods.owned_by(uid):
             if pod_terminating(pod):
                 continue
             pods_by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
 
-        nodes = self.store.items(NODES)
         create_on: list[str] = []
         delete: list[Obj] = []
         keep: dict[str, Obj] = {}
-        placement: dict[str, bool] = {}
-        for node in nodes:
+        for node in self.store.items(NODES):
             node_name = meta_of(node)["name"]
             should_run, should_continue = node_should_run(pod_spec, node)
-            placement[node_name] = should_run
-            existing = sorted(
-                pods_by_node.pop(node_name, []), key=lambda p: str(meta_of(p).get("creationTimestamp", ""))
+            placement.set_node(node_name, (should_run, should_continue))
+            create, kept, doomed = _plan_node(
+                should_run, should_continue, _by_creation(pods_by_node.pop(node_name, []))
             )
-            if should_run and not existing:
+            if create:
                 create_on.append(node_name)
-            elif not should_continue:
-                delete.extend(existing)
-            elif existing:
-                keep[node_name] = existing[0]
-                delete.extend(existing[1:])  # duplicates: keep the oldest, as kube does
+            if kept is not None:
+                keep[node_name] = kept
+            delete.extend(doomed)
         for leftover in pods_by_node.values():  # unbound, or bound to a node that no longer exists
             delete.extend(leftover)
 
-        delete.extend(self._rolling_update(ds, keep, placement, current_hash))
-        for node_name in create_on:
-            self._create_pod(ds, template, node_name, current_hash)
-        for pod in delete:
-            self._delete_pod(ds, pod)
-        self._update_status(ds, current_hash, placement)
+        delete.extend(self._rolling_update(ds, keep, placement.run, current_hash))
+        placement.outdated = {
+            n for n, pod in keep.items() if labels_of(pod).get(REVISION_HASH_LABEL) != current_hash
+        }
+        # in place before the writes, so that the events of this sync's pods cost a node sync each
+        self.placements[(namespace, name)] = placement
+        try:
+            for node_name in create_on:
+                self._create_pod(ds, template, node_name, current_hash)
+            for pod in delete:
+                self._delete_pod(ds, pod)
+        except Exception:
+            self.placements.pop((namespace, name), None)  # the retry (or any later event) syncs fully
+            raise
+        placement.count_all(self.pods.owned_by(uid))  # as stored after this sync's writes
+        self._update_status(ds, placement)
 
-    def _rolling_update(
-        self, ds: Obj, keep: dict[str, Obj], placement: dict[str, bool], current_hash: str
-    ) -> list[Obj]:
+    def sync_node(self, namespace: str, name: str, node_name: str) -> None:
+        """What the full sync does for one node, then a status refresh."""
+        current = self._current(namespace, name)
+        if current is None:
+            return
+        ds, template, current_hash = current
+        placement = self._valid_placement(ds, current_hash)
+        if placement is None:
+            self.sync(namespace, name)
+            return
+        self._ensure_revision(ds, template, current_hash)
+        existing = _by_creation(
+            p for p in self.pods.owned_on_node(placement.uid, node_name) if not pod_terminating(p)
+        )
+        node = self.store.get(NODES, "", node_name)
+        if node is None:  # gone: its pods are leftovers
+            placement.set_node(node_name, None)
+            create, kept, doomed = False, None, existing
+        else:
+            should_run, should_continue = node_should_run(placement.pod_spec, node)
+            placement.set_node(node_name, (should_run, should_continue))
+            create, kept, doomed = _plan_node(should_run, should_continue, existing)
+        placement.outdated.discard(node_name)
+        if kept is not None and labels_of(kept).get(REVISION_HASH_LABEL) != current_hash:
+            placement.outdated.add(node_name)
+        try:
+            if create:
+                self._create_pod(ds, template, node_name, current_hash)
+            for pod in doomed:
+                self._delete_pod(ds, pod)
+        except Exception:
+            self.placements.pop((namespace, name), None)
+            raise
+        placement.set_pods(node_name, self.pods.owned_on_node(placement.uid, node_name))
+        self.enqueue(("ds" if placement.needs_full_sync else "status", namespace, name))
+
+    def refresh_status(self, namespace: str, name: str) -> None:
+        """Write the status from the placement (a full sync when there is none to use)."""
+        current = self._current(namespace, name)
+        if current is None:
+            return
+        ds, _, current_hash = current
+        placement = self._valid_placement(ds, current_hash)
+        if placement is None:
+            self.sync(namespace, name)
+            return
+        self._update_status(ds, placement)
+
+    def _rolling_update(self, ds: Obj, keep: dict[str, Obj], run: set[str], current_hash: str) -> list[Obj]:
         """Outdated pods to delete now: unavailable ones at once, others within ``maxUnavailable``."""
         strategy = ((ds.get("spec") or {}).get("updateStrategy") or {}).get("type") or "RollingUpdate"
         if strategy != "RollingUpdate":
             return []  # OnDelete: new pods get the new template only when old ones are deleted
-        desired = sum(1 for run in placement.values() if run)
-        available = sum(1 for node, pod in keep.items() if placement.get(node) and self._available(ds, pod))
+        desired = len(run)
+        available = sum(1 for node, pod in keep.items() if node in run and self._available(ds, pod))
         budget = max_unavailable(ds, desired) - (desired - available)
         out: list[Obj] = []
         for node_name, pod in sorted(keep.items()):
@@ -355,8 +610,8 @@ class DaemonSetController(AgentLoop):
             return True
         left = (since - self.api.clock()).total_seconds() + min_ready
         if left > 0:
-            meta = meta_of(ds)
-            self.later(left + 0.01, ("ds", meta["namespace"], meta["name"]))
+            meta = meta_of(ds)  # the refresh syncs fully while a rolling update waits for this pod
+            self.later(left + 0.01, ("status", meta["namespace"], meta["name"]))
             return False
         return True
 
@@ -459,31 +714,25 @@ class DaemonSetController(AgentLoop):
             self.api, ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
         )
 
-    def _update_status(self, ds: Obj, current_hash: str, placement: dict[str, bool]) -> None:
-        """The counters ``kubectl get ds`` prints, from the pods as stored after this sync's writes."""
+    def _update_status(self, ds: Obj, placement: Placement) -> None:
+        """The counters ``kubectl get ds`` prints, from the pods as stored now (the placement's counts,
+        once the nodes whose pods changed are recounted)."""
         meta = meta_of(ds)
         fresh = self.store.get(self.ds_rt.storage_key, meta["namespace"], meta["name"])
         if fresh is None:
             return
-        on_node: dict[str, Obj] = {}
-        for pod in self.pods.owned_by(str(meta["uid"])):
-            node = str((pod.get("spec") or {}).get("nodeName") or "")
-            if node and not pod_terminating(pod):
-                on_node.setdefault(node, pod)
-        desired = current = misscheduled = ready = available = updated = 0
-        for node_name, should_run in placement.items():
-            found = on_node.get(node_name)
-            if not should_run:
-                misscheduled += found is not None
-                continue
-            desired += 1
-            if found is None:
-                continue
-            pod = found
-            current += 1
-            ready += pod_ready(pod)
-            available += self._available(fresh, pod)
-            updated += labels_of(pod).get(REVISION_HASH_LABEL) == current_hash
+        for node_name in list(placement.dirty):
+            placement.set_pods(node_name, self.pods.owned_on_node(placement.uid, node_name))
+        desired = len(placement.run)
+        current, misscheduled, ready, updated = placement.totals
+        if int((fresh.get("spec") or {}).get("minReadySeconds") or 0) > 0:
+            available = sum(
+                self._available(fresh, pod)
+                for node, pod in placement.counted.items()
+                if node in placement.run
+            )
+        else:
+            available = ready  # available = Ready without minReadySeconds
         old = fresh.get("status") or {}
         status: dict[str, Any] = {
             **{k: v for k, v in old.items() if k in ("collisionCount", "conditions")},
@@ -503,8 +752,11 @@ class DaemonSetController(AgentLoop):
                 del status[key]
         if status == old:
             return
+        self._writing_status = (meta["namespace"], meta["name"])
         try:
             write_status(self.api, self.ds_rt, fresh, status, FIELD_MANAGER)
         except ApiError as err:
             if err.code not in (404, 409):
                 raise
+        finally:
+            self._writing_status = None
