@@ -10,16 +10,19 @@ controller adopt or ignore the wrong objects. This module ports:
   empty selector ``{}`` matches everything, ``matchLabels`` become ``key=value`` requirements and
   ``matchExpressions`` accept ``In``, ``NotIn``, ``Exists`` and ``DoesNotExist`` only. Errors are
   prefixed with the offending field (``matchExpressions[0].values: …``), the way kube's
-  ``nodeaffinity`` helpers pass a ``field.Path`` to ``NewRequirement``.
+  ``nodeaffinity`` helpers pass a ``field.Path`` to ``NewRequirement``, or, on request, are
+  ``LabelSelectorAsSelector``'s own unprefixed texts. ``metav1.FormatLabelSelector`` prints one
+  for a table (``<none>``, ``<error>``).
 * ``labels.NewRequirement`` validation with its ``field.Error`` texts: keys must be label keys
-  (``content.IsLabelKey``), values label values; ``In``/``NotIn`` need at least one value,
+  (``content.IsLabelKey``, which also validates ``metadata.labels`` and annotation keys), values
+  label values (``content.IsLabelValue``); ``In``/``NotIn`` need at least one value,
   ``Exists``/``DoesNotExist`` none, ``=``/``==``/``!=`` exactly one, ``Gt``/``Lt`` exactly one int64.
   Several errors are aggregated as ``utilerrors.Aggregate`` prints them (``[a, b]``).
 * ``Requirement.Matches`` (``NotIn`` and ``!=`` match when the label is absent; ``Gt``/``Lt`` never
   match an absent or non-integer label) and ``String()`` (requirements sorted by key, ``In`` values
   sorted on output: ``app=x,!legacy,tier in (a,b)``). One deliberate difference: values are
   printed once each, because kube's ``String()`` prints ``values: ["", "", ""]`` as ``(,,)``,
-  which kube's own parser then rejects.
+  which kube's own parser then rejects; kube's verbatim output is an option.
 * ``labels.Parse``, the string syntax, with its lexer quirks (``in``/``notin`` are plain
   identifiers in value position, ``x in ()`` means the value ``""``, values are de-duplicated) and
   its error messages (:attr:`SelectorError.reason`).
@@ -48,6 +51,8 @@ __all__ = [
     "Selector",
     "SelectorError",
     "compile_selector",
+    "dns1123_subdomain_errors",
+    "format_label_selector",
     "label_key_errors",
     "label_value_errors",
     "node_fields_of",
@@ -127,6 +132,21 @@ _SUBDOMAIN_MSG: Final = _regex_error(
 )
 
 
+def _length_and_format_errors(value: str, max_length: int, regex: re.Pattern[str], msg: str) -> list[str]:
+    """kube's usual pair of checks: ``MaxLenError``, then the ``RegexError`` (anchored at the very end,
+    as Go's ``$`` is; Python's would let a trailing newline through)."""
+    errs = [f"must be no more than {max_length} characters"] if len(value) > max_length else []
+    if not regex.fullmatch(value):
+        errs.append(msg)
+    return errs
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    """``validation.IsDNS1123Subdomain``: at most 253 characters of dot-separated lowercase DNS labels
+    (most objects' ``metadata.name``, a label key's prefix)."""
+    return _length_and_format_errors(value, _DNS1123_SUBDOMAIN_MAX, _DNS1123_SUBDOMAIN_RE, _SUBDOMAIN_MSG)
+
+
 def label_key_errors(key: str) -> list[str]:
     """``content.IsLabelKey`` (``validation.IsQualifiedName``): ``[DNS-subdomain "/"] name``."""
     errs: list[str] = []
@@ -138,10 +158,7 @@ def label_key_errors(key: str) -> list[str]:
         if not prefix:
             errs.append("prefix part must be non-empty")
         else:
-            if len(prefix) > _DNS1123_SUBDOMAIN_MAX:
-                errs.append(f"prefix part must be no more than {_DNS1123_SUBDOMAIN_MAX} characters")
-            if not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
-                errs.append("prefix part " + _SUBDOMAIN_MSG)
+            errs.extend("prefix part " + msg for msg in dns1123_subdomain_errors(prefix))
     else:
         return [
             "a valid label key "
@@ -159,12 +176,7 @@ def label_key_errors(key: str) -> list[str]:
 
 def label_value_errors(value: str) -> list[str]:
     """``content.IsLabelValue``: empty, or at most 63 alphanumerics/``-_.`` with alnum ends."""
-    errs: list[str] = []
-    if len(value) > _LABEL_VALUE_MAX:
-        errs.append(f"must be no more than {_LABEL_VALUE_MAX} characters")
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_LABEL_VALUE_MSG)
-    return errs
+    return _length_and_format_errors(value, _LABEL_VALUE_MAX, _LABEL_VALUE_RE, _LABEL_VALUE_MSG)
 
 
 def validate_label_key(key: str) -> None:
@@ -301,17 +313,23 @@ class Requirement:
             return False
         return have > want if op is Operator.GREATER_THAN else have < want
 
-    def to_string(self) -> str:
-        """``Requirement.String``: ``!k``, ``k``, ``k=v``, ``k!=v``, ``k in (a,b)``, ``k>5``..."""
+    def to_string(self, *, unique_values: bool = True) -> str:
+        """``Requirement.String``: ``!k``, ``k``, ``k=v``, ``k!=v``, ``k in (a,b)``, ``k>5``...
+
+        kube sorts the values; it also keeps duplicates, and then prints ``["", "", ""]`` as
+        ``(,,)``, which its own parser rejects. Values are a set, so by default each is printed
+        once, which is equivalent and always parses back; ``unique_values=False`` prints them as
+        kube does, duplicates included (what kubectl shows in a table column).
+        """
         op = self.operator
         if op is Operator.DOES_NOT_EXIST:
             return f"!{self.key}"
         if op is Operator.EXISTS:
             return self.key
-        # kube sorts the values; it also keeps duplicates, and then prints ["", "", ""] as
-        # "(,,)", which its own parser rejects. Values are a set, so printing each once is
-        # equivalent and always parses back.
-        vals = self.values[0] if len(self.values) == 1 else ",".join(sorted(set(self.values)))
+        if len(self.values) == 1:
+            vals = self.values[0]
+        else:
+            vals = ",".join(sorted(set(self.values) if unique_values else self.values))
         if op in (Operator.IN, Operator.NOT_IN):
             return f"{self.key} {op.value} ({vals})"
         sym = {Operator.GREATER_THAN: ">", Operator.LESS_THAN: "<"}.get(op, op.value)
@@ -357,9 +375,10 @@ class Selector:
         ls: Mapping[str, str] = labels or {}
         return all(r.matches(ls) for r in self.requirements)
 
-    def to_string(self) -> str:
-        """``Selector.String``: the requirements' strings joined by ``,`` (``""`` if none)."""
-        return ",".join(r.to_string() for r in self.requirements)
+    def to_string(self, *, unique_values: bool = True) -> str:
+        """``Selector.String``: the requirements' strings joined by ``,`` (``""`` if none).
+        ``unique_values`` as in :meth:`Requirement.to_string`."""
+        return ",".join(r.to_string(unique_values=unique_values) for r in self.requirements)
 
     def __str__(self) -> str:
         return self.to_string()
@@ -393,12 +412,17 @@ def _as_str_list(values: Any, path: str) -> list[str]:
     return list(values)
 
 
-def compile_selector(selector: Mapping[str, Any] | None) -> Selector:
+def compile_selector(selector: Mapping[str, Any] | None, *, field_paths: bool = True) -> Selector:
     """``metav1.LabelSelectorAsSelector`` for a ``LabelSelector`` dict.
 
     ``None`` -> matches nothing; ``{}`` (or both fields empty) -> matches everything. Invalid
     input raises :class:`ValueError` naming the field, e.g.
     ``matchExpressions[0].operator: "Foo" is not a valid label selector operator``.
+
+    ``field_paths=False`` gives ``LabelSelectorAsSelector``'s own messages, which name no
+    ``matchLabels``/``matchExpressions`` entry: ``"Foo" is not a valid label selector operator``,
+    ``values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty`` (what
+    kube's controllers report, e.g. in a PodDisruptionBudget's ``SyncFailed`` condition).
     """
     if selector is None:
         return Selector.nothing()
@@ -417,7 +441,7 @@ def compile_selector(selector: Mapping[str, Any] | None) -> Selector:
         v = match_labels[k]
         if not isinstance(k, str) or not isinstance(v, str):
             raise ValueError(_invalid(f"matchLabels[{k}]", v, "keys and values must be strings"))
-        reqs.append(Requirement.new(k, Operator.EQUALS, [v], path=f"matchLabels[{k}]"))
+        reqs.append(Requirement.new(k, Operator.EQUALS, [v], path=f"matchLabels[{k}]" if field_paths else ""))
     for i, expr in enumerate(match_expressions):
         path = f"matchExpressions[{i}]"
         if not isinstance(expr, Mapping):
@@ -425,11 +449,11 @@ def compile_selector(selector: Mapping[str, Any] | None) -> Selector:
         raw_op = expr.get("operator")
         op = _LABEL_SELECTOR_OPERATORS.get(raw_op) if isinstance(raw_op, str) else None
         if op is None:
-            raise ValueError(
-                f"{path}.operator: {go_quote(str(raw_op))} is not a valid label selector operator"
-            )
+            where = f"{path}.operator: " if field_paths else ""
+            raise ValueError(f"{where}{go_quote(str(raw_op))} is not a valid label selector operator")
         key: Any = expr.get("key")  # Requirement.new reports a missing or non-string key
-        reqs.append(Requirement.new(key, op, _as_str_list(expr.get("values"), f"{path}.values"), path=path))
+        values = _as_str_list(expr.get("values"), f"{path}.values")
+        reqs.append(Requirement.new(key, op, values, path=path if field_paths else ""))
     return Selector.of(reqs)
 
 
@@ -437,6 +461,17 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     """Does a ``LabelSelector`` dict select an object with these labels? (See
     :func:`compile_selector`; compile once when matching many objects.)"""
     return compile_selector(selector).matches(labels)
+
+
+def format_label_selector(selector: Mapping[str, Any] | None) -> str:
+    """``metav1.FormatLabelSelector``: the selector's ``String()`` as kube prints it (duplicate
+    values included), ``<none>`` when that is empty (``None`` or ``{}``), ``<error>`` when the
+    selector does not convert. What kubectl shows in a ``SELECTOR`` column."""
+    try:
+        text = compile_selector(selector).to_string(unique_values=False)
+    except ValueError:
+        return "<error>"
+    return text or "<none>"
 
 
 def selector_from_set(labels: Mapping[str, str] | None) -> Selector:

@@ -14,6 +14,8 @@ from aiplane.kube.selectors import (
     Selector,
     SelectorError,
     compile_selector,
+    dns1123_subdomain_errors,
+    format_label_selector,
     label_key_errors,
     label_value_errors,
     node_fields_of,
@@ -469,3 +471,69 @@ def test_required_node_affinity() -> None:
     assert not required_node_affinity_matches({"affinity": affinity, "nodeSelector": {"zone": "b"}}, NODE)
     # preferred terms and other affinity kinds do not constrain
     assert required_node_affinity_matches({"affinity": {"podAntiAffinity": {}}}, NODE)
+
+
+def test_format_label_selector_is_kubes() -> None:
+    """``metav1.FormatLabelSelector``: kube's ``String()`` verbatim, ``<none>`` and ``<error>``."""
+    assert format_label_selector(None) == "<none>"
+    assert format_label_selector({}) == "<none>"
+    assert format_label_selector({"matchLabels": {}, "matchExpressions": []}) == "<none>"
+    selector = {
+        "matchLabels": {"tier": "web", "app": "x"},
+        "matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["b", "a", "b"]},
+            {"key": "legacy", "operator": "DoesNotExist"},
+            {"key": "gpu", "operator": "Exists"},
+            {"key": "env", "operator": "NotIn", "values": ["prod"]},
+        ],
+    }
+    assert format_label_selector(selector) == "app=x,env notin (prod),gpu,!legacy,tier=web,zone in (a,b,b)"
+    assert (
+        compile_selector(selector).to_string() == "app=x,env notin (prod),gpu,!legacy,tier=web,zone in (a,b)"
+    )
+    for bad in (
+        {"matchExpressions": [{"key": "a", "operator": "Near"}]},
+        {"matchExpressions": [{"key": "a", "operator": "In"}]},
+        {"matchLabels": {"a": "-x"}},
+    ):
+        assert format_label_selector(bad) == "<error>"
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Foo"}]},
+            '"Foo" is not a valid label selector operator',
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Exists"}, {"key": "a", "operator": "NotIn"}]},
+            "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "DoesNotExist", "values": ["x"]}]},
+            'values: Invalid value: ["x"]: values set must be empty for exists and does not exist',
+        ),
+        ({"matchLabels": {"-app": "x"}}, 'key: Invalid value: "-app": name part must consist'),
+        ({"matchLabels": {"app": "-x"}}, 'values[0][app]: Invalid value: "-x": a valid label must be'),
+    ],
+)
+def test_label_selector_as_selector_messages_without_field_paths(
+    selector: dict[str, Any], message: str
+) -> None:
+    """``field_paths=False``: ``LabelSelectorAsSelector``'s own texts, which name no selector entry."""
+    with pytest.raises(ValueError) as err:
+        compile_selector(selector, field_paths=False)
+    assert str(err.value).startswith(message)
+
+
+def test_dns1123_subdomain_errors() -> None:
+    assert dns1123_subdomain_errors("example.com") == []
+    assert dns1123_subdomain_errors("a" * 254) == ["must be no more than 253 characters"]
+    assert dns1123_subdomain_errors("Example.com") == [
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
+        "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    ]
+    assert dns1123_subdomain_errors("a\n")  # Go's $ is the very end of the text
+    assert label_key_errors("x" * 254 + "/a") == ["prefix part must be no more than 253 characters"]

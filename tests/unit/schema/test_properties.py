@@ -151,7 +151,9 @@ def test_every_error_renders(obj: dict[str, Any]) -> None:
     _, _, errors = admit(obj, PLAN)
     for err in errors:
         assert err.render().startswith(err.path) if err.path else err.render()
-        assert err.render_kube().startswith(err.path or "<nil>")
+        # kube names a map value by its schema path ("matchLabels." + key, so "matchLabels." for an
+        # empty key) where our path says "matchLabels[<key>]": kube_field carries kube's form.
+        assert err.render_kube().startswith(err.kube_field or err.path or "<nil>")
         assert err.cause()["message"] in err.render_kube()
 
 

@@ -179,24 +179,51 @@ def test_count_healthy_skips_unready_deleting_and_recently_disrupted() -> None:
     assert gc.count_healthy(pods, disrupted, NOW) == 2  # a and e
 
 
-def test_selector_matches() -> None:
+def test_pdb_selector_is_label_selector_as_selector() -> None:
     labels = {"app": "web", "tier": "front"}
-    assert not gc.selector_matches(None, labels)  # nil selects nothing
-    assert gc.selector_matches({}, labels)  # empty selects everything
-    assert gc.selector_matches({"matchLabels": {"app": "web"}}, labels)
-    assert not gc.selector_matches({"matchLabels": {"app": "db"}}, labels)
+    assert not gc.pdb_selector(None).matches(labels)  # nil selects nothing
+    assert gc.pdb_selector({}).matches(labels)  # empty selects everything
+    assert gc.pdb_selector({"matchLabels": {"app": "web"}}).matches(labels)
+    assert not gc.pdb_selector({"matchLabels": {"app": "db"}}).matches(labels)
 
     def expr(op: str, *values: str) -> dict[str, Any]:
         return {"matchExpressions": [{"key": "tier", "operator": op, "values": list(values)}]}
 
-    assert gc.selector_matches(expr("In", "front", "back"), labels)
-    assert not gc.selector_matches(expr("NotIn", "front"), labels)
-    assert gc.selector_matches(expr("Exists"), labels)
-    assert not gc.selector_matches(expr("DoesNotExist"), labels)
-    with pytest.raises(gc.PdbError):
-        gc.selector_matches(expr("In"), labels)
-    with pytest.raises(gc.PdbError):
-        gc.selector_matches(expr("Near", "x"), labels)
+    assert gc.pdb_selector(expr("In", "front", "back")).matches(labels)
+    assert not gc.pdb_selector(expr("NotIn", "front")).matches(labels)
+    assert gc.pdb_selector(expr("Exists")).matches(labels)
+    assert not gc.pdb_selector(expr("DoesNotExist")).matches(labels)
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        (
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": []}]},
+            "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty",
+        ),
+        (
+            {"matchExpressions": [{"key": "tier", "operator": "Exists", "values": ["x"]}]},
+            'values: Invalid value: ["x"]: values set must be empty for exists and does not exist',
+        ),
+        (
+            {"matchExpressions": [{"key": "tier", "operator": "Near", "values": ["x"]}]},
+            '"Near" is not a valid label selector operator',
+        ),
+        (
+            {"matchLabels": {"app": "-web"}},
+            'values[0][app]: Invalid value: "-web": a valid label must be an empty string or consist of '
+            "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+            "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+            "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+        ),
+    ],
+)
+def test_pdb_selector_errors_are_label_selector_as_selectors(selector: dict[str, Any], message: str) -> None:
+    """The disruption controller reports ``LabelSelectorAsSelector``'s error as is: no field path."""
+    with pytest.raises(gc.PdbError) as caught:
+        gc.pdb_selector(selector)
+    assert str(caught.value) == message
 
 
 # --- propagation policy and responses ------------------------------------------------------------

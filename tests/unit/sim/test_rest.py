@@ -97,6 +97,42 @@ def test_missing_name_and_invalid_names(api: Api) -> None:
     assert err.message.startswith(
         'ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain'
     )
+    err = error_of(lambda: api.create(rt(api, "v1", "ConfigMap"), "default", cm("ok\n")))
+    assert err.code == 422  # Go's $ is the very end of the text: a trailing newline is not allowed
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n" * 64}}
+    err = error_of(lambda: api.create(rt(api, "v1", "Namespace"), None, namespace))
+    # (the kubernetes.io/metadata.name label, defaulted from the name, is too long as well)
+    assert err.message.startswith(
+        f'Namespace "{"n" * 64}" is invalid: [metadata.name: Invalid value: "{"n" * 64}": '
+        "must be no more than 63 characters, "
+    )
+
+
+def test_label_and_annotation_keys_are_validated_as_kube_does(api: Api) -> None:
+    """ValidateLabels and ValidateAnnotations: ``content.IsLabelKey``/``IsLabelValue``, one error a problem."""
+    body = cm()
+    body["metadata"]["labels"] = {"/a": "x" * 64}
+    err = error_of(lambda: api.create(rt(api, "v1", "ConfigMap"), "default", body))
+    assert err.code == 422
+    assert err.message == (
+        'ConfigMap "cm" is invalid: [metadata.labels: Invalid value: "/a": prefix part must be non-empty, '
+        f'metadata.labels: Invalid value: "{"x" * 64}": must be no more than 63 characters]'
+    )
+    body["metadata"]["labels"] = {"a/b/c": "v\n"}
+    message = error_of(lambda: api.create(rt(api, "v1", "ConfigMap"), "default", body)).message
+    assert 'metadata.labels: Invalid value: "a/b/c": a valid label key must consist' in message
+    assert 'metadata.labels: Invalid value: "v\\n": a valid label must be an empty string' in message
+    # Annotation keys are case-insensitive: kube lowercases them before validating.
+    body["metadata"]["labels"] = {}
+    body["metadata"]["annotations"] = {"Example.COM/Note": "x"}
+    assert api.create(rt(api, "v1", "ConfigMap"), "default", body).obj["metadata"]["annotations"]
+    body["metadata"]["name"] = "cm2"
+    body["metadata"]["annotations"] = {"Example_COM/Note": "x"}
+    message = error_of(lambda: api.create(rt(api, "v1", "ConfigMap"), "default", body)).message
+    assert message.startswith(
+        'ConfigMap "cm2" is invalid: metadata.annotations: Invalid value: "Example_COM/Note": prefix part a '
+        "lowercase RFC 1123 subdomain"
+    )
 
 
 def test_namespace_must_exist(api: Api) -> None:

@@ -837,8 +837,6 @@ def test_age_follows_the_server_clock(server: ApiServer) -> None:
 def test_selector_formatting() -> None:
     assert table.format_labels({}) == "<none>"
     assert table.format_labels({"b": "1", "a": "2"}) == "a=2,b=1"
-    assert table.format_label_selector(None) == "<none>"
-    assert table.format_label_selector({}) == "<none>"
     selector = {
         "matchLabels": {"z": "1"},
         "matchExpressions": [
@@ -848,3 +846,14 @@ def test_selector_formatting() -> None:
         ],
     }
     assert table.selector_string(selector) == "a notin (x,y),m,!n,z=1"
+    # kube's String() verbatim: duplicate values stay; same-key requirements keep matchLabels first.
+    dup = {
+        "matchLabels": {"a": "1"},
+        "matchExpressions": [{"key": "a", "operator": "In", "values": ["y", "x", "y"]}],
+    }
+    assert table.selector_string(dup) == "a=1,a in (x,y,y)"
+    assert table.selector_string(None) == table.selector_string({}) == ""
+    assert (
+        table.selector_string({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})
+        == "<error>"
+    )

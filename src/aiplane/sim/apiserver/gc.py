@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from aiplane.kube.selectors import Selector, compile_selector
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType
@@ -316,40 +317,13 @@ def count_healthy(pods: Iterable[Obj], disrupted: dict[str, datetime], now: date
     return healthy
 
 
-def selector_matches(selector: Any, labels: dict[str, Any]) -> bool:
-    """``metav1.LabelSelectorAsSelector(selector).Matches(labels)``: nil matches nothing, ``{}`` everything.
-
-    Raises :class:`PdbError` for a selector kube would refuse to convert.
-    """
-    if selector is None:
-        return False
-    if not isinstance(selector, dict):
-        raise PdbError("invalid label selector")
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), list(expr.get("values") or [])
-        if op in ("In", "NotIn") and not values:
-            raise PdbError(
-                "values: Invalid value: []: for 'in', 'notin' operators, values set can't be empty"
-            )
-        if op in ("Exists", "DoesNotExist") and values:
-            raise PdbError("values: Invalid value: values set must be empty for exists and does not exist")
-        present = key in labels
-        if op == "In":
-            ok = present and labels[key] in values
-        elif op == "NotIn":
-            ok = not present or labels[key] not in values
-        elif op == "Exists":
-            ok = present
-        elif op == "DoesNotExist":
-            ok = not present
-        else:
-            raise PdbError(f'"{op}" is not a valid label selector operator')
-        if not ok:
-            return False
-    return True
+def pdb_selector(selector: Any) -> Selector:
+    """``metav1.LabelSelectorAsSelector`` of a PDB's ``spec.selector``: nil matches nothing, ``{}``
+    everything. A selector kube would refuse to convert raises :class:`PdbError` with kube's text."""
+    try:
+        return compile_selector(selector, field_paths=False)
+    except ValueError as err:
+        raise PdbError(str(err)) from None
 
 
 def _set_condition(conditions: list[Obj], new: Obj, now: str) -> bool:
@@ -1209,9 +1183,8 @@ class Deletion:
         spec = pdb.get("spec") or {}
         stamp = rfc3339(now)
         try:
-            matching = [
-                p for p in pods if selector_matches(spec.get("selector"), _meta(p).get("labels") or {})
-            ]
+            selector = pdb_selector(spec.get("selector"))
+            matching = [p for p in pods if selector.matches(_meta(p).get("labels"))]
             expected, desired = desired_healthy(
                 spec, len(matching), lambda: self._expected_scale(matching, _meta(pdb).get("namespace", ""))
             )
@@ -1559,7 +1532,7 @@ def evict(api: Api, rt: ResourceType, namespace: str, name: str, body: dict[str,
 
 def _matches_quietly(selector: Any, labels: dict[str, Any]) -> bool:
     try:
-        return selector_matches(selector, labels)
+        return pdb_selector(selector).matches(labels)
     except PdbError:
         return False  # an invalid selector matches nothing
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from aiplane.kube.selectors import dns1123_subdomain_errors, label_key_errors, label_value_errors
 from aiplane.schema import errors as fe
 from aiplane.schema._values import GoLiteral
 from aiplane.schema.defaults import apply_defaults
@@ -32,18 +33,10 @@ from aiplane.sim.apiserver.store import Event, Store
 
 # kube-apiserver's limits (apimachinery validation and the generic registry).
 ANNOTATIONS_LIMIT = 256 * 1024
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
-SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
-    "must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
 LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
     "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
@@ -784,35 +777,26 @@ class Api:
         out: list[FieldError] = []
         name = str(meta.get("name", ""))
         key = (rt.group, rt.kind)
-        if key in _LABEL_NAMED:
-            ok, msg, limit = bool(_DNS1123_LABEL.match(name)), LABEL_MSG, 63
-        elif key in _DNS1035_NAMED:
-            ok, msg, limit = bool(_DNS1035_LABEL.match(name)), DNS1035_MSG, 63
-        else:
-            ok, msg, limit = bool(_DNS1123_SUBDOMAIN.match(name)), SUBDOMAIN_MSG, 253
-        if creating and len(name) > limit:
-            out.append(
-                FieldError("metadata.name", fe.INVALID, name, f"must be no more than {limit} characters")
-            )
-        if creating and not ok:
-            out.append(FieldError("metadata.name", fe.INVALID, name, msg))
+        if creating:
+            out += [FieldError("metadata.name", fe.INVALID, name, msg) for msg in _name_errors(key, name)]
+        # ValidateLabels and ValidateAnnotations: one error per problem, each naming the whole map.
         labels = meta.get("labels") or {}
         for label_key, value in labels.items():
-            out += _qualified_name_errors("metadata.labels", str(label_key))
-            if len(str(value)) > 63 or not _LABEL_VALUE.match(str(value)):
-                out.append(
-                    FieldError(
-                        "metadata.labels",
-                        fe.INVALID,
-                        value,
-                        "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                        "and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or "
-                        "'12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
-                    )
-                )
+            out += [
+                FieldError("metadata.labels", fe.INVALID, label_key, msg)
+                for msg in label_key_errors(str(label_key))
+            ]
+            out += [
+                FieldError("metadata.labels", fe.INVALID, value, msg)
+                for msg in label_value_errors(str(value))
+            ]
         annotations = meta.get("annotations") or {}
         for ann_key in annotations:
-            out += _qualified_name_errors("metadata.annotations", str(ann_key))
+            # "The rule is QualifiedName except that case doesn't matter": kube lowercases the key first.
+            out += [
+                FieldError("metadata.annotations", fe.INVALID, ann_key, msg)
+                for msg in label_key_errors(str(ann_key).lower())
+            ]
         size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
         if size > ANNOTATIONS_LIMIT:
             out.append(
@@ -940,18 +924,17 @@ def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _qualified_name_errors(path: str, key: str) -> list[FieldError]:
-    prefix, slash, name = key.rpartition("/")
-    problems = []
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
-        problems.append("prefix part " + SUBDOMAIN_MSG)
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        problems.append(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-            "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-            "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-        )
-    return [FieldError(path, fe.INVALID, key, p) for p in problems]
+def _name_errors(kind: tuple[str, str], name: str) -> list[str]:
+    """The kind's name validation: a DNS-1123 label for namespaces, a DNS-1035 label for services,
+    else ``NameIsDNSSubdomain``."""
+    if kind in _LABEL_NAMED:
+        regex, msg = _DNS1123_LABEL, LABEL_MSG
+    elif kind in _DNS1035_NAMED:
+        regex, msg = _DNS1035_LABEL, DNS1035_MSG
+    else:
+        return dns1123_subdomain_errors(name)
+    errs = ["must be no more than 63 characters"] if len(name) > 63 else []
+    return errs if regex.fullmatch(name) else [*errs, msg]
 
 
 def _qos_class(spec: dict[str, Any]) -> str:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from aiplane.api import builtin
+from aiplane.kube.selectors import compile_selector, format_label_selector
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.discovery import parse_accept
 from aiplane.sim.apiserver.resources import ResourceType
@@ -661,33 +662,13 @@ def format_labels(labels: Any) -> str:
 
 
 def selector_string(selector: Any) -> str:
-    """``LabelSelectorAsSelector(...).String()`` (empty for nil or empty selectors)."""
-    if not isinstance(selector, dict):
-        return ""
-    requirements: list[tuple[str, str]] = []
-    for key, value in (selector.get("matchLabels") or {}).items():
-        requirements.append((key, f"{key}={value}"))
-    for expr in selector.get("matchExpressions") or []:
-        key = str(expr.get("key", ""))
-        op = expr.get("operator")
-        values = sorted(str(v) for v in expr.get("values") or [])
-        if op == "In":
-            text = f"{key} in ({','.join(values)})"
-        elif op == "NotIn":
-            text = f"{key} notin ({','.join(values)})"
-        elif op == "Exists":
-            text = key
-        elif op == "DoesNotExist":
-            text = f"!{key}"
-        else:
-            return "<error>"
-        requirements.append((key, text))
-    return ",".join(text for _, text in sorted(requirements, key=lambda r: r[0]))
-
-
-def format_label_selector(selector: Any) -> str:
-    """``metav1.FormatLabelSelector``: like :func:`selector_string`, ``<none>`` when empty."""
-    return selector_string(selector) or "<none>"
+    """printDeployment's ``LabelSelectorAsSelector(...).String()``: empty for nil or empty selectors.
+    (Where kube's printer fails on a selector that does not convert, this prints ``<error>``, as
+    :func:`format_label_selector` does.)"""
+    try:
+        return compile_selector(selector).to_string(unique_values=False)
+    except ValueError:
+        return "<error>"
 
 
 def _containers(template_spec: Any) -> tuple[str, str]:
