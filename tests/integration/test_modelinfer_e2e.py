@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from aiplane.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, SERVICES,
 from aiplane.sim.apiserver.store import DELETED, Event
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.polling import eventually
 
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 NS = "serving"
@@ -144,17 +145,6 @@ def _ready(pod: dict[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or []
     )
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], timeout: float = 30.0, what: str = "condition"
-) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what} not met before the deadline")
 
 
 @dataclass

@@ -8,7 +8,6 @@ sampling, so a single moment over the limit fails the test.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from aiplane.kube.resources import NODES, PDBS, PODS, resource_for
 from aiplane.sim.apiserver.store import Event
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.polling import eventually as poll
 
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 IN_PROGRESS = {"Draining", "Applying", "WaitingOperator", "Verifying"}
@@ -89,12 +89,7 @@ class LimitWatch:
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met before the deadline")
+    await poll(check, timeout)
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,18 +18,7 @@ from aiplane.kube.informer import InformerFactory
 from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.meta import controller_owner_reference
 from aiplane.kube.resources import CONFIGMAPS, CRDS, EVENTS, SECRETS
-
-
-async def eventually(check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        result = check()
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met before the deadline")
+from tests.polling import eventually
 
 
 @pytest.fixture

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from aiplane.controllers.modelinfer.observe import pod_view, views
 from aiplane.kube.manager import Manager
 from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NAMESPACES, PODGROUPS, PODS, SERVICES, resource_for
+from tests.polling import eventually
 
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 NS = "ns"
@@ -48,15 +48,6 @@ def modelinfer(name: str = "m", **extra: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": spec(**extra),
     }
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not met before the deadline")
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -19,17 +18,13 @@ from aiplane.kube.manager import Manager
 from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NODES, PDBS, PODS
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.polling import eventually as poll
 
 CPX = {"dcmProfileName": "cpx", "expectedResources": {"amd.com/gpu": "64"}}
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not met before the deadline")
+    await poll(check, timeout)
 
 
 @pytest.fixture

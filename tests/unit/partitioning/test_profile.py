@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -15,6 +14,7 @@ from aiplane.controllers.partitioning.profile import profile_status, profiles_re
 from aiplane.kube.manager import Manager
 from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, NAMESPACES
+from tests.polling import eventually as _eventually
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 DCM = "kube-amd-gpu/config-manager-config"
@@ -79,15 +79,6 @@ def test_a_second_decision_on_the_same_inputs_changes_nothing() -> None:
     with_status = {**profile(), "status": first}
     again, changed = profile_status(with_status, configmap(PROFILES), DCM, datetime(2026, 11, 22, tzinfo=UTC))
     assert not changed and again == first  # no write at steady state, lastTransitionTime kept
-
-
-async def _eventually(check: Any, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not met before the deadline")
 
 
 @pytest.fixture
