@@ -27,12 +27,10 @@ docs/sim.md ("Simulated agents") lists how each agent differs from the real comp
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import logging
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.workloop import WorkLoop
 
 if TYPE_CHECKING:
     from aiplane.sim.agents.amd_gpu_operator import AmdGpuOperator
@@ -286,59 +285,38 @@ def record_event(
         return None
 
 
-class AgentLoop:
-    """A work queue fed by store events and drained by one task on the event loop.
+class AgentLoop(WorkLoop[Work]):
+    """A :class:`WorkLoop` fed by store events.
 
     Subclasses implement :meth:`on_event` (synchronous, inside the store's fan-out: only queue work
     there, never write), :meth:`resync` (queue everything once at start) and :meth:`process` (do one
-    piece of work through ``self.api``). Work that raises is retried with exponential backoff a few
-    times, then dropped and logged (a later event queues it again), like the GC's worker.
+    piece of work through ``self.api``). Failing work is retried with backoff, like the GC's worker.
     """
 
-    #: Used in task names and logs.
     name = "agent"
-    #: How many retries of failing work before it is dropped.
-    max_retries = 8
 
     def __init__(self, api: Api) -> None:
+        super().__init__()
         self.api = api
         self.store = api.store
-        self._queue: dict[Work, None] = {}
-        self._failures: Counter[Work] = Counter()
-        self._task: asyncio.Task[None] | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._timers: set[asyncio.TimerHandle] = set()
         self._subscribed = False
 
     # --- lifecycle --------------------------------------------------------------------------------
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None
 
     def start(self) -> None:
         """Subscribe to the store and start the worker on the running loop."""
         if self._task is not None:
             return
-        self._wakeup = asyncio.Event()
         self.store.subscribe(self._dispatch)
         self._subscribed = True
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"aiplane-sim-{self.name}")
+        self.start_worker()
         self.resync()
 
     async def stop(self) -> None:
         if self._subscribed:
             self.store.unsubscribe(self._dispatch)
             self._subscribed = False
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
-        self._queue.clear()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self.stop_worker()
 
     # --- to implement -----------------------------------------------------------------------------
 
@@ -348,9 +326,6 @@ class AgentLoop:
     def resync(self) -> None:
         raise NotImplementedError
 
-    def process(self, work: Work) -> None:
-        raise NotImplementedError
-
     # --- queue ------------------------------------------------------------------------------------
 
     def _dispatch(self, event: Event) -> None:
@@ -358,71 +333,6 @@ class AgentLoop:
             self.on_event(event)
         except Exception:  # a bug here must not break the writer whose commit we are told about
             log.exception("%s: handling a %s event of %s failed", self.name, event.type, event.key)
-
-    def enqueue(self, work: Work) -> None:
-        if work not in self._queue:
-            self._queue[work] = None
-            if self._wakeup is not None:
-                self._wakeup.set()
-
-    def later(self, delay: float, work: Work) -> asyncio.TimerHandle | None:
-        """Queue ``work`` after ``delay`` seconds (at once when ``delay <= 0``)."""
-        if self._task is None:
-            return None
-        if delay <= 0:
-            self.enqueue(work)
-            return None
-        loop = asyncio.get_running_loop()
-        handle: asyncio.TimerHandle | None = None
-
-        def fire() -> None:
-            if handle is not None:
-                self._timers.discard(handle)
-            self.enqueue(work)
-
-        handle = loop.call_later(delay, fire)
-        self._timers.add(handle)
-        return handle
-
-    def cancel(self, handle: asyncio.TimerHandle | None) -> None:
-        if handle is not None:
-            handle.cancel()
-            self._timers.discard(handle)
-
-    async def _run(self) -> None:
-        assert self._wakeup is not None
-        while True:
-            if not self._queue:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-            self.run_pending(limit=200)
-            await asyncio.sleep(0)
-
-    def run_pending(self, limit: int | None = None) -> int:
-        """Do queued work now (all of it, or ``limit`` items); returns how many items were processed."""
-        done = 0
-        while self._queue and (limit is None or done < limit):
-            work = next(iter(self._queue))
-            del self._queue[work]
-            try:
-                self.process(work)
-                self._failures.pop(work, None)
-            except Exception:
-                log.exception("%s: %s failed", self.name, work)
-                self._retry(work)
-            done += 1
-        return done
-
-    @property
-    def idle(self) -> bool:
-        return not self._queue
-
-    def _retry(self, work: Work) -> None:
-        self._failures[work] += 1
-        if self._failures[work] <= self.max_retries:
-            self.later(0.05 * 2 ** self._failures[work], work)
-        else:
-            self._failures.pop(work, None)
 
 
 @dataclass

@@ -27,8 +27,6 @@ the future, ``deletionGracePeriodSeconds``) and stay until the terminator delete
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 import re
@@ -44,6 +42,7 @@ from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType
 from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.workloop import WorkLoop
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.rest import Api
@@ -464,11 +463,14 @@ class _InvalidOwnerError(Exception):
     """A cluster-scoped object names a namespaced owner (kube's GC gives up on the object)."""
 
 
-class Deletion:
+class Deletion(WorkLoop[Work]):
     """``api.deletion``: the registry's Delete, the garbage collector, and the namespace, CRD-cleanup and
     disruption controllers of one embedded cluster."""
 
+    name = "deletion"
+
     def __init__(self, api: Api) -> None:
+        super().__init__()
         self.api = api
         self.store = api.store
         #: Set by a kubelet-lite to do graceful pod termination (``None``: pods go at once).
@@ -481,11 +483,6 @@ class Deletion:
         self._pdbs: Counter[str] = Counter()  # namespace -> number of PodDisruptionBudgets
         self._crd_cleanup: dict[str, str] = {}  # storage key -> name of the CRD being deleted
         self._unresolved: set[str] = set()  # dependents waiting for their owners' kinds to be served
-        self._queue: dict[Work, None] = {}  # an ordered set: each piece of work once
-        self._failures: Counter[Work] = Counter()
-        self._task: asyncio.Task[None] | None = None
-        self._wakeup: asyncio.Event | None = None
-        self._timers: set[asyncio.TimerHandle] = set()
         for key in list(self.store.storage_keys()):
             for obj in self.store.items(key):
                 self._index(key, obj)
@@ -495,74 +492,12 @@ class Deletion:
 
     def start(self) -> None:
         """Start the worker on the running event loop (``EmbeddedCluster.start``)."""
-        if self._task is None:
-            self._wakeup = asyncio.Event()
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="aiplane-sim-deletion")
+        self.start_worker()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        for timer in self._timers:
-            timer.cancel()
-        self._timers.clear()
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self.stop_worker(drop_queue=False)
 
-    async def _run(self) -> None:
-        assert self._wakeup is not None
-        while True:
-            if not self._queue:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-            self.run_pending(limit=200)
-            await asyncio.sleep(0)
-
-    def run_pending(self, limit: int | None = None) -> int:
-        """Do queued work now (all of it, or ``limit`` items); returns how many items were processed."""
-        done = 0
-        while self._queue and (limit is None or done < limit):
-            work = next(iter(self._queue))
-            del self._queue[work]
-            try:
-                self._process(work)
-                self._failures.pop(work, None)
-            except Exception:
-                log.exception("deletion controller: %s %s failed", *work)
-                self._retry(work)
-            done += 1
-        return done
-
-    @property
-    def idle(self) -> bool:
-        return not self._queue
-
-    def _enqueue(self, work: Work) -> None:
-        if work not in self._queue:
-            self._queue[work] = None
-            if self._wakeup is not None:
-                self._wakeup.set()
-
-    def _later(self, delay: float, work: Work) -> None:
-        if self._task is None:
-            return
-        loop = asyncio.get_running_loop()
-        handle: asyncio.TimerHandle | None = None
-
-        def fire() -> None:
-            if handle is not None:
-                self._timers.discard(handle)
-            self._enqueue(work)
-
-        handle = loop.call_later(max(delay, 0.0), fire)
-        self._timers.add(handle)
-
-    def _retry(self, work: Work) -> None:
-        self._failures[work] += 1
-        if self._failures[work] <= 8:
-            self._later(0.05 * 2 ** self._failures[work], work)
-
-    def _process(self, work: Work) -> None:
+    def process(self, work: Work) -> None:
         kind, what = work
         if kind == "attempt":
             self._attempt_to_delete(what)
@@ -750,7 +685,7 @@ class Deletion:
         if event.type == DELETED:
             self._unindex(event.key, obj)
             for dependent in self._dependents.get(uid, ()):
-                self._enqueue(("attempt", dependent))
+                self.enqueue(("attempt", dependent))
             if event.key == NAMESPACES:
                 self._terminating.discard(meta["name"])
             elif event.key == CRDS:
@@ -759,11 +694,11 @@ class Deletion:
             self._index(event.key, obj)
             self._transitions(event.key, obj, event.old)
         if namespace and namespace in self._terminating:
-            self._enqueue(("namespace", namespace))
+            self.enqueue(("namespace", namespace))
         if event.key in self._crd_cleanup:
-            self._enqueue(("crd", self._crd_cleanup[event.key]))
+            self.enqueue(("crd", self._crd_cleanup[event.key]))
         if event.key in (PODS, PDBS) and self._pdbs[namespace] > 0:
-            self._enqueue(("pdb", namespace))
+            self.enqueue(("pdb", namespace))
 
     def _index(self, key: str, obj: Obj) -> None:
         meta = _meta(obj)
@@ -796,10 +731,10 @@ class Deletion:
         # An owner waiting for its blocking dependents may be unblocked (addUnblockedOwnersToDeleteQueue).
         for owner, blocking in before:
             if blocking and (owner, True) not in refs and self._is_deleting_dependents(owner):
-                self._enqueue(("attempt", owner))
+                self.enqueue(("attempt", owner))
         added = [r for r in meta.get("ownerReferences") or [] if r.get("uid") not in owners_before]
         if added and not self._owners_known(key, obj, added):
-            self._enqueue(("attempt", uid))
+            self.enqueue(("attempt", uid))
 
     def _unindex(self, key: str, obj: Obj) -> None:
         meta = _meta(obj)
@@ -821,7 +756,7 @@ class Deletion:
         for owner, _ in self._refs.pop(uid, ()):
             self._forget_dependent(owner, uid)
             if self._is_deleting_dependents(owner):
-                self._enqueue(("attempt", owner))
+                self.enqueue(("attempt", owner))
 
     def _forget_dependent(self, owner: str, dependent: str) -> None:
         dependents = self._dependents.get(owner)
@@ -853,15 +788,15 @@ class Deletion:
         uid = meta.get("uid", "")
         if key == NAMESPACES and _deleting(obj):
             self._terminating.add(meta["name"])
-            self._enqueue(("namespace", meta["name"]))
+            self.enqueue(("namespace", meta["name"]))
         if key == CRDS and _deleting(obj) and CRD_FINALIZER in _finalizers(obj):
             spec = obj.get("spec") or {}
             storage = f"{spec.get('group', '')}/{(spec.get('names') or {}).get('plural', '')}"
             self._crd_cleanup[storage] = meta["name"]
-            self._enqueue(("crd", meta["name"]))
+            self.enqueue(("crd", meta["name"]))
         if key == CRDS and self._unresolved:
             for dependent in self._unresolved:
-                self._enqueue(("attempt", dependent))
+                self.enqueue(("attempt", dependent))
             self._unresolved.clear()
         if not _deleting(obj):
             return
@@ -869,11 +804,11 @@ class Deletion:
         was_deleting = old is not None and _deleting(old)
         old_finalizers = _finalizers(old) if old is not None else []
         if ORPHAN in finalizers and not (was_deleting and ORPHAN in old_finalizers):
-            self._enqueue(("orphan", uid))
+            self.enqueue(("orphan", uid))
         if FOREGROUND in finalizers and not (was_deleting and FOREGROUND in old_finalizers):
             for dependent in list(self._dependents.get(uid, ())):
-                self._enqueue(("attempt", dependent))
-            self._enqueue(("attempt", uid))
+                self.enqueue(("attempt", dependent))
+            self.enqueue(("attempt", uid))
 
     # --- lookups -----------------------------------------------------------------------------------
 
@@ -1031,7 +966,7 @@ class Deletion:
         for dependent in blocking:
             dep = self._get_uid(dependent)
             if dep is not None and not _deleting(dep):
-                self._enqueue(("attempt", dependent))
+                self.enqueue(("attempt", dependent))
 
     def _orphan_dependents(self, uid: str) -> None:
         """``attemptToOrphanWorker``: drop the owner from its dependents, then the ``orphan`` finalizer."""
@@ -1172,7 +1107,7 @@ class Deletion:
                 continue
             new_status, recheck = self._pdb_status(pdb, pods, now)
             if recheck is not None:
-                self._later((recheck - now).total_seconds() + 0.01, ("pdb", namespace))
+                self.later((recheck - now).total_seconds() + 0.01, ("pdb", namespace))
             if new_status is not None:
                 self._update(rt, {**pdb, "status": new_status}, subresource="status")
 
