@@ -233,21 +233,17 @@ def transition_events(
             was is None or was.get("status") != "False" or was.get("reason") != now.get("reason")
         ):
             events.append((WARNING, str(now.get("reason")), str(now.get("message"))))
-    found = pair(NODES_EXCLUDED)
-    if found is not None:
-        now, was = found
-        if now.get("status") == "True" and (was is None or was.get("status") != "True"):
-            events.append((NORMAL, "NodesExcluded", str(now.get("message"))))
-    found = pair(ROLLOUT_DEGRADED)
-    if found is not None:
-        now, was = found
-        if now.get("status") == "True" and (was is None or was.get("status") != "True"):
-            events.append((WARNING, "RolloutDegraded", str(now.get("message"))))
-    found = pair(ROLLOUT_COMPLETED)
-    if found is not None:
-        now, was = found
-        if now.get("status") == "True" and (was is None or was.get("status") != "True"):
-            events.append((NORMAL, "RolloutCompleted", str(now.get("message"))))
+    # Conditions whose turning True is worth an Event of the same reason.
+    for condition, type_, reason in (
+        (NODES_EXCLUDED, NORMAL, "NodesExcluded"),
+        (ROLLOUT_DEGRADED, WARNING, "RolloutDegraded"),
+        (ROLLOUT_COMPLETED, NORMAL, "RolloutCompleted"),
+    ):
+        found = pair(condition)
+        if found is not None:
+            now, was = found
+            if now.get("status") == "True" and (was is None or was.get("status") != "True"):
+                events.append((type_, reason, str(now.get("message"))))
     found = pair(PAUSED)
     if found is not None:
         now, was = found
