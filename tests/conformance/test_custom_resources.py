@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from aiplane.api.builtin import structural
+from aiplane.apimachinery.builtin import structural
 from tests.conformance.conftest import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -101,8 +101,10 @@ def test_create_deployment(cluster: Cluster, namespace: str) -> None:
     )
     assert PROTOBUF_BODY in proc.stderr
     if proc.returncode != 0 and "list-map key" in proc.stderr:
-        # Not the protobuf path: the apps/v1 schemas fail to load in aiplane.api.builtin for any body.
-        pytest.xfail("apps/v1 built-in schema conversion fails (aiplane.api.builtin list-map key 'type')")
+        # Not the protobuf path: the apps/v1 schemas fail to load in aiplane.apimachinery.builtin for any body.
+        pytest.xfail(
+            "apps/v1 built-in schema conversion fails (aiplane.apimachinery.builtin list-map key 'type')"
+        )
     assert proc.returncode == 0, proc.stderr[-2000:]
     spec = get(cluster, "deployment", "web", "-n", namespace)["spec"]
     assert spec["replicas"] == 2

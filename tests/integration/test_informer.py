@@ -18,6 +18,7 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aiplane.apimachinery.meta import object_key
 from aiplane.kube.client import JSON, ApiError, HttpKubeClient, KubeClient
 from aiplane.kube.informer import (
     NAMESPACE_INDEX,
@@ -30,7 +31,6 @@ from aiplane.kube.informer import (
     object_rv,
 )
 from aiplane.kube.memory import InMemoryKubeClient
-from aiplane.kube.meta import object_key
 from aiplane.kube.resources import CONFIGMAPS, NODES
 from aiplane.sim.apiserver import watch
 from aiplane.sim.apiserver.errors import ApiError as SimApiError

@@ -6,7 +6,7 @@ default, enum and limits — in pydantic's own vocabulary, and CRD-only markers 
 through ``json_schema_extra``.
 
 Built-in Kubernetes types (PodSpec, Probe, LabelSelector, …) are plain ``dict`` values here: their
-schemas come from the Kubernetes OpenAPI document (:mod:`aiplane.api.builtin`), and a model checks an
+schemas come from the Kubernetes OpenAPI document (:mod:`aiplane.apimachinery.builtin`), and a model checks an
 embedded value against that schema, so an unknown field inside a PodSpec is rejected just like an
 unknown field of ours.
 """
@@ -32,7 +32,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from aiplane.api import builtin
+from aiplane.apimachinery import builtin
 
 #: The marker our CRD generator replaces with the structural schema of a Kubernetes definition.
 BUILTIN_MARKER = "x-aiplane-builtin"

@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from aiplane.api import builtin
 from aiplane.api.base import BUILTIN_MARKER, STRUCTURAL_MARKER, Resource
+from aiplane.apimachinery import builtin
 
 _API_VERSION_DESCRIPTION = (
     "APIVersion defines the versioned schema of this representation of an object.\n"

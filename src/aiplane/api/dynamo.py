@@ -24,7 +24,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from aiplane.api import builtin
 from aiplane.api.base import (
     AGE,
     ApiModel,
@@ -46,6 +45,7 @@ from aiplane.api.base import (
     rule,
     schema_checked,
 )
+from aiplane.apimachinery import builtin
 
 GROUP = "nvidia.com"
 CATEGORIES = ("dynamo", "aiplane")

@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from aiplane.apimachinery.meta import controller_of
 from aiplane.kube.logging import reconcile_context
-from aiplane.kube.meta import controller_of
 from aiplane.kube.ratelimit import default_controller_rate_limiter
 from aiplane.kube.resources import Resource
 from aiplane.kube.workqueue import NoopMetricsProvider, WorkQueue, WorkQueueMetricsProvider

@@ -46,8 +46,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from aiplane.apimachinery.meta import controller_of, strip_managed_fields
 from aiplane.kube.client import ApiError, KubeClient
-from aiplane.kube.meta import controller_of, strip_managed_fields
 from aiplane.kube.resources import Resource
 
 __all__ = [

@@ -31,9 +31,9 @@ from typing import Any, Final
 import cel
 from cel import stdlib as cel_stdlib
 
-from aiplane.schema import errors as fe
-from aiplane.schema._values import deep_equal, key, scalar_key
-from aiplane.schema.errors import FieldError
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.values import deep_equal, key, scalar_key
 
 Schema = Mapping[str, Any]
 

@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from aiplane.schema import errors as fe
-from aiplane.schema._values import child, deep_equal, index, key
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.values import child, deep_equal, index, key
 from aiplane.schema.cel import SUPPORTED_REASONS, compile_rule, field_path, undefined_fields, validate_rules
-from aiplane.schema.errors import FieldError
 from aiplane.schema.prune import META_FIELDS, prune
 from aiplane.schema.validate import validate_openapi
 
@@ -43,7 +43,7 @@ def structural_errors(schema: Schema, *, path: str = "spec.validation.openAPIV3S
 def structural_field_errors(
     schema: Schema, *, path: str = "spec.validation.openAPIV3Schema"
 ) -> list[FieldError]:
-    """:func:`structural_errors` as :class:`~aiplane.schema.errors.FieldError` objects."""
+    """:func:`structural_errors` as :class:`~aiplane.apimachinery.field.FieldError` objects."""
     errs: list[FieldError] = []
     if schema.get("nullable"):
         errs.append(_forbidden(f"{path}.nullable", "nullable cannot be true at the root"))

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
-from aiplane.api import builtin
-from aiplane.schema import _formats
-from aiplane.schema import errors as fe
-from aiplane.schema._values import (
+from aiplane.apimachinery import builtin
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import SAME, FieldError
+from aiplane.apimachinery.values import (
     child,
     deep_equal,
     go_float,
@@ -44,9 +44,9 @@ from aiplane.schema._values import (
     key,
     scalar_key,
 )
+from aiplane.schema import _formats
 from aiplane.schema.cel import ABSENT, Correlation, has_rules, validate_rules
 from aiplane.schema.defaults import apply_defaults
-from aiplane.schema.errors import SAME, FieldError
 from aiplane.schema.prune import prune, prune_with_field_paths
 
 Schema = Mapping[str, Any]

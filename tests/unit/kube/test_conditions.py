@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.kube.conditions import (
+from aiplane.apimachinery.conditions import (
     format_time,
     get_condition,
     is_false,

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from aiplane.apimachinery.meta import controller_owner_reference
 from aiplane.controllers.echo import CRD, ECHOES, new_controller
 from aiplane.kube.client import ApiError
 from aiplane.kube.controller import Controller, Request, Result, generation_changed
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.memory import InMemoryKubeClient
-from aiplane.kube.meta import controller_owner_reference
 from aiplane.kube.resources import CONFIGMAPS, CRDS, EVENTS, SECRETS
 from tests.polling import eventually
 

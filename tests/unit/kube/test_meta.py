@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.kube.meta import (
+from aiplane.apimachinery.meta import (
     controller_of,
     controller_owner_reference,
     deep_copy,

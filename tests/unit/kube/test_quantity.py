@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.kube.quantity import (
+from aiplane.apimachinery.quantity import (
     Quantity,
     QuantityFormat,
     add_resource_lists,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.kube.selectors import (
+from aiplane.apimachinery.selectors import (
     Operator,
     Requirement,
     Selector,

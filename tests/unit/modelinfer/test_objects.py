@@ -10,6 +10,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aiplane.apimachinery.quantity import Quantity
+from aiplane.apimachinery.selectors import parse_selector, selector_matches
 from aiplane.controllers.modelinfer import naming as n
 from aiplane.controllers.modelinfer.objects import (
     build_pod,
@@ -33,9 +35,7 @@ from aiplane.controllers.modelinfer.objects import (
 )
 from aiplane.controllers.modelinfer.revision import controller_revision, revision_hash
 from aiplane.kube.memory import InMemoryKubeClient
-from aiplane.kube.quantity import Quantity
 from aiplane.kube.resources import CONTROLLERREVISIONS, PODGROUPS, PODS, SERVICES, resource_for
-from aiplane.kube.selectors import parse_selector, selector_matches
 from tests.unit.modelinfer import container, model_infer, role, template
 
 REV = "abcdfghjkl"

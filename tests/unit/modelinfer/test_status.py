@@ -7,6 +7,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from aiplane.apimachinery.conditions import get_condition, status_changed
 from aiplane.controllers.modelinfer.planner import GroupState, GroupSummary, plan
 from aiplane.controllers.modelinfer.status import (
     AVAILABLE,
@@ -15,7 +16,6 @@ from aiplane.controllers.modelinfer.status import (
     compute_status,
     next_current_revision,
 )
-from aiplane.kube.conditions import get_condition, status_changed
 from tests.unit.modelinfer.test_planner import cluster, inp
 
 T1 = "2026-01-10T12:00:00Z"

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aiplane.apimachinery.conditions import format_time, get_condition
 from aiplane.controllers.partitioning.node_logic import (
     APPLY_TRIGGER_LABEL,
     CORDONED_BY_ANNOTATION,
@@ -42,7 +43,6 @@ from aiplane.controllers.partitioning.node_logic import (
     pods_to_drain,
 )
 from aiplane.controllers.partitioning.plan_logic import ADMITTED_ANNOTATION
-from aiplane.kube.conditions import format_time, get_condition
 
 NOW = datetime(2026, 1, 10, 12, 0, 0, tzinfo=UTC)
 NODE = "mi300x-0"

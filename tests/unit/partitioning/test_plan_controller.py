@@ -19,6 +19,7 @@ from typing import Any, cast
 import pytest
 import yaml
 
+from aiplane.apimachinery.conditions import get_condition
 from aiplane.controllers.partitioning.hashing import desired_hash
 from aiplane.controllers.partitioning.plan import (
     Expectations,
@@ -37,7 +38,6 @@ from aiplane.controllers.partitioning.plan_logic import (
 )
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError
-from aiplane.kube.conditions import get_condition
 from aiplane.kube.controller import Controller, Request
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.manager import Manager

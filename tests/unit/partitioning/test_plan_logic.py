@@ -20,6 +20,7 @@ import yaml
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from aiplane.apimachinery.conditions import format_time, get_condition
 from aiplane.controllers.partitioning.hashing import desired_hash
 from aiplane.controllers.partitioning.plan_logic import (
     ADMITTED_ANNOTATION,
@@ -48,7 +49,6 @@ from aiplane.controllers.partitioning.plan_logic import (
     select_nodes,
     stale_node_partitionings,
 )
-from aiplane.kube.conditions import format_time, get_condition
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

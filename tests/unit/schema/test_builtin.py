@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from aiplane.api import builtin
 from aiplane.api.base import PodSpec
-from aiplane.schema import errors as fe
+from aiplane.apimachinery import builtin
+from aiplane.apimachinery import field as fe
 from aiplane.schema.defaults import apply_defaults
 from aiplane.schema.prune import prune
 from aiplane.schema.validate import validate, validate_builtin

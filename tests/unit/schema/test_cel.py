@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from aiplane.schema import errors as fe
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import kube_invalid_message
 from aiplane.schema.cel import compile_rule, escape, field_path, validate_rules
-from aiplane.schema.errors import kube_invalid_message
 from aiplane.schema.validate import admit, validate
 from tests.unit.schema.helpers import plan
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.schema import errors as fe
-from aiplane.schema._values import deep_equal, go_float, go_json, go_quote, go_value
-from aiplane.schema.errors import FieldError, invalid_status, kube_invalid_message
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError, invalid_status, kube_invalid_message
+from aiplane.apimachinery.values import deep_equal, go_float, go_json, go_quote, go_value
 from aiplane.schema.validate import validate
 
 NAME_PATTERN = "^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?$"

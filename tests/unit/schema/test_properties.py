@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiplane.api import builtin
+from aiplane.apimachinery import builtin
 from aiplane.schema.defaults import apply_defaults
 from aiplane.schema.prune import prune
 from aiplane.schema.validate import admit, validate, validate_builtin

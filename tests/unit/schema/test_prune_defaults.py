@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aiplane.api import builtin
+from aiplane.apimachinery import builtin
 from aiplane.schema.defaults import apply_defaults
 from aiplane.schema.prune import prune, prune_with_field_paths
 from tests.unit.schema.helpers import plan

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from aiplane.api import builtin
-from aiplane.schema import errors as fe
+from aiplane.apimachinery import builtin
+from aiplane.apimachinery import field as fe
 from aiplane.schema.validate import RULES_SKIPPED, admit, validate
 from tests.unit.schema.helpers import plan
 

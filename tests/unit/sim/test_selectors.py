@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiplane.kube.selectors import parse_selector
+from aiplane.apimachinery.selectors import parse_selector
 from aiplane.sim.apiserver import selectors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType
@@ -154,7 +154,7 @@ def test_label_selector_errors_are_kubes(text: str, message: str) -> None:
 
 
 def test_the_query_parameter_is_the_runtimes_selector() -> None:
-    """One parser and matcher serves ``?labelSelector=`` and the controllers (``aiplane.kube.selectors``)."""
+    """One parser and matcher serves ``?labelSelector=`` and the controllers (``aiplane.apimachinery.selectors``)."""
     sel = selectors.label_selector("tier in (front,back),app=web,!gone")
     assert sel == selectors.LabelSelector(parse_selector("app=web,!gone,tier in (back,front)").requirements)
     assert sel.to_string() == "app=web,!gone,tier in (back,front)"

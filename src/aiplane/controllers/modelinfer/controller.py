@@ -38,6 +38,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
+from aiplane.apimachinery.conditions import set_condition, status_changed
+from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.modelinfer.naming import (
     LABEL_GROUP_NAME,
     LABEL_NAME,
@@ -81,11 +83,9 @@ from aiplane.controllers.modelinfer.validation import (
     validate,
 )
 from aiplane.kube.client import ApiError, KubeClient
-from aiplane.kube.conditions import set_condition, status_changed
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.informer import Informer, object_rv
-from aiplane.kube.meta import deep_get
 from aiplane.kube.resources import CONTROLLERREVISIONS, PODGROUPS, PODS, SERVICES, Resource, resource_for
 
 if TYPE_CHECKING:

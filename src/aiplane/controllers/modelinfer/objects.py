@@ -37,6 +37,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from aiplane.apimachinery.quantity import Quantity, add_resource_lists, resource_lists_equal
 from aiplane.controllers.modelinfer.naming import (
     ANNOTATION_GROUP_NAME,
     ANNOTATION_QUEUE_NAME,
@@ -60,7 +61,6 @@ from aiplane.controllers.modelinfer.naming import (
     role_id,
     service_name,
 )
-from aiplane.kube.quantity import Quantity, add_resource_lists, resource_lists_equal
 
 __all__ = [
     "DEFAULT_MAX_SKEW",

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from aiplane.apimachinery.meta import controller_of
 from aiplane.controllers.modelinfer.naming import (
     LABEL_GROUP_NAME,
     LABEL_REVISION,
@@ -25,7 +26,6 @@ from aiplane.controllers.modelinfer.naming import (
 from aiplane.controllers.modelinfer.objects import role_has_service, role_replicas, worker_count
 from aiplane.controllers.modelinfer.planner import PodView, RoleShape, ServiceView
 from aiplane.controllers.modelinfer.revision import with_current_replicas
-from aiplane.kube.meta import controller_of
 
 Obj = Mapping[str, Any]
 

@@ -2,7 +2,7 @@
 
 Pure, like :mod:`.planner`: the executor passes the :attr:`~.planner.Plan.groups` of the plan it just
 carried out, the spec numbers it planned with, the status it read from the cache and ``now``, and
-writes the result through ``/status`` only when :func:`~aiplane.kube.conditions.status_changed` says
+writes the result through ``/status`` only when :func:`~aiplane.apimachinery.conditions.status_changed` says
 it differs. On a steady state the result equals the stored status exactly (same values, same
 condition order, unchanged ``lastTransitionTime``s), so a settled ModelInfer costs zero writes.
 
@@ -40,8 +40,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from aiplane.apimachinery.conditions import remove_condition, set_condition
 from aiplane.controllers.modelinfer.planner import GroupSummary
-from aiplane.kube.conditions import remove_condition, set_condition
 
 __all__ = [
     "AVAILABLE",

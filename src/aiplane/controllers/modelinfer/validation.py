@@ -44,9 +44,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from aiplane.apimachinery.selectors import compile_selector, validate_label_key, validate_label_value
 from aiplane.controllers.modelinfer.naming import MAX_NAME_LENGTH, pod_name
 from aiplane.controllers.modelinfer.objects import role_replicas, worker_count
-from aiplane.kube.selectors import compile_selector, validate_label_key, validate_label_value
 
 __all__ = [
     "DEFAULT_MAX_SURGE",

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Final
 
-from aiplane.kube.quantity import Quantity
+from aiplane.apimachinery.quantity import Quantity
 
 __all__ = ["HASH_PREFIX", "canonical_profile_state", "canonical_quantity", "desired_hash", "hash_json"]
 

@@ -15,13 +15,13 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.controllers.partitioning import node_logic
 from aiplane.controllers.partitioning.node_logic import NodeLogicConfig, decide
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import EventRecorder
-from aiplane.kube.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.kube.resources import EVENTS, NODES, PODS, resource_for
 
 FIELD_MANAGER = "aiplane-nodepartitioning"

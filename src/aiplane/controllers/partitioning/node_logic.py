@@ -93,10 +93,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypeAlias
 
-from aiplane.kube.conditions import get_condition, set_condition, status_changed
-from aiplane.kube.meta import deep_get, has_finalizer
-from aiplane.kube.quantity import Quantity
-from aiplane.kube.selectors import Selector, compile_selector
+from aiplane.apimachinery.conditions import get_condition, set_condition, status_changed
+from aiplane.apimachinery.meta import deep_get, has_finalizer
+from aiplane.apimachinery.quantity import Quantity
+from aiplane.apimachinery.selectors import Selector, compile_selector
 
 __all__ = [
     "ACTIVE_PHASES",

@@ -51,6 +51,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
+from aiplane.apimachinery.conditions import get_condition
+from aiplane.apimachinery.meta import deep_get, strip_managed_fields
 from aiplane.controllers.partitioning.plan_logic import (
     API_VERSION,
     NODE_PARTITIONING_KIND,
@@ -72,11 +74,9 @@ from aiplane.controllers.partitioning.plan_logic import (
 )
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError, KubeClient
-from aiplane.kube.conditions import get_condition
 from aiplane.kube.controller import Controller, Request, Result, labels_changed
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.informer import Informer, object_rv
-from aiplane.kube.meta import deep_get, strip_managed_fields
 from aiplane.kube.resources import NODES, Resource, resource_for
 
 if TYPE_CHECKING:

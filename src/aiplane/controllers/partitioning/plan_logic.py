@@ -96,10 +96,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+from aiplane.apimachinery.conditions import format_time, get_condition, set_condition, status_changed
+from aiplane.apimachinery.meta import controller_of, controller_owner_reference, deep_get
+from aiplane.apimachinery.selectors import Selector, compile_selector
 from aiplane.controllers.partitioning.hashing import desired_hash
-from aiplane.kube.conditions import format_time, get_condition, set_condition, status_changed
-from aiplane.kube.meta import controller_of, controller_owner_reference, deep_get
-from aiplane.kube.selectors import Selector, compile_selector
 
 __all__ = [
     "ADMITTED_ANNOTATION",

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from aiplane.kube.conditions import get_condition, set_condition
+from aiplane.apimachinery.conditions import get_condition, set_condition
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import WARNING, EventRecorder
 from aiplane.kube.resources import CONFIGMAPS, resource_for

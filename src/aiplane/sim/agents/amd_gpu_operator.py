@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from aiplane.kube.quantity import Quantity
+from aiplane.apimachinery.quantity import Quantity
 from aiplane.sim.agents import (
     NODES,
     PODS,

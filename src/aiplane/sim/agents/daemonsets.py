@@ -6,7 +6,7 @@ repartitions the GPUs and comes back (re-registering the new devices) when the t
 partitioning controllers depend on exactly that cycle, so the sim runs it.
 
 For every apps/v1 DaemonSet: one pod on every node the pod template may run on — node selector and
-required node affinity match (:func:`aiplane.kube.selectors.required_node_affinity_matches`), and the
+required node affinity match (:func:`aiplane.apimachinery.selectors.required_node_affinity_matches`), and the
 node's ``NoSchedule``/``NoExecute`` taints are tolerated (:func:`tolerates`, with the tolerations the
 controller adds to every daemon pod) — named ``<ds>-<5 random chars>``, bound to its node, owned by
 the DaemonSet, labelled with the template's labels plus ``controller-revision-hash`` and
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aiplane.kube.selectors import required_node_affinity_matches
+from aiplane.apimachinery.selectors import required_node_affinity_matches
 from aiplane.sim.agents import (
     NODES,
     PODS,

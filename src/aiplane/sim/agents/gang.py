@@ -61,7 +61,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aiplane.kube.quantity import Quantity
+from aiplane.apimachinery.quantity import Quantity
 from aiplane.sim.agents import (
     PODS,
     Obj,

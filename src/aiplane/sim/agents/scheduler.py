@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aiplane.kube.quantity import Quantity
+from aiplane.apimachinery.quantity import Quantity
 from aiplane.sim.agents import (
     NODES,
     PODS,

@@ -34,10 +34,10 @@ from dataclasses import fields as dataclass_fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from aiplane.api import builtin
-from aiplane.schema import errors as fe
-from aiplane.schema._values import go_float, go_json, go_quote
-from aiplane.schema.errors import FieldError
+from aiplane.apimachinery import builtin
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.values import go_float, go_json, go_quote
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType

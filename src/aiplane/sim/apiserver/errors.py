@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from aiplane.schema.errors import FieldError, kube_invalid_message
+from aiplane.apimachinery.field import FieldError, kube_invalid_message
 
 
 class ApiError(Exception):

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aiplane.kube.selectors import Selector, compile_selector
+from aiplane.apimachinery.selectors import Selector, compile_selector
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType

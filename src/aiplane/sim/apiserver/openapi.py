@@ -8,7 +8,7 @@ group-version), shaped like kube-apiserver 1.37 publishes them, because kubectl 
   ``fieldValidation`` parameter before trusting the server with field validation (otherwise they
   validate client-side against v2, or fail).
 
-Built-in kinds come from the Kubernetes definitions (``aiplane.api.builtin.definitions()``), converted
+Built-in kinds come from the Kubernetes definitions (``aiplane.apimachinery.builtin.definitions()``), converted
 back to the form kube-openapi serves (nullable type unions dropped, ``$ref`` siblings wrapped in
 ``allOf`` in v3, IntOrString and Quantity as apimachinery declares them). A CRD version is published as
 apiextensions-apiserver builds it: its structural schema with ``metadata`` replaced by a reference to
@@ -37,7 +37,7 @@ from urllib.parse import quote
 import orjson
 from aiohttp import web
 
-from aiplane.api import builtin
+from aiplane.apimachinery import builtin
 from aiplane.sim.apiserver import discovery, errors
 from aiplane.sim.apiserver.resources import _DEF, ResourceType
 

@@ -32,10 +32,10 @@ import jsonpatch
 import orjson
 import yaml
 
-from aiplane.api import builtin
-from aiplane.schema import errors as fe
-from aiplane.schema._values import go_json, go_quote
-from aiplane.schema.errors import FieldError
+from aiplane.apimachinery import builtin
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.values import go_json, go_quote
 from aiplane.schema.prune import prune_with_field_paths
 from aiplane.sim.apiserver import apply as ssa
 from aiplane.sim.apiserver import errors

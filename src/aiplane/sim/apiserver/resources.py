@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiplane.api import builtin
+from aiplane.apimachinery import builtin
 
 # Where a built-in kind's schema lives in the Kubernetes OpenAPI document.
 _DEF = {

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aiplane.kube.selectors import dns1123_subdomain_errors, label_key_errors, label_value_errors
-from aiplane.schema import errors as fe
-from aiplane.schema._values import GoLiteral
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.selectors import dns1123_subdomain_errors, label_key_errors, label_value_errors
+from aiplane.apimachinery.values import GoLiteral
 from aiplane.schema.defaults import apply_defaults
-from aiplane.schema.errors import FieldError
 from aiplane.schema.prune import prune_with_field_paths
 from aiplane.schema.structural import structural_field_errors
 from aiplane.schema.validate import validate

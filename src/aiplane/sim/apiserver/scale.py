@@ -123,8 +123,8 @@ async def handle(
         raise errors.method_not_allowed()
     replicas = (body.get("spec") or {}).get("replicas")
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        from aiplane.schema import errors as fe
-        from aiplane.schema.errors import FieldError
+        from aiplane.apimachinery import field as fe
+        from aiplane.apimachinery.field import FieldError
 
         raise errors.invalid(
             "Scale",

@@ -3,7 +3,7 @@
 * Label selectors follow ``k8s.io/apimachinery/pkg/labels`` (lexer, parser, key and value validation,
   error texts): equality (``=``, ``==``, ``!=``), set-based (``in``, ``notin``), existence (``key``,
   ``!key``) and the numeric ``>``/``<`` kube also accepts. The parser and matcher are the runtime's
-  (:mod:`aiplane.kube.selectors`); this module turns a syntax error into kube-apiserver's 400.
+  (:mod:`aiplane.apimachinery.selectors`); this module turns a syntax error into kube-apiserver's 400.
 * Field selectors follow ``k8s.io/apimachinery/pkg/fields`` (``=``, ``==``, ``!=``, backslash escapes) and
   each kind's field label conversion (``pkg/apis/*/v1/conversion.go``) and selectable fields
   (``ToSelectableFields`` in the registry strategies): which labels a kind accepts, the error for the
@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
-from aiplane.kube.selectors import Selector, SelectorError, parse_selector
-from aiplane.schema import errors as fe
-from aiplane.schema._values import go_quote
-from aiplane.schema.errors import FieldError
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.selectors import Selector, SelectorError, parse_selector
+from aiplane.apimachinery.values import go_quote
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType
@@ -38,7 +38,7 @@ Obj = dict[str, Any]
 
 CRD_KEY = "apiextensions.k8s.io/customresourcedefinitions"
 
-# --- label selectors (labels.Parse: aiplane.kube.selectors) ----------------------------------------------
+# --- label selectors (labels.Parse: aiplane.apimachinery.selectors) ----------------------------------------------
 
 
 class LabelSelector(Selector):

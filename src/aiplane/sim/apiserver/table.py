@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from aiplane.api import builtin
-from aiplane.kube.selectors import compile_selector, format_label_selector
+from aiplane.apimachinery import builtin
+from aiplane.apimachinery.selectors import compile_selector, format_label_selector
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.discovery import parse_accept
 from aiplane.sim.apiserver.resources import ResourceType

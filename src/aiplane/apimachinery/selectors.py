@@ -41,9 +41,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from aiplane.schema import errors as fe
-from aiplane.schema._values import go_quote
-from aiplane.schema.errors import FieldError
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.values import go_quote
 
 __all__ = [
     "Operator",

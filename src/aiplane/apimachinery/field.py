@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aiplane.schema._values import friendly, go_quote, go_value
+from aiplane.apimachinery.values import friendly, go_quote, go_value
 
 # The field.ErrorType values kube puts in Status causes.
 INVALID: Final = "FieldValueInvalid"
