@@ -8,7 +8,6 @@ their callers: mutating a cached object is forbidden, so nothing here returns a 
 to be changed.
 """
 
-from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
