@@ -224,7 +224,7 @@ def sim(
     """Run the embedded cluster (a Kubernetes API server faithful enough for kubectl) until SIGINT/SIGTERM."""
     import asyncio
 
-    from aiplane.sim.main import run_sim
+    from aiplane.simrun import run_sim
 
     code = asyncio.run(
         run_sim(

@@ -30,12 +30,12 @@ from aiplane.kube.informer import (
     diff,
     object_rv,
 )
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, NODES
 from aiplane.sim.apiserver import watch
 from aiplane.sim.apiserver.errors import ApiError as SimApiError
 from aiplane.sim.apiserver.resources import ResourceType
 from aiplane.sim.apiserver.rest import Api
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 
 Obj = dict[str, Any]

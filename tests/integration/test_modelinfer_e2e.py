@@ -22,9 +22,9 @@ import pytest
 
 from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.kube.manager import Manager
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, SERVICES, resource_for
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests.polling import eventually

@@ -21,9 +21,9 @@ from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError
 from aiplane.kube.manager import Manager
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NODES, PDBS, PODS, resource_for
 from aiplane.sim.apiserver.store import Event
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests.polling import eventually as poll

@@ -29,8 +29,8 @@ from aiplane.controllers.partitioning import profile as profile_controller
 from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.manager import ControllerOptions, Manager
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NODES, resource_for
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests.integration.test_partitioning_e2e import IN_PROGRESS, PRODUCT, LimitWatch, profile

@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from aiplane.kube.client import ApiError
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, DAEMONSETS, DEVICECONFIGS, EVENTS, NODES, PODS
 from aiplane.sim.agents import amd_gpu_operator as amd
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration.sim_helpers import agent_cluster, events, until
 

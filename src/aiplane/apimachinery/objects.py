@@ -8,7 +8,6 @@ their callers: mutating a cached object is forbidden, so nothing here returns a 
 to be changed.
 """
 
-
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final

@@ -27,8 +27,8 @@ from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
 from aiplane.kube.client import ApiError
 from aiplane.kube.logging import configure_logging
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NAMESPACES, NODES, PODS, resource_for
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 
 FIELD_MANAGER = "aiplane-demo"
@@ -92,7 +92,7 @@ def inference_workloads(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def _manager(cluster: EmbeddedCluster) -> tuple[Any, InMemoryKubeClient]:
     from aiplane.controllers import registry
-    from aiplane.sim.main import in_process_manager
+    from aiplane.simrun import in_process_manager
 
     client = InMemoryKubeClient.for_cluster(cluster)
     manager = await in_process_manager(client, registry.select("all"))

@@ -8,7 +8,7 @@ at — kubeconfig and in-cluster configuration, credentials (including exec plug
 its aiohttp session is the transport.
 
 Two implementations share every verb: :class:`HttpKubeClient` (a real or embedded API server) and
-``InMemoryKubeClient`` (``aiplane.kube.memory``: the embedded server's verbs without HTTP, for fast tests).
+``InMemoryKubeClient`` (``aiplane.sim.client``: the embedded server's verbs without HTTP, for fast tests).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from aiplane.kube.client import ApiError
 from aiplane.kube.controller import Controller, Request, Result, generation_changed
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import InformerFactory
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, CRDS, EVENTS, SECRETS
+from aiplane.sim.client import InMemoryKubeClient
 from tests.polling import eventually
 
 

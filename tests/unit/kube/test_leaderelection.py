@@ -22,10 +22,10 @@ from aiplane.kube.leaderelection import (
     format_micro_time,
     parse_micro_time,
 )
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.metrics import Metrics
 from aiplane.kube.ratelimit import FakeClock
 from aiplane.kube.resources import LEASES
+from aiplane.sim.client import InMemoryKubeClient
 
 NS = "default"
 NAME = "aiplane-test"

@@ -11,8 +11,8 @@ import pytest
 
 from aiplane.kube.leaderelection import LeaderElectionConfig
 from aiplane.kube.manager import EXIT_FAILURE, EXIT_OK, Manager, parse_bind_address
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, LEASES
+from aiplane.sim.client import InMemoryKubeClient
 
 LOOPBACK = "127.0.0.1:0"
 

@@ -12,8 +12,8 @@ from aiplane.controllers.modelinfer import controller as mic
 from aiplane.controllers.modelinfer.controller import Expectations
 from aiplane.controllers.modelinfer.observe import pod_view, views
 from aiplane.kube.manager import Manager
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NAMESPACES, PODGROUPS, PODS, SERVICES, resource_for
+from aiplane.sim.client import InMemoryKubeClient
 from tests.polling import eventually
 
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")

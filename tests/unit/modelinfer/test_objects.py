@@ -34,8 +34,8 @@ from aiplane.controllers.modelinfer.objects import (
     worker_count,
 )
 from aiplane.controllers.modelinfer.revision import controller_revision, revision_hash
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONTROLLERREVISIONS, PODGROUPS, PODS, SERVICES, resource_for
+from aiplane.sim.client import InMemoryKubeClient
 from tests.unit.modelinfer import container, model_infer, role, template
 
 REV = "abcdfghjkl"

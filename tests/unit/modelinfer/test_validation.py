@@ -27,8 +27,8 @@ from aiplane.controllers.modelinfer.validation import (
     validate,
 )
 from aiplane.kube.client import ApiError
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import SERVICES, resource_for
+from aiplane.sim.client import InMemoryKubeClient
 from tests.unit.modelinfer import model_infer, role, template
 
 EXAMPLE = yaml.safe_load(

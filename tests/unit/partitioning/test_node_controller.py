@@ -15,8 +15,8 @@ from aiplane.controllers.partitioning.plan_logic import ADMITTED_ANNOTATION
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.controller import Request
 from aiplane.kube.manager import Manager
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import NODES, PDBS, PODS
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests.polling import eventually as poll
 

@@ -41,8 +41,8 @@ from aiplane.kube.client import ApiError
 from aiplane.kube.controller import Controller, Request
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.manager import Manager
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import EVENTS, NODES
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool, node_objects
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -12,8 +12,8 @@ import pytest
 
 from aiplane.controllers.partitioning.profile import profile_status, profiles_resource, setup
 from aiplane.kube.manager import Manager
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, NAMESPACES
+from aiplane.sim.client import InMemoryKubeClient
 from tests.polling import eventually as _eventually
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from aiplane.kube.client import ApiError, HttpKubeClient, KubeClient
-from aiplane.kube.memory import InMemoryKubeClient
 from aiplane.kube.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, PDBS, PODGROUPS, PODS
 from aiplane.sim.apiserver import watch
 from aiplane.sim.apiserver.server import ApiServer
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 
 NS = "default"

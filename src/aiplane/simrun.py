@@ -82,7 +82,7 @@ async def run_sim(
     manager: Any = None
     manager_task: asyncio.Task[int] | None = None
     if selected:
-        from aiplane.kube.memory import InMemoryKubeClient
+        from aiplane.sim.client import InMemoryKubeClient
 
         manager = await in_process_manager(InMemoryKubeClient.for_cluster(cluster), selected)
         manager_task = asyncio.create_task(manager.run())
