@@ -20,6 +20,7 @@ the kubeconfig context's, else ``default``.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import sys
@@ -30,6 +31,7 @@ from typing import Any, Final
 import yaml
 
 from aiplane.controllers import registry
+from aiplane.controllers.partitioning.options import DEFAULT_DCM_CONFIG, PartitioningOptions
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.leaderelection import LeaderElectionConfig
 from aiplane.kube.logging import configure_logging, get_logger
@@ -61,13 +63,14 @@ class RunOptions:
     leader_election_retry_period: float = 2.0
     metrics_bind_address: str = ":8080"
     health_probe_bind_address: str = ":8081"
-    max_concurrent_reconciles: int = 1
-    #: Client-side request budget (kube-controller-manager's --kube-api-qps/--kube-api-burst). The
-    #: API server's priority and fairness is the real protection; this only stops a runaway loop.
-    dcm_config: str = "kube-amd-gpu/config-manager-config"
+    #: ``None``: each controller's documented default (docs/architecture.md).
+    max_concurrent_reconciles: int | None = None
+    dcm_config: str = DEFAULT_DCM_CONFIG
     drain_timeout: float = 1200.0
     operator_timeout: float = 1800.0
     verify_timeout: float = 300.0
+    #: Client-side request budget (kube-controller-manager's --kube-api-qps/--kube-api-burst). The
+    #: API server's priority and fairness is the real protection; this only stops a runaway loop.
     kube_api_qps: float = 200.0
     kube_api_burst: int = 400
     shutdown_timeout: float = 30.0
@@ -158,7 +161,7 @@ def _validate(options: RunOptions) -> None:
             parse_bind_address(value)
         except ValueError as exc:
             raise UsageError(f"{flag}: {exc}") from None
-    if options.max_concurrent_reconciles < 1:
+    if options.max_concurrent_reconciles is not None and options.max_concurrent_reconciles < 1:
         raise UsageError("--max-concurrent-reconciles must be at least 1")
     if options.shutdown_timeout < 0:
         raise UsageError("--shutdown-timeout must not be negative")
@@ -173,6 +176,12 @@ async def run(options: RunOptions) -> int:
         return EXIT_USAGE
     try:
         _validate(options)
+        partitioning = PartitioningOptions(
+            dcm_config=options.dcm_config,
+            drain_timeout=options.drain_timeout,
+            operator_timeout=options.operator_timeout,
+            verify_timeout=options.verify_timeout,
+        )
         selected = registry.select(options.controllers)
         election: LeaderElectionConfig | None = None
         if options.leader_elect:
@@ -201,14 +210,9 @@ async def run(options: RunOptions) -> int:
             health_probe_bind_address=options.health_probe_bind_address,
             shutdown_timeout=options.shutdown_timeout,
             metrics=metrics,
-            controller_options=ControllerOptions(
-                max_concurrent_reconciles=options.max_concurrent_reconciles,
-                dcm_config=options.dcm_config,
-                drain_timeout=options.drain_timeout,
-                operator_timeout=options.operator_timeout,
-                verify_timeout=options.verify_timeout,
-            ),
+            controller_options=ControllerOptions(max_concurrent_reconciles=options.max_concurrent_reconciles),
         )
+        manager.set_options(partitioning)
         for name, setup in selected.items():
             try:
                 result = setup(manager)
@@ -234,6 +238,4 @@ async def run(options: RunOptions) -> int:
 
 def main(options: RunOptions) -> int:
     """Synchronous entry (the CLI's): run on a fresh event loop."""
-    import asyncio
-
     return asyncio.run(run(options))

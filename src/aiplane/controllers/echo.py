@@ -10,9 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from aiplane.apimachinery import objects
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.informer import InformerFactory
+from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CRDS, Resource, register
+from aiplane.kube.status import StatusWriter
 
 GROUP = "diagnostics.aiplane.io"
 ECHOES = register(Resource(GROUP, "v1", "echoes", "Echo", True))
@@ -73,36 +77,22 @@ async def ensure_crd(client: KubeClient) -> None:
             raise
 
 
-def new_controller(client: KubeClient, informers: Any, *, workers: int = 1) -> Controller:
+def new_controller(client: KubeClient, informers: InformerFactory, *, workers: int = 1) -> Controller:
+    """Observe the Echo from the cache, decide :func:`desired_status`, write it only when it differs."""
     informer = informers.informer(ECHOES)
+    writer = StatusWriter(client, ECHOES, FIELD_MANAGER)
 
     async def reconcile(request: Request) -> Result | None:
-        obj = informer.cache.get(request.key)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
+        obj = informer.get(request.key)
+        if obj is None or objects.is_deleting(obj):
             return None
-        want = desired_status(obj)
-        if (obj.get("status") or {}) == want:
-            return None
-        await client.patch(
-            ECHOES,
-            request.name,
-            {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "status": want},
-            namespace=request.namespace,
-            subresource="status",
-            field_manager=FIELD_MANAGER,
-        )
+        await writer.write(obj, desired_status(obj))
         return None
 
     return Controller.build("echo").for_(ECHOES).workers(workers).reconcile(reconcile)
 
 
-async def setup(manager: Any) -> None:
+async def setup(manager: Manager) -> None:
     """``aiplane run --controllers echo``: install the CRD if missing, then register the controller."""
     await ensure_crd(manager.client)
-    controller = new_controller(
-        manager.client, manager.informers, workers=manager.controller_options.max_concurrent_reconciles
-    )
-    controller.bind(
-        manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
-    )
-    manager.add_controller(controller)
+    manager.add_controller(new_controller(manager.client, manager.informers))

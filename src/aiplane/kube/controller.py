@@ -8,7 +8,13 @@ and an object is never reconciled concurrently with itself (the work queue guara
 
 Failures never stop a controller: an exception requeues the key with per-item exponential backoff
 (5 ms → 1000 s, combined with a 10 qps/100 burst bucket, client-go's default) and is logged with the
-key; a ``Result(requeue_after=…)`` schedules the next look without counting as a failure.
+key; a ``Result(requeue_after=…)`` schedules the next look without counting as a failure. Two kinds
+of failure are told apart, as controller-runtime does:
+
+* an **expected race** — an API conflict (409) or a NotFound after a delete — is retried with the
+  same backoff but logged at debug level only: the next reconcile reads fresher state;
+* a :class:`TerminalError` is logged once at error level and *not* retried (the object must change,
+  or something it depends on, before another attempt can succeed; that change enqueues it again).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any, Protocol
 import structlog
 
 from aiplane.apimachinery.meta import controller_of
+from aiplane.kube.client import ApiError
 from aiplane.kube.logging import reconcile_context
 from aiplane.kube.ratelimit import default_controller_rate_limiter
 from aiplane.kube.resources import Resource
@@ -51,6 +58,10 @@ class Request:
 
     def __str__(self) -> str:
         return self.key
+
+
+class TerminalError(Exception):
+    """A reconcile failure that retrying cannot fix: logged once, never requeued."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +158,7 @@ class ControllerBuilder:
     _primary: Resource | None = None
     _sources: list[_Source] = field(default_factory=list)
     _workers: int = 1
+    _fixed_workers: str | None = None
 
     def for_(
         self,
@@ -190,16 +202,22 @@ class ControllerBuilder:
         )
         return self
 
-    def workers(self, n: int) -> ControllerBuilder:
+    def workers(self, n: int, *, fixed: str | None = None) -> ControllerBuilder:
+        """This controller's default number of workers: ``--max-concurrent-reconciles`` overrides it
+        for every controller, unless ``fixed`` gives the reason it must not (then the flag is logged
+        as not applied, never silently ignored)."""
         if n < 1:
             raise ValueError("a controller needs at least one worker")
         self._workers = n
+        self._fixed_workers = fixed
         return self
 
     def reconcile(self, fn: Reconciler) -> Controller:
         if self._primary is None:
             raise ValueError(f"controller {self.name}: for_() names no primary kind")
-        return Controller(self.name, fn, list(self._sources), self._workers)
+        controller = Controller(self.name, fn, list(self._sources), self._workers)
+        controller.fixed_workers = self._fixed_workers
+        return controller
 
 
 class Controller:
@@ -210,6 +228,8 @@ class Controller:
         self.reconciler = reconciler
         self.sources = sources
         self.max_concurrent = workers
+        #: Why ``max_concurrent`` must not be changed by ``--max-concurrent-reconciles`` (None: it may).
+        self.fixed_workers: str | None = None
         self.observer: ReconcileObserver | None = None
         self.queue_metrics: WorkQueueMetricsProvider = NoopMetricsProvider()
         self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=default_controller_rate_limiter())
@@ -269,6 +289,23 @@ class Controller:
         else:
             self.queue.add(request)
 
+    def set_max_concurrent(self, n: int | None) -> None:
+        """Apply ``--max-concurrent-reconciles`` (``None``: keep this controller's default)."""
+        if n is None or n == self.max_concurrent:
+            return
+        if self.fixed_workers is not None:
+            self._log.info(
+                "--max-concurrent-reconciles not applied", workers=self.max_concurrent, why=self.fixed_workers
+            )
+            return
+        if n < 1:
+            raise ValueError("max_concurrent_reconciles must be at least 1")
+        self.max_concurrent = n
+
+    @property
+    def bound(self) -> bool:
+        return bool(self._informers)
+
     @property
     def informers(self) -> list[Any]:
         return list(self._informers)
@@ -325,6 +362,22 @@ class Controller:
                 result = await self.reconciler(request) or Result()
             except asyncio.CancelledError:
                 raise
+            except TerminalError as exc:
+                label = "error"
+                self.queue.forget(request)
+                bound.error("reconcile failed; not retried until the object changes", error=str(exc))
+            except ApiError as exc:
+                label = "error"
+                self.queue.add_rate_limited(request)
+                if exc.conflict or exc.not_found:
+                    label = "requeue"
+                    bound.debug("requeue after a race", reason=exc.message)
+                else:
+                    bound.error(
+                        "reconcile failed",
+                        error=f"{type(exc).__name__}: {exc}",
+                        retries=self.queue.num_requeues(request),
+                    )
             except Exception as exc:
                 label = "error"
                 self.queue.add_rate_limited(request)
@@ -332,7 +385,7 @@ class Controller:
                     "reconcile failed",
                     error=f"{type(exc).__name__}: {exc}",
                     retries=self.queue.num_requeues(request),
-                    exc_info=not _is_api_error(exc),
+                    exc_info=True,
                 )
             else:
                 if result.requeue_after:
@@ -348,9 +401,3 @@ class Controller:
                 if self.observer is not None:
                     self.observer.reconcile_finished(self.name, label, time.perf_counter() - started)
             return label
-
-
-def _is_api_error(exc: BaseException) -> bool:
-    from aiplane.kube.client import ApiError
-
-    return isinstance(exc, ApiError)

@@ -51,17 +51,20 @@ import signal
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from aiohttp import web
 
 from aiplane.kube.client import KubeClient
+from aiplane.kube.clock import Clock, SystemClock
+from aiplane.kube.controller import Controller
+from aiplane.kube.informer import InformerFactory
 from aiplane.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from aiplane.kube.logging import get_logger
 from aiplane.kube.metrics import Metrics
 
-if TYPE_CHECKING:
-    from aiplane.kube.informer import InformerFactory
+_OptionsT = TypeVar("_OptionsT")
+
 
 __all__ = [
     "EXIT_FAILURE",
@@ -99,20 +102,17 @@ HealthCheck = Callable[[], Awaitable[None] | None]
 class ControllerOptions:
     """Defaults for every controller of this manager (controller-runtime's ``config.Controller``).
 
-    Setup functions read them from ``manager.controller_options`` so ``--max-concurrent-reconciles``
-    applies everywhere without each setup taking its own flag.
+    ``max_concurrent_reconciles`` (``--max-concurrent-reconciles``) overrides each controller's own
+    default number of workers when set; ``None`` keeps the defaults each controller documents.
+    Options that belong to one group of controllers (timeouts, a ConfigMap to read) are not here:
+    their package owns a frozen dataclass, and the composition layer hands an instance to
+    :meth:`Manager.set_options`.
     """
 
-    max_concurrent_reconciles: int = 1
-    #: ``NAMESPACE/NAME`` of the AMD GPU operator's Device Config Manager ConfigMap (``--dcm-config``).
-    dcm_config: str = "kube-amd-gpu/config-manager-config"
-    #: NodePartitioning timeouts in seconds (``--drain-timeout`` …): drain, DCM's retry window, device plugin.
-    drain_timeout: float = 1200.0
-    operator_timeout: float = 1800.0
-    verify_timeout: float = 300.0
+    max_concurrent_reconciles: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_concurrent_reconciles < 1:
+        if self.max_concurrent_reconciles is not None and self.max_concurrent_reconciles < 1:
             raise ValueError("max_concurrent_reconciles must be at least 1")
 
 
@@ -189,11 +189,15 @@ class Manager:
         metrics: Metrics | None = None,
         controller_options: ControllerOptions | None = None,
         handle_signals: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
         self.leader_election = leader_election
         self.metrics = metrics if metrics is not None else Metrics()
         self.controller_options = controller_options or ControllerOptions()
+        #: The clock every controller of this manager reads (a ``FakeClock`` in tests).
+        self.clock: Clock = clock or SystemClock()
+        self._options: dict[type, object] = {}
         self.shutdown_timeout = shutdown_timeout
         self.cache_sync_timeout = cache_sync_timeout
         self.handle_signals = handle_signals
@@ -230,18 +234,36 @@ class Manager:
         """The shared ``InformerFactory``: one informer per (resource, namespace, selectors).
 
         Informers created through it before :meth:`run` are started by the manager and synced
-        before any controller runs; created lazily, so a manager whose controllers need no cache
-        never imports the informer machinery.
+        before any controller runs.
         """
         if self._informers is None:
-            from aiplane.kube.informer import InformerFactory
-
             self._informers = InformerFactory(self.client)
         return self._informers
 
-    def add_controller(self, controller: Runnable) -> None:
-        """Run ``controller`` while this process leads, after the caches synced."""
+    def set_options(self, options: object) -> None:
+        """Hand a controller package its options (one instance per options type)."""
         self._check_not_started()
+        self._options[type(options)] = options
+
+    def options(self, kind: type[_OptionsT]) -> _OptionsT:
+        """The options of type ``kind`` given to :meth:`set_options`, or ``kind()``'s defaults."""
+        found = self._options.get(kind)
+        return found if isinstance(found, kind) else kind()
+
+    def add_controller(self, controller: Runnable) -> None:
+        """Run ``controller`` while this process leads, after the caches synced.
+
+        A :class:`~aiplane.kube.controller.Controller` is wired here, the same way for every
+        controller: bound to the shared informers with this manager's metrics, its workers set from
+        ``--max-concurrent-reconciles`` when given.
+        """
+        self._check_not_started()
+        if isinstance(controller, Controller):
+            controller.set_max_concurrent(self.controller_options.max_concurrent_reconciles)
+            if not controller.bound:
+                controller.bind(
+                    self.informers, observer=self.metrics.controllers, queue_metrics=self.metrics.workqueue
+                )
         if any(c.name == controller.name for c in self._controllers):
             raise ValueError(f"a controller named {controller.name!r} is already registered")
         self._controllers.append(controller)

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from aiplane.controllers.modelinfer import controller as mic
-from aiplane.controllers.modelinfer.controller import Expectations
 from aiplane.controllers.modelinfer.observe import pod_view, views
+from aiplane.kube.clock import FakeClock
+from aiplane.kube.expectations import Expectations
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NAMESPACES, PODGROUPS, PODS, SERVICES, resource_for
 from aiplane.sim.client import InMemoryKubeClient
@@ -192,16 +193,28 @@ def test_views_keep_only_what_this_modelinfer_controls() -> None:
 
 
 def test_expectations_wait_for_the_cache_then_time_out() -> None:
-    now = [0.0]
-    exp = Expectations(clock=lambda: now[0])
-    exp.created("ns/m", "Pod", "m-0-a-0-0")
-    exp.deleted("ns/m", "u1")
-    assert not exp.satisfied("ns/m", seen=lambda item: False, live_uids={"u1"})
-    assert not exp.satisfied("ns/m", seen=lambda item: True, live_uids={"u1"})  # delete not seen yet
-    assert exp.satisfied("ns/m", seen=lambda item: True, live_uids=set())
-    exp.created("ns/m", "Pod", "m-0-a-0-1")
-    now[0] = mic.EXPECTATIONS_TIMEOUT + 1
-    assert exp.satisfied("ns/m", seen=lambda item: False, live_uids=set())  # a watch event that never came
+    clock = FakeClock()
+    exp = Expectations(timeout=mic.EXPECTATIONS_TIMEOUT, clock=clock.monotonic)
+    created = {"kind": "Pod", "metadata": {"name": "m-0-a-0-0", "resourceVersion": "7", "uid": "u0"}}
+    victim = {"kind": "Pod", "metadata": {"name": "m-0-a-0-1", "resourceVersion": "3", "uid": "u1"}}
+    exp.wrote("Pod/ns/m-0-a-0-0", None, created, conditional=True, owner="ns/m")
+    exp.wrote("Pod/ns/m-0-a-0-1", victim, None, conditional=True, owner="ns/m")
+    cache: dict[str, Any] = {"Pod/ns/m-0-a-0-1": victim}
+    assert exp.pending("ns/m", cache.get)  # the create is not in the cache yet
+    cache["Pod/ns/m-0-a-0-0"] = created
+    assert exp.pending("ns/m", cache.get)  # delete not seen yet
+    del cache["Pod/ns/m-0-a-0-1"]
+    assert not exp.pending("ns/m", cache.get)
+    exp.wrote(
+        "Pod/ns/m-0-a-0-2",
+        None,
+        {**created, "metadata": {"name": "x", "resourceVersion": "9"}},
+        conditional=True,
+        owner="ns/m",
+    )
+    assert not exp.pending("ns/other", cache.get)  # another owner's writes do not hold this one back
+    clock.advance(mic.EXPECTATIONS_TIMEOUT + 1)
+    assert not exp.pending("ns/m", cache.get)  # a watch event that never came
 
 
 async def test_podgroups_go_when_gang_scheduling_is_removed(env: InMemoryKubeClient) -> None:

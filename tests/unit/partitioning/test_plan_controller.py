@@ -22,7 +22,6 @@ import yaml
 from aiplane.apimachinery.conditions import get_condition
 from aiplane.controllers.partitioning.hashing import desired_hash
 from aiplane.controllers.partitioning.plan import (
-    Expectations,
     PlanReconciler,
     node_partitionings_resource,
     plans_resource,
@@ -38,8 +37,10 @@ from aiplane.controllers.partitioning.plan_logic import (
 )
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError
+from aiplane.kube.clock import FakeClock
 from aiplane.kube.controller import Controller, Request
 from aiplane.kube.events import EventRecorder
+from aiplane.kube.expectations import Expectations
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import EVENTS, NODES
 from aiplane.sim.client import InMemoryKubeClient
@@ -753,7 +754,7 @@ async def test_a_lagging_cache_never_admits_twice() -> None:
             cast(Any, profiles),
             cast(Any, nps),
             EventRecorder(client, "test"),
-            lambda: datetime(2026, 11, 21, 12, 0, tzinfo=UTC),
+            FakeClock(datetime(2026, 11, 21, 12, 0, tzinfo=UTC)),
         )
 
         async def admitted() -> list[str]:

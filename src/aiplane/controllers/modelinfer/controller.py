@@ -18,27 +18,27 @@ Why the pieces are the way they are:
 * **Expectations.** The planner assumes its view is complete: a pod it does not see is a pod that
   was deleted out from under us, which triggers recovery. Right after our own creates the cache
   has not caught up, so deciding then would "recover" pods we just made. Each ModelInfer therefore
-  records the pods and Services it created and the UIDs it deleted; until the cache shows all of
-  them (or ``EXPECTATIONS_TIMEOUT`` passes, for a watch event that never comes) the reconcile only
+  records the pods and Services it created and the pods it deleted in the shared
+  :class:`~aiplane.kube.expectations.Expectations`; until the cache shows all of them (or
+  ``EXPECTATIONS_TIMEOUT`` passes, for a watch event that never comes) the reconcile only
   refreshes status. The watch events of our own writes bring the ModelInfer back.
 * **Deletion completion** is recomputed from the cache on every reconcile (the planner waits for a
   unit's pods and Services to be gone before rebuilding it), and Service deletions are watched too,
   so a lost delete event never stalls a recreate (upstream issues #517, #716).
 * **Zero writes at steady state**: every write is guarded by a "does it differ" check
-  (``podgroup_needs_update``, ``status_changed``, a converged plan has no actions).
+  (``podgroup_needs_update``, the status writer's comparison, a converged plan has no actions).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from datetime import datetime
+from typing import Any, Final
 
 import structlog
 
-from aiplane.apimachinery.conditions import set_condition, status_changed
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.modelinfer.naming import (
     LABEL_GROUP_NAME,
@@ -83,13 +83,14 @@ from aiplane.controllers.modelinfer.validation import (
     validate,
 )
 from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
-from aiplane.kube.informer import Informer, object_rv
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.informer import Informer
+from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CONTROLLERREVISIONS, PODGROUPS, PODS, SERVICES, Resource, resource_for
-
-if TYPE_CHECKING:
-    from aiplane.kube.manager import Manager
+from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
 
@@ -109,72 +110,18 @@ def modelinfers_resource() -> Resource:
     return resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
-
-
 def _key(namespace: Any, name: Any) -> str:
     return f"{namespace}/{name}"
 
 
 def _by_modelinfer(obj: Mapping[str, Any]) -> list[str]:
-    meta = _meta(obj)
-    name = (meta.get("labels") or {}).get(LABEL_NAME)
-    return [_key(meta.get("namespace"), name)] if name else []
+    name = objects.labels(obj).get(LABEL_NAME)
+    return [_key(objects.namespace(obj), name)] if name else []
 
 
 def _to_modelinfer(obj: Obj) -> Iterable[Request]:
-    meta = _meta(obj)
-    name = (meta.get("labels") or {}).get(LABEL_NAME)
-    return [Request(meta.get("namespace"), name)] if name else []
-
-
-@dataclass
-class _Expected:
-    created: set[str] = field(default_factory=set)  # "kind/name" not yet seen in the cache
-    deleted: set[str] = field(default_factory=set)  # uids still seen live in the cache
-    since: float = 0.0
-
-
-class Expectations:
-    """Per-ModelInfer writes the caches have not shown yet (see the module docstring)."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._by_key: dict[str, _Expected] = {}
-        self._clock = clock
-
-    def _entry(self, key: str) -> _Expected:
-        entry = self._by_key.setdefault(key, _Expected())
-        if not entry.created and not entry.deleted:
-            entry.since = self._clock()
-        return entry
-
-    def created(self, key: str, kind: str, name: str) -> None:
-        self._entry(key).created.add(f"{kind}/{name}")
-
-    def deleted(self, key: str, uid: str) -> None:
-        if uid:
-            self._entry(key).deleted.add(uid)
-
-    def satisfied(self, key: str, seen: Callable[[str], bool], live_uids: set[str]) -> bool:
-        """Drop what the cache now shows; true when nothing is outstanding (or it timed out)."""
-        entry = self._by_key.get(key)
-        if entry is None:
-            return True
-        entry.created = {c for c in entry.created if not seen(c)}
-        entry.deleted &= live_uids
-        if not entry.created and not entry.deleted:
-            del self._by_key[key]
-            return True
-        if self._clock() - entry.since > EXPECTATIONS_TIMEOUT:
-            log.info("expectations timed out; deciding on the cache", modelinfer=key)
-            del self._by_key[key]
-            return True
-        return False
-
-    def forget(self, key: str) -> None:
-        self._by_key.pop(key, None)
+    name = objects.labels(obj).get(LABEL_NAME)
+    return [Request(objects.namespace(obj) or None, name)] if name else []
 
 
 class ModelInferReconciler:
@@ -187,7 +134,7 @@ class ModelInferReconciler:
         podgroups: Informer | None,
         revisions: Informer,
         recorder: EventRecorder,
-        clock: Callable[[], datetime],
+        clock: Clock,
     ) -> None:
         self.client = client
         self.modelinfers = modelinfers
@@ -197,35 +144,26 @@ class ModelInferReconciler:
         self.revisions = revisions
         self.recorder = recorder
         self.clock = clock
-        self.expectations = Expectations()
+        self.status = StatusWriter(client, modelinfers_resource(), FIELD_MANAGER)
+        # Keyed "Kind/namespace/name", owned by the ModelInfer's key (see the module docstring).
+        self.expectations = Expectations(timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic)
         for informer in (pods, services, podgroups, revisions):
             if informer is not None:
                 informer.add_indexer(BY_MODELINFER, _by_modelinfer)
-        modelinfers.add_handler(on_delete=lambda obj: self.expectations.forget(_key(*_ns_name(obj))))
+        modelinfers.add_handler(on_delete=lambda obj: self.expectations.forget_owner(objects.key(obj)))
 
     async def __call__(self, request: Request) -> Result | None:
-        try:
-            return await self.reconcile(request.namespace or "", request.name)
-        except ApiError as exc:
-            if exc.conflict or exc.not_found:
-                log.debug("requeue after a race", modelinfer=request.key, reason=str(exc))
-                return Result(requeue=True)
-            raise
+        return await self.reconcile(request.namespace or "", request.name)
 
     # --- observe ----------------------------------------------------------------------------------
 
     def _owned(self, informer: Informer, mi: Mapping[str, Any], key: str) -> list[Obj]:
         return [o for o in informer.by_index(BY_MODELINFER, key) if controlled_by(o, mi)]
 
-    def _seen(self, key: str) -> Callable[[str], bool]:
-        namespace = key.split("/", 1)[0]
-
-        def seen(item: str) -> bool:
-            kind, name = item.split("/", 1)
-            informer = self.pods if kind == "Pod" else self.services
-            return informer.get(_key(namespace, name)) is not None
-
-        return seen
+    def _cached_child(self, child: str) -> Obj | None:
+        """The cached Pod or Service an expectation key ``Kind/namespace/name`` names."""
+        kind, _, rest = child.partition("/")
+        return (self.pods if kind == "Pod" else self.services).get(rest)
 
     # --- reconcile --------------------------------------------------------------------------------
 
@@ -234,7 +172,7 @@ class ModelInferReconciler:
         mi = self.modelinfers.get(key)
         if mi is None or deep_get(mi, "metadata.deletionTimestamp"):
             return None  # owner references cascade the deletion
-        now = self.clock()
+        now = self.clock.now()
         problems = validate(mi)
         if problems:
             await self._report_invalid(mi, format_problems(problems), now)
@@ -251,8 +189,7 @@ class ModelInferReconciler:
             # New ModelInfer, or the old revision's record is gone: nothing older to rebuild on.
             current_revision = update_revision
 
-        live = {str(_meta(p).get("uid")) for p in pods if not _meta(p).get("deletionTimestamp")}
-        decided = self.expectations.satisfied(key, self._seen(key), live)
+        decided = not self.expectations.pending(key, self._cached_child)
         spec = mi.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
         pod_views, service_views = views(mi, pods, services)
@@ -303,11 +240,11 @@ class ModelInferReconciler:
             try:
                 known[rev] = roles_from_controller_revision(cr)
             except ValueError:
-                log.warning("unreadable ControllerRevision ignored", name=_meta(cr).get("name"))
+                log.warning("unreadable ControllerRevision ignored", name=objects.name(cr))
         if revision not in known:
             body = controller_revision(mi, revision, roles, next_revision_number(owned))
             try:
-                await self.client.create(CONTROLLERREVISIONS, body, namespace=_meta(mi).get("namespace"))
+                await self.client.create(CONTROLLERREVISIONS, body, namespace=objects.namespace(mi))
             except ApiError as exc:
                 if not exc.already_exists:
                     raise
@@ -315,7 +252,7 @@ class ModelInferReconciler:
         return known
 
     async def _prune_revisions(self, mi: Obj, key: str, update: str, current: str, pods: list[Obj]) -> None:
-        in_use = {update, current} | {str((_meta(p).get("labels") or {}).get(LABEL_REVISION)) for p in pods}
+        in_use = {update, current} | {str(objects.labels(p).get(LABEL_REVISION)) for p in pods}
         unused = sorted(
             (cr for cr in self._owned(self.revisions, mi, key) if revision_of(cr) not in in_use),
             key=lambda cr: int(cr.get("revision") or 0),
@@ -330,33 +267,37 @@ class ModelInferReconciler:
 
     # --- act --------------------------------------------------------------------------------------
 
-    async def _delete(self, res: Resource, obj: Mapping[str, Any]) -> bool:
-        meta = _meta(obj)
-        if meta.get("deletionTimestamp"):
+    async def _delete(self, res: Resource, obj: Mapping[str, Any], *, owner: str | None = None) -> bool:
+        """Delete ``obj`` (UID precondition); with ``owner``, wait for the cache to show it going."""
+        if objects.is_deleting(obj):
             return False
         try:
-            await self.client.delete(
+            result = await self.client.delete(
                 res,
-                str(meta.get("name")),
-                namespace=meta.get("namespace"),
-                preconditions={"uid": str(meta.get("uid"))},
+                objects.name(obj),
+                namespace=objects.namespace(obj),
+                preconditions={"uid": objects.uid(obj)},
             )
         except ApiError as exc:
             if exc.not_found or exc.conflict:  # gone, or replaced by a new object of the same name
                 return False
             raise
+        if owner is not None:
+            after = result if result.get("kind") == obj.get("kind") else None
+            self.expectations.wrote(_child(obj), obj, after, conditional=True, owner=owner)
         return True
 
     async def _create(self, res: Resource, key: str, body: Obj) -> bool:
         meta = body["metadata"]
-        self.expectations.created(key, body["kind"], meta["name"])
         try:
-            await self.client.create(res, body, namespace=meta.get("namespace"), field_manager=FIELD_MANAGER)
+            created = await self.client.create(
+                res, body, namespace=meta.get("namespace"), field_manager=FIELD_MANAGER
+            )
         except ApiError as exc:
             if exc.already_exists:
                 return False
-            self.expectations.forget(key)
             raise
+        self.expectations.wrote(_child(created), None, created, conditional=True, owner=key)
         return True
 
     async def _sync_podgroups(
@@ -379,7 +320,7 @@ class ModelInferReconciler:
                     "(scheduling.volcano.sh/v1beta1) is not served: pods are created without PodGroups",
                 )
             return
-        observed = {str(_meta(pg).get("name")): pg for pg in self._owned(self.podgroups, mi, key)}
+        observed = {objects.name(pg): pg for pg in self._owned(self.podgroups, mi, key)}
         wanted: dict[int, str] = {g.ordinal: g.revision for g in the_plan.groups if g.state != "Deleting"}
         for action in the_plan.actions:
             if isinstance(action, CreateRoleReplica):
@@ -396,7 +337,7 @@ class ModelInferReconciler:
             existing = observed.get(pg_name)
             if existing is None:
                 try:
-                    await self.client.create(PODGROUPS, body, namespace=_meta(mi).get("namespace"))
+                    await self.client.create(PODGROUPS, body, namespace=objects.namespace(mi))
                 except ApiError as exc:
                     if not exc.already_exists:
                         raise
@@ -418,10 +359,10 @@ class ModelInferReconciler:
         pods: list[Obj],
         services: list[Obj],
     ) -> None:
-        name = str(_meta(mi).get("name"))
-        namespace = str(_meta(mi).get("namespace"))
+        name = objects.name(mi)
+        namespace = objects.namespace(mi)
         # Groups with any pod in the cache (plan.groups also lists groups about to be created).
-        existing_groups = {(_meta(p).get("labels") or {}).get(LABEL_GROUP_NAME) for p in pods}
+        existing_groups = {objects.labels(p).get(LABEL_GROUP_NAME) for p in pods}
         created_groups: dict[int, str] = {}
         for action in the_plan.actions:
             if isinstance(action, CreateRoleReplica):
@@ -462,12 +403,11 @@ class ModelInferReconciler:
                         f"{role_id(action.role, action.role_index)} on revision {action.revision}",
                     )
             elif isinstance(action, DeletePods):
-                by_uid = {str(_meta(p).get("uid")): p for p in pods}
+                by_uid = {objects.uid(p): p for p in pods}
                 gone = []
                 for pod_name, uid in action.pods:
                     victim = by_uid.get(uid)
-                    if victim is not None and await self._delete(PODS, victim):
-                        self.expectations.deleted(key, uid)
+                    if victim is not None and await self._delete(PODS, victim, owner=key):
                         gone.append(pod_name)
                 if gone:
                     self.recorder.emit(
@@ -501,29 +441,18 @@ class ModelInferReconciler:
         self, key: str, pods: list[Obj], services: list[Obj], match: Callable[[Mapping[str, Any]], bool]
     ) -> None:
         for pod in pods:
-            if match(_meta(pod).get("labels") or {}) and await self._delete(PODS, pod):
-                self.expectations.deleted(key, str(_meta(pod).get("uid")))
+            if match(objects.labels(pod)):
+                await self._delete(PODS, pod, owner=key)
         for svc in services:
-            if match(_meta(svc).get("labels") or {}):
+            if match(objects.labels(svc)):
                 await self._delete(SERVICES, svc)
 
     # --- report -----------------------------------------------------------------------------------
 
-    async def _write_status(self, mi: Obj, status: Mapping[str, Any]) -> None:
-        meta = _meta(mi)
-        await self.client.patch(
-            modelinfers_resource(),
-            str(meta.get("name")),
-            {"metadata": {"resourceVersion": object_rv(mi)}, "status": dict(status)},
-            namespace=meta.get("namespace"),
-            subresource="status",
-            field_manager=FIELD_MANAGER,
-        )
-
     async def _report(self, mi: Obj, the_plan: Plan, update: str, current: str, now: datetime) -> None:
         old = mi.get("status")
         spec = mi.get("spec") or {}
-        generation = int(_meta(mi).get("generation") or 0)
+        generation = objects.generation(mi) or 0
         status = compute_status(
             the_plan.groups,
             generation=generation,
@@ -545,14 +474,12 @@ class ModelInferReconciler:
             now=now,
         )
         status = {**status, "conditions": conditions}
-        if status_changed(old, status):
-            await self._write_status(mi, status)
-            for type_, reason, message in _transitions(old, status):
-                self.recorder.emit(mi, type_, reason, message)
+        if await self.status.write(mi, status) is not None:
+            emit_transitions(self.recorder, mi, TRANSITION_EVENTS, old, status)
 
     async def _report_invalid(self, mi: Obj, message: str, now: datetime) -> None:
         old = dict(mi.get("status") or {})
-        generation = int(_meta(mi).get("generation") or 0)
+        generation = objects.generation(mi) or 0
         conditions, changed = set_condition(
             old.get("conditions"),
             "Valid",
@@ -563,10 +490,8 @@ class ModelInferReconciler:
             now=now,
         )
         status = {**old, "conditions": conditions, "observedGeneration": generation}
-        if status_changed(mi.get("status"), status):
-            await self._write_status(mi, status)
-            if changed:
-                self.recorder.emit(mi, WARNING, "InvalidSpec", message)
+        if await self.status.write(mi, status) is not None and changed:
+            self.recorder.emit(mi, WARNING, "InvalidSpec", message)
 
 
 def _labels_match(group: str, rid: str | None = None) -> Callable[[Mapping[str, Any]], bool]:
@@ -576,26 +501,24 @@ def _labels_match(group: str, rid: str | None = None) -> Callable[[Mapping[str, 
     return match
 
 
-def _ns_name(obj: Mapping[str, Any]) -> tuple[Any, Any]:
-    meta = _meta(obj)
-    return meta.get("namespace"), meta.get("name")
+def _child(obj: Mapping[str, Any]) -> str:
+    """The expectation key of a Pod or Service: ``Kind/namespace/name``."""
+    return f"{obj.get('kind')}/{objects.namespace(obj)}/{objects.name(obj)}"
 
 
-def _transitions(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """Events for the conditions a human watches flipping (Available, UpdateInProgress)."""
-    before = {c.get("type"): c.get("status") for c in (old or {}).get("conditions") or ()}
-    out = []
-    for c in new.get("conditions") or ():
-        if c.get("type") in ("Available", "UpdateInProgress") and before.get(c.get("type")) != c.get(
-            "status"
-        ):
-            if c["type"] == "Available" and c["status"] == "True":
-                out.append((NORMAL, "Available", str(c.get("message", ""))))
-            elif c["type"] == "UpdateInProgress" and c["status"] == "True":
-                out.append((NORMAL, "RollingUpdate", str(c.get("message", ""))))
-            elif c["type"] == "UpdateInProgress" and before.get(c.get("type")) == "True":
-                out.append((NORMAL, "RolloutComplete", "Every group is on the update revision"))
-    return out
+#: Events for the conditions a human watches flipping (Available, UpdateInProgress).
+TRANSITION_EVENTS: Final = (
+    ConditionEvent("Available", "True", NORMAL, reason="Available"),
+    ConditionEvent("UpdateInProgress", "True", NORMAL, reason="RollingUpdate"),
+    ConditionEvent(
+        "UpdateInProgress",
+        "False",
+        NORMAL,
+        reason="RolloutComplete",
+        message="Every group is on the update revision",
+        from_absent=False,
+    ),
+)
 
 
 async def podgroups_served(client: KubeClient) -> bool:
@@ -610,9 +533,7 @@ async def podgroups_served(client: KubeClient) -> bool:
     return True
 
 
-def setup_controller(
-    manager: Manager, *, clock: Callable[[], datetime] | None = None, with_podgroups: bool = True
-) -> Controller:
+def setup_controller(manager: Manager, *, with_podgroups: bool = True) -> Controller:
     """Pods, Services, PodGroups and ControllerRevisions map to their ModelInfer by the name label
     (informers filtered server-side by that label's existence, as upstream does)."""
     client = manager.client
@@ -630,7 +551,7 @@ def setup_controller(
         podgroups,
         revisions,
         EventRecorder(client, COMPONENT),
-        clock or (lambda: datetime.now(UTC)),
+        manager.clock,
     )
     builder = (
         Controller.build("modelinfer")
@@ -641,7 +562,8 @@ def setup_controller(
     )
     if with_podgroups:
         builder = builder.watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)
-    return builder.workers(max(manager.controller_options.max_concurrent_reconciles, 4)).reconcile(reconciler)
+    # Four workers by default: ModelInfers are independent; --max-concurrent-reconciles overrides it.
+    return builder.workers(4).reconcile(reconciler)
 
 
 async def setup(manager: Manager) -> None:
@@ -649,8 +571,4 @@ async def setup(manager: Manager) -> None:
     with_podgroups = await podgroups_served(manager.client)
     if not with_podgroups:
         log.warning("Volcano's PodGroup API is not served: ModelInfers are run without PodGroups")
-    controller = setup_controller(manager, with_podgroups=with_podgroups)
-    controller.bind(
-        manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
-    )
-    manager.add_controller(controller)
+    manager.add_controller(setup_controller(manager, with_podgroups=with_podgroups))

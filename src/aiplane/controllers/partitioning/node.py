@@ -11,39 +11,47 @@ the finalizer only after the node write succeeded. An API error never makes a no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.controllers.partitioning import node_logic
-from aiplane.controllers.partitioning.node_logic import NodeLogicConfig, decide
+from aiplane.controllers.partitioning.node_logic import FINALIZER, NodeLogicConfig, decide
+from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import EventRecorder
-from aiplane.kube.resources import EVENTS, NODES, PODS, resource_for
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.informer import InformerFactory
+from aiplane.kube.manager import Manager
+from aiplane.kube.resources import EVENTS, NODES, PODS, Resource, resource_for
+from aiplane.kube.status import StatusWriter
 
-FIELD_MANAGER = "aiplane-nodepartitioning"
+FIELD_MANAGER: Final = "aiplane-nodepartitioning"
+COMPONENT: Final = "nodepartitioning-controller"
 BY_NODE = "spec.nodeName"
 BY_PROFILE = "spec.profileRef.name"
 
 
-def node_partitionings_resource() -> Any:
+def node_partitionings_resource() -> Resource:
     return resource_for("infrastructure.silogen.ai/v1alpha1", "NodePartitioning")
 
 
-def _node_name(obj: dict[str, Any]) -> list[str]:
-    name = (obj.get("spec") or {}).get("nodeName")
-    return [name] if name else []
+def _node_name(obj: Mapping[str, Any]) -> list[str]:
+    name = objects.spec(obj).get("nodeName")
+    return [name] if isinstance(name, str) and name else []
 
 
-def _profile_name(obj: dict[str, Any]) -> list[str]:
-    name = ((obj.get("spec") or {}).get("profileRef") or {}).get("name")
-    return [name] if name else []
+def _profile_name(obj: Mapping[str, Any]) -> list[str]:
+    ref = objects.spec(obj).get("profileRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return [name] if isinstance(name, str) and name else []
 
 
-def _event_node(obj: dict[str, Any]) -> list[str]:
+def _event_node(obj: Mapping[str, Any]) -> list[str]:
     host = (obj.get("source") or {}).get("host")
     involved = obj.get("involvedObject") or {}
     names = [host] if host else []
@@ -52,19 +60,15 @@ def _event_node(obj: dict[str, Any]) -> list[str]:
     return names
 
 
-def _rv(obj: dict[str, Any]) -> int:
-    try:
-        return int(obj["metadata"].get("resourceVersion") or 0)
-    except ValueError:
-        return 0
-
-
 class NodePartitioningExecutor:
     """Runs decisions for one NodePartitioning at a time (the controller guarantees per-key exclusion)."""
 
-    def __init__(self, client: KubeClient, informers: Any, config: NodeLogicConfig) -> None:
+    def __init__(
+        self, client: KubeClient, informers: InformerFactory, config: NodeLogicConfig, clock: Clock
+    ) -> None:
         self.client = client
         self.config = config
+        self.clock = clock
         self.nps = informers.informer(node_partitionings_resource())
         self.nps.add_indexer(BY_NODE, _node_name)
         self.nps.add_indexer(BY_PROFILE, _profile_name)
@@ -74,10 +78,12 @@ class NodePartitioningExecutor:
         self.profiles = informers.informer(profiles_resource())
         self.events = informers.informer(EVENTS, field_selector=f"source={node_logic.DCM_EVENT_SOURCE}")
         self.events.add_indexer("node", _event_node)
-        self.recorder = EventRecorder(client, "nodepartitioning-controller")
+        self.recorder = EventRecorder(client, COMPONENT)
+        self.status = StatusWriter(client, node_partitionings_resource(), FIELD_MANAGER)
         # Our own latest write of each NP: the informer lags behind it, and deciding on the older
         # cached copy would replay a step already done (re-tainting a node after the operator step).
-        self._written: dict[str, dict[str, Any]] = {}
+        self.writes = Expectations()
+        self.nps.add_handler(on_delete=lambda obj: self.writes.deleted(objects.name(obj), obj))
 
     # --- mapping other kinds to the NodePartitionings they affect -----------------------------------
 
@@ -101,70 +107,71 @@ class NodePartitioningExecutor:
     # --- reconcile ------------------------------------------------------------------------------------
 
     async def reconcile(self, request: Request) -> Result | None:
-        np = self.nps.get(request.key)
+        np = self.writes.view(request.key, self.nps.get(request.key))
         if np is None:
-            self._written.pop(request.key, None)
             return None
-        mine = self._written.get(request.key)
-        if mine is not None:
-            if mine["metadata"].get("uid") == np["metadata"].get("uid") and _rv(mine) > _rv(np):
-                np = mine
-            else:
-                del self._written[request.key]  # the cache caught up (or the NP was recreated)
         spec = np.get("spec") or {}
         node_name = spec.get("nodeName", "")
         node = self.nodes.get(node_name)
         profile = self.profiles.get(((spec.get("profileRef") or {}).get("name")) or "")
         pods = self.pods.by_index(BY_NODE, node_name)
         dcm_events = self.events.by_index("node", node_name)
-        now = datetime.now(UTC)
-        decision = decide(np, node, profile, pods, now, self.config, dcm_events=dcm_events)
-        if decision.is_noop and not decision.evictions:
-            return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
-        np_res = node_partitionings_resource()
+        decision = decide(np, node, profile, pods, self.clock.now(), self.config, dcm_events=dcm_events)
+        if not (decision.is_noop and not decision.evictions):
+            await self._act(request.key, np, node, decision)
+        return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
+
+    async def _act(
+        self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: node_logic.Decision
+    ) -> None:
+        """Carry out ``decision`` in the order the module docstring gives, stopping at the first error."""
         current = np
         if decision.finalizer == "add":
-            patch = finalizer_patch_add(current, node_logic.FINALIZER)
-            if patch:
-                current = await self.client.patch(
-                    np_res, current["metadata"]["name"], patch, patch_type="json"
-                )
-                self._written[request.key] = current
+            current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
         if decision.node_mutations and node is not None:
             updated = node_logic.apply_node_actions(node, decision.node_mutations)
             await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
         for eviction in decision.evictions:
-            options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
-            if eviction.uid:
-                options["preconditions"] = {"uid": eviction.uid}
-            try:
-                await self.client.evict(eviction.name, eviction.namespace, delete_options=options)
-            except ApiError as exc:
-                if not (exc.too_many_requests or exc.not_found or exc.conflict):
-                    raise
+            await self._evict(eviction)
         if decision.status is not None:
-            body = {**current, "status": decision.status}
-            current = await self.client.replace_status(np_res, body, field_manager=FIELD_MANAGER)
-            self._written[request.key] = current
+            written = await self.status.write(current, decision.status)
+            if written is not None:
+                self.writes.wrote(key, current, written, conditional=True)
+                current = written
         for event in decision.events:
             self.recorder.emit(current, event.type, event.reason, event.message)
         if decision.finalizer == "remove":
-            patch = finalizer_patch_remove(current, node_logic.FINALIZER)
-            if patch:
-                self._written[request.key] = await self.client.patch(
-                    np_res, current["metadata"]["name"], patch, patch_type="json"
-                )
-        return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
+            await self._patch_finalizer(key, current, finalizer_patch_remove(current, FINALIZER))
+
+    async def _patch_finalizer(
+        self, key: str, np: dict[str, Any], patch: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Apply a guarded finalizer JSON patch (nothing when it is empty); the object it returned."""
+        if not patch:
+            return np
+        written = await self.client.patch(
+            node_partitionings_resource(), objects.name(np), patch, patch_type="json"
+        )
+        self.writes.wrote(key, np, written, conditional=True)
+        return written
+
+    async def _evict(self, eviction: node_logic.Evict) -> None:
+        """Evict one pod; a PodDisruptionBudget's 429 and a vanished pod are answers, not errors."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if eviction.uid:
+            options["preconditions"] = {"uid": eviction.uid}
+        try:
+            await self.client.evict(eviction.name, eviction.namespace, delete_options=options)
+        except ApiError as exc:
+            if not (exc.too_many_requests or exc.not_found or exc.conflict):
+                raise
 
 
-def setup_controller(manager: Any) -> Controller:
-    options = manager.controller_options
-    config = NodeLogicConfig(
-        drain_timeout=timedelta(seconds=options.drain_timeout),
-        operator_timeout=timedelta(seconds=options.operator_timeout),
-        verify_timeout=timedelta(seconds=options.verify_timeout),
-    )
-    executor = NodePartitioningExecutor(manager.client, manager.informers, config)
+def setup_controller(manager: Manager) -> Controller:
+    """Four workers by default: node operations are independent and mostly wait on the cluster."""
+    drain, operator, verify = manager.options(PartitioningOptions).timeouts()
+    config = NodeLogicConfig(drain_timeout=drain, operator_timeout=operator, verify_timeout=verify)
+    executor = NodePartitioningExecutor(manager.client, manager.informers, config, manager.clock)
     return (
         Controller.build("nodepartitioning")
         .for_(node_partitionings_resource())
@@ -172,15 +179,11 @@ def setup_controller(manager: Any) -> Controller:
         .watches(PODS, executor.pod_requests)
         .watches(profiles_resource(), executor.profile_requests)
         .watches(EVENTS, executor.event_requests, field_selector=f"source={node_logic.DCM_EVENT_SOURCE}")
-        .workers(max(options.max_concurrent_reconciles, 4))
+        .workers(4)
         .reconcile(executor.reconcile)
     )
 
 
-async def setup(manager: Any) -> None:
+async def setup(manager: Manager) -> None:
     """``aiplane run --controllers nodepartitioning`` (also part of ``all``)."""
-    controller = setup_controller(manager)
-    controller.bind(
-        manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
-    )
-    manager.add_controller(controller)
+    manager.add_controller(setup_controller(manager))

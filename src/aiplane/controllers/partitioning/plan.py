@@ -45,14 +45,12 @@ Why the pieces are the way they are:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import structlog
 
-from aiplane.apimachinery.conditions import get_condition
-from aiplane.apimachinery.meta import deep_get, strip_managed_fields
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.plan_logic import (
     API_VERSION,
     NODE_PARTITIONING_KIND,
@@ -74,19 +72,20 @@ from aiplane.controllers.partitioning.plan_logic import (
 )
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result, labels_changed
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
-from aiplane.kube.informer import Informer, object_rv
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.informer import Informer
+from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NODES, Resource, resource_for
-
-if TYPE_CHECKING:
-    from aiplane.kube.manager import Manager
+from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
+from aiplane.kube.status import transition_events as status_events
 
 __all__ = [
     "ADMISSION_FIELD_MANAGER",
     "COMPONENT",
     "FIELD_MANAGER",
-    "Expectations",
     "PlanReconciler",
     "node_partitionings_resource",
     "plans_resource",
@@ -116,153 +115,38 @@ def node_partitionings_resource() -> Resource:
     return resource_for(API_VERSION, NODE_PARTITIONING_KIND)
 
 
-def _name(obj: Mapping[str, Any]) -> str:
-    name = deep_get(obj, "metadata.name")
-    return name if isinstance(name, str) else ""
-
-
-def _uid(obj: Mapping[str, Any] | None) -> str:
-    uid = deep_get(obj, "metadata.uid") if obj is not None else None
-    return uid if isinstance(uid, str) else ""
-
-
-# --- expectations --------------------------------------------------------------------------------
-
-
-@dataclass
-class _Expected:
-    stale: set[str]  # resourceVersions that predate our latest write ("" = the object was absent)
-    obj: Obj | None  # what our latest write returned; None: deleted
-    exact: bool  # every write since the cached version was conditional on the version it read
-
-
-class Expectations:
-    """This controller's own writes, served in place of cached objects until the informer shows them.
-
-    controller-runtime's "expectations", by resourceVersion: after a write based on version ``v``
-    returned version ``w``, the informer will show ``v`` (stale) and later ``w`` or something newer.
-    Versions are opaque, so they are only compared for equality: the versions known to predate the
-    latest write are remembered, and as soon as the cache shows any other version (or a delete event
-    for the object arrives) the entry is dropped and the cache is trusted again. Entries are checked
-    lazily whenever a key is viewed, so the map holds only writes the cache has not caught up with.
-    """
-
-    def __init__(self) -> None:
-        self._items: dict[str, _Expected] = {}
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def keys(self) -> list[str]:
-        return list(self._items)
-
-    def view(self, key: str, cached: Obj | None) -> Obj | None:
-        """What to decide on for ``key``: our latest write while the cache predates it, else the cache."""
-        expected = self._items.get(key)
-        if expected is None:
-            return cached
-        if (object_rv(cached) if cached is not None else "") in expected.stale:
-            return expected.obj
-        del self._items[key]
-        return cached
-
-    def exact(self, key: str) -> bool:
-        """Is the view of ``key`` known to be the server's current object, as far as we wrote it?"""
-        expected = self._items.get(key)
-        return expected is None or expected.exact
-
-    def wrote(
-        self, key: str, before: Mapping[str, Any] | None, after: Obj | None, *, conditional: bool
-    ) -> None:
-        """Record a successful write of ``key`` that was based on ``before`` and returned ``after``.
-
-        ``conditional``: the write carried ``before``'s resourceVersion (or, for a create, could only
-        succeed on an absent object), so no foreign version can lie between the two.
-        """
-        expected = self._items.get(key)
-        before_rv = object_rv(before) if before is not None else ""
-        after_rv = object_rv(after) if after is not None else None
-        if expected is None and after_rv == before_rv:
-            return  # a no-op write: the server kept the version, there is nothing to wait for
-        stale = set(expected.stale) if expected is not None else set()
-        stale.add(before_rv)
-        if after_rv is not None:
-            stale.discard(after_rv)
-        exact = conditional and (expected is None or expected.exact)
-        self._items[key] = _Expected(stale, strip_managed_fields(after) if after else None, exact)
-
-    def deleted(self, key: str, obj: Mapping[str, Any]) -> None:
-        """The informer saw ``obj`` deleted: forget what we expected of it (not of a newer incarnation)."""
-        expected = self._items.get(key)
-        if expected is not None and (expected.obj is None or _uid(expected.obj) == _uid(obj)):
-            del self._items[key]
-
-    def forget(self, key: str) -> None:
-        self._items.pop(key, None)
-
-
 # --- events --------------------------------------------------------------------------------------
 
 
-def _conditions(status: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    raw = (status or {}).get("conditions")
-    return [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
+#: Status flips a human acts on (the status is written only when it changed, so each fires once):
+#: the plan became invalid or blocked for a new reason (Warning, the PlanReady reason:
+#: PlanningFailed, NodeConflict, ObservationFailed, ProfileNotReady), nodes were excluded by a
+#: targetSelector, the first node failed, the rollout completed, pause and resume.
+TRANSITION_EVENTS: Final = (
+    ConditionEvent(PLAN_READY, "False", WARNING, on_reason_change=True),
+    ConditionEvent(NODES_EXCLUDED, "True", NORMAL, reason="NodesExcluded"),
+    ConditionEvent(ROLLOUT_DEGRADED, "True", WARNING, reason="RolloutDegraded"),
+    ConditionEvent(ROLLOUT_COMPLETED, "True", NORMAL, reason="RolloutCompleted"),
+    ConditionEvent(PAUSED, "True", NORMAL, reason="Paused"),
+    ConditionEvent(
+        PAUSED,
+        "False",
+        NORMAL,
+        reason="Resumed",
+        message="Plan resumed: new node operations may start",
+        from_absent=False,
+    ),
+)
 
 
 def transition_events(
     before: Mapping[str, Any] | None, after: Mapping[str, Any]
 ) -> list[tuple[str, str, str]]:
-    """``(type, reason, message)`` of the Events a status change deserves, from old to new status.
-
-    Only flips a human acts on: the plan became invalid or blocked for a new reason (Warning, the
-    PlanReady reason: PlanningFailed, NodeConflict, ObservationFailed, ProfileNotReady), nodes were
-    excluded by a targetSelector, the first node failed, the rollout completed, pause and resume.
-    The status is written only when it changed, so each transition yields its Event once.
-    """
-    old, new = _conditions(before), _conditions(after)
-    events: list[tuple[str, str, str]] = []
-
-    def pair(type_: str) -> tuple[Mapping[str, Any], Mapping[str, Any] | None] | None:
-        now = get_condition(new, type_)
-        return None if now is None else (now, get_condition(old, type_))
-
-    found = pair(PLAN_READY)
-    if found is not None:
-        now, was = found
-        if now.get("status") == "False" and (
-            was is None or was.get("status") != "False" or was.get("reason") != now.get("reason")
-        ):
-            events.append((WARNING, str(now.get("reason")), str(now.get("message"))))
-    # Conditions whose turning True is worth an Event of the same reason.
-    for condition, type_, reason in (
-        (NODES_EXCLUDED, NORMAL, "NodesExcluded"),
-        (ROLLOUT_DEGRADED, WARNING, "RolloutDegraded"),
-        (ROLLOUT_COMPLETED, NORMAL, "RolloutCompleted"),
-    ):
-        found = pair(condition)
-        if found is not None:
-            now, was = found
-            if now.get("status") == "True" and (was is None or was.get("status") != "True"):
-                events.append((type_, reason, str(now.get("message"))))
-    found = pair(PAUSED)
-    if found is not None:
-        now, was = found
-        if now.get("status") == "True" and (was is None or was.get("status") != "True"):
-            events.append((NORMAL, "Paused", str(now.get("message"))))
-        elif now.get("status") == "False" and was is not None and was.get("status") == "True":
-            events.append((NORMAL, "Resumed", "Plan resumed: new node operations may start"))
-    return events
+    """``(type, reason, message)`` of the Events a plan status change deserves (:data:`TRANSITION_EVENTS`)."""
+    return status_events(TRANSITION_EVENTS, before, after)
 
 
 # --- the reconciler ------------------------------------------------------------------------------
-
-
-class _RaceError(Exception):
-    """An expected race (conflict, object gone): requeue with backoff, no error log."""
-
-
-def _raced(exc: ApiError) -> bool:
-    return exc.conflict or exc.not_found
 
 
 class PlanReconciler:
@@ -276,7 +160,7 @@ class PlanReconciler:
         profiles: Informer,
         nps: Informer,
         recorder: EventRecorder,
-        clock: Callable[[], datetime],
+        clock: Clock,
     ) -> None:
         self.client = client
         self.plans = plans
@@ -285,10 +169,11 @@ class PlanReconciler:
         self.nps = nps
         self.recorder = recorder
         self.clock = clock
+        self.status = StatusWriter(client, plans_resource(), FIELD_MANAGER)
         self.plan_writes = Expectations()
         self.np_writes = Expectations()
-        nps.add_handler(on_delete=lambda obj: self.np_writes.deleted(_name(obj), obj))
-        plans.add_handler(on_delete=lambda obj: self.plan_writes.deleted(_name(obj), obj))
+        nps.add_handler(on_delete=lambda obj: self.np_writes.deleted(objects.name(obj), obj))
+        plans.add_handler(on_delete=lambda obj: self.plan_writes.deleted(objects.name(obj), obj))
 
     # --- observe ----------------------------------------------------------------------------------
 
@@ -297,7 +182,7 @@ class PlanReconciler:
 
     def node_partitionings(self) -> list[Obj]:
         """Every NodePartitioning, as cached, overlaid with our writes the cache does not show yet."""
-        cached = {_name(np): np for np in self.nps.list()}
+        cached = {objects.name(np): np for np in self.nps.list()}
         views = []
         for name in sorted(set(cached) | set(self.np_writes.keys())):
             view = self.np_writes.view(name, cached.get(name))
@@ -305,87 +190,57 @@ class PlanReconciler:
                 views.append(view)
         return views
 
-    # --- act --------------------------------------------------------------------------------------
+    # --- act: API errors propagate; a conflict or NotFound is retried quietly by the runtime --------
 
     async def _apply(self, body: Obj, existing: Mapping[str, Any] | None) -> None:
         name = body["metadata"]["name"]
-        try:
-            result = await self.client.apply(
-                node_partitionings_resource(), body, field_manager=FIELD_MANAGER, force=True
-            )
-        except ApiError as exc:
-            if _raced(exc):
-                raise _RaceError(f"apply NodePartitioning {name}: {exc}") from exc
-            raise
-        before = existing if existing is not None and _name(existing) == name else None
+        result = await self.client.apply(
+            node_partitionings_resource(), body, field_manager=FIELD_MANAGER, force=True
+        )
+        before = existing if existing is not None and objects.name(existing) == name else None
         self.np_writes.wrote(name, before, result, conditional=False)
 
     async def _delete(self, np: Mapping[str, Any]) -> bool:
-        name = _name(np)
+        name = objects.name(np)
         try:
             result = await self.client.delete(
-                node_partitionings_resource(), name, preconditions={"uid": _uid(np)}
+                node_partitionings_resource(), name, preconditions={"uid": objects.uid(np)}
             )
         except ApiError as exc:
-            if exc.not_found:
-                self.np_writes.wrote(name, np, None, conditional=False)
-                return False
-            if exc.conflict:
-                raise _RaceError(f"delete NodePartitioning {name}: {exc}") from exc
-            raise
-        terminating = result.get("kind") == NODE_PARTITIONING_KIND and deep_get(
-            result, "metadata.deletionTimestamp"
-        )
+            if not exc.not_found:
+                raise
+            self.np_writes.wrote(name, np, None, conditional=False)
+            return False
+        terminating = result.get("kind") == NODE_PARTITIONING_KIND and objects.is_deleting(result)
         self.np_writes.wrote(name, np, result if terminating else None, conditional=False)
         return True
 
     async def _annotate(self, np: Mapping[str, Any], patch: Obj) -> None:
-        name = _name(np)
-        try:
-            result = await self.client.patch(
-                node_partitionings_resource(), name, patch, field_manager=ADMISSION_FIELD_MANAGER
-            )
-        except ApiError as exc:
-            if _raced(exc):
-                raise _RaceError(f"admission of NodePartitioning {name}: {exc}") from exc
-            raise
-        self.np_writes.wrote(name, np, result, conditional=True)
+        result = await self.client.patch(
+            node_partitionings_resource(), objects.name(np), patch, field_manager=ADMISSION_FIELD_MANAGER
+        )
+        self.np_writes.wrote(objects.name(np), np, result, conditional=True)
 
     async def _write_status(self, plan: Obj, status: Obj) -> None:
-        name = _name(plan)
-        try:
-            result = await self.client.patch(
-                plans_resource(),
-                name,
-                {"metadata": {"resourceVersion": object_rv(plan)}, "status": status},
-                subresource="status",
-                field_manager=FIELD_MANAGER,
-            )
-        except ApiError as exc:
-            if _raced(exc):
-                raise _RaceError(f"status of PartitioningPlan {name}: {exc}") from exc
-            raise
-        self.plan_writes.wrote(name, plan, result, conditional=True)
+        result = await self.status.write(plan, status)
+        if result is not None:
+            self.plan_writes.wrote(objects.name(plan), plan, result, conditional=True)
 
     # --- reconcile --------------------------------------------------------------------------------
 
     async def __call__(self, request: Request) -> Result | None:
-        try:
-            await self.reconcile(request.name)
-        except _RaceError as race:
-            log.debug("requeue after a race", plan=request.name, reason=str(race))
-            return Result(requeue=True)
+        await self.reconcile(request.name)
         return None
 
     async def reconcile(self, name: str) -> None:
         plan = self.plan(name)
-        if plan is None or deep_get(plan, "metadata.deletionTimestamp"):
+        if plan is None or objects.is_deleting(plan):
             # Deleted: the garbage collector removes the NodePartitionings (owner references), and
             # their finalizers restore nodes mid-operation. Nothing to admit for a plan going away.
             return
-        now = self.clock()
+        now = self.clock.now()
         nodes = self.nodes.list()
-        profiles = {_name(p): p for p in self.profiles.list()}
+        profiles = {objects.name(p): p for p in self.profiles.list()}
         all_nps = self.node_partitionings()
         selection = select_nodes(plan, nodes, profiles, all_nps)
 
@@ -394,7 +249,7 @@ class PlanReconciler:
             existing = children.get(node)
             if np_needs_update(existing, body):
                 await self._apply(body, existing)
-        by_name = {_name(np): np for np in all_nps}
+        by_name = {objects.name(np): np for np in all_nps}
         deleted: list[str] = []
         for np_name_ in stale_node_partitionings(plan, selection, all_nps):
             if await self._delete(by_name[np_name_]):
@@ -408,7 +263,7 @@ class PlanReconciler:
         # a child is inexact, the informer event of our own write will bring this plan back.
         all_nps = self.node_partitionings()
         children = children_by_node(plan, all_nps)
-        if all(self.np_writes.exact(_name(np)) for np in children.values()):
+        if all(self.np_writes.exact(objects.name(np)) for np in children.values()):
             for node in revoke(plan, children, eligible=selection.admissible):
                 await self._annotate(children[node], revocation_patch(children[node]))
                 all_nps = self.node_partitionings()
@@ -429,8 +284,7 @@ class PlanReconciler:
         if not changed:
             return
         await self._write_status(plan, status)
-        for type_, reason, message in transition_events(plan.get("status"), status):
-            self.recorder.emit(plan, type_, reason, message)
+        emit_transitions(self.recorder, plan, TRANSITION_EVENTS, plan.get("status"), status)
 
 
 # --- wiring --------------------------------------------------------------------------------------
@@ -438,14 +292,14 @@ class PlanReconciler:
 
 def _plans_using_profile(plans: Informer) -> Callable[[Obj], Iterable[Request]]:
     def mapper(profile: Obj) -> Iterable[Request]:
-        name = _name(profile)
+        name = objects.name(profile)
         found = []
         for plan in plans.list():
             rules = deep_get(plan, "spec.rules")
             if isinstance(rules, list) and any(
                 isinstance(rule, Mapping) and deep_get(rule, "profileRef.name") == name for rule in rules
             ):
-                found.append(Request(None, _name(plan)))
+                found.append(Request(None, objects.name(plan)))
         return found
 
     return mapper
@@ -467,8 +321,8 @@ def _np_identity_changed(old: Obj, new: Obj) -> bool:
     )
 
 
-def setup_controller(manager: Manager, *, clock: Callable[[], datetime] | None = None) -> Controller:
-    """Build the controller on the manager's client and shared informers (not yet bound or added).
+def setup_controller(manager: Manager) -> Controller:
+    """Build the controller on the manager's client, shared informers and clock (not yet added).
 
     Sources: the plans themselves (no predicate: a status-only event costs a write-free reconcile,
     and a status someone else overwrote is put back); the plan's own NodePartitionings (their phases
@@ -490,7 +344,7 @@ def setup_controller(manager: Manager, *, clock: Callable[[], datetime] | None =
         profiles,
         nps,
         EventRecorder(client, COMPONENT),
-        clock or (lambda: datetime.now(UTC)),
+        manager.clock,
     )
     return (
         Controller.build("partitioningplan")
@@ -499,16 +353,11 @@ def setup_controller(manager: Manager, *, clock: Callable[[], datetime] | None =
         .watches(node_partitionings_resource(), _every_plan(plans), predicates=[_np_identity_changed])
         .watches(NODES, _every_plan(plans), predicates=[labels_changed])
         .watches(profiles_resource(), _plans_using_profile(plans))
-        # One worker on purpose: see "One admitting actor" in the module docstring.
-        .workers(1)
+        .workers(1, fixed="the plan controller is the single admission point (one admitting actor)")
         .reconcile(reconciler)
     )
 
 
 async def setup(manager: Manager) -> None:
     """``aiplane run --controllers partitioningplan`` (also part of ``all``)."""
-    controller = setup_controller(manager)
-    controller.bind(
-        manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
-    )
-    manager.add_controller(controller)
+    manager.add_controller(setup_controller(manager))

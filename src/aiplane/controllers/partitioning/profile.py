@@ -15,19 +15,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
+from typing import Any, Final
 
-from aiplane.apimachinery.conditions import get_condition, set_condition
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import set_condition
+from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import WARNING, EventRecorder
-from aiplane.kube.resources import CONFIGMAPS, resource_for
+from aiplane.kube.manager import Manager
+from aiplane.kube.resources import CONFIGMAPS, Resource, resource_for
+from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
-READY = "Ready"
-FIELD_MANAGER = "aiplane-partitioningprofile"
+READY: Final = "Ready"
+FIELD_MANAGER: Final = "aiplane-partitioningprofile"
+COMPONENT: Final = "partitioningprofile-controller"
 
 
-def profiles_resource() -> Any:
+def profiles_resource() -> Resource:
     return resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
 
 
@@ -87,58 +92,44 @@ def profile_status(
     return desired, changed or desired != current
 
 
-def setup_controller(manager: Any) -> Controller:
-    client = manager.client
-    dcm_config: str = manager.controller_options.dcm_config
+#: Events for a profile turning not-Ready, or not-Ready for a new reason (Warning, the condition's reason).
+TRANSITION_EVENTS: Final = (ConditionEvent(READY, "False", WARNING, on_reason_change=True),)
+
+
+def setup_controller(manager: Manager) -> Controller:
+    """Observe the profile and DCM's ConfigMap → :func:`profile_status` → write it if changed → Events."""
+    dcm_config = manager.options(PartitioningOptions).dcm_config
     namespace, _, cm_name = dcm_config.partition("/")
     profiles = manager.informers.informer(profiles_resource())
     configmaps = manager.informers.informer(
         CONFIGMAPS, namespace=namespace, field_selector=f"metadata.name={cm_name}"
     )
-    recorder = EventRecorder(client, "partitioningprofile-controller")
+    recorder = EventRecorder(manager.client, COMPONENT)
+    writer = StatusWriter(manager.client, profiles_resource(), FIELD_MANAGER)
+    clock = manager.clock
 
     def all_profiles(_: dict[str, Any]) -> Iterable[Request]:
         return [Request(None, name) for name in list(profiles.keys())]
 
     async def reconcile(request: Request) -> Result | None:
         profile = profiles.get(request.key)
-        if profile is None or profile["metadata"].get("deletionTimestamp"):
+        if profile is None or objects.is_deleting(profile):
             return None
         configmap = configmaps.get(f"{namespace}/{cm_name}")
-        desired, changed = profile_status(profile, configmap, dcm_config, datetime.now(UTC))
-        if not changed:
-            return None
-        before = get_condition((profile.get("status") or {}).get("conditions") or [], READY)
-        await client.patch(
-            profiles_resource(),
-            request.name,
-            {"metadata": {"resourceVersion": profile["metadata"]["resourceVersion"]}, "status": desired},
-            subresource="status",
-            field_manager=FIELD_MANAGER,
-        )
-        after = get_condition(desired["conditions"], READY)
-        if (
-            after
-            and after["status"] == "False"
-            and (before is None or before.get("reason") != after["reason"])
-        ):
-            recorder.emit(profile, WARNING, after["reason"], after["message"])
+        desired, changed = profile_status(profile, configmap, dcm_config, clock.now())
+        if changed and await writer.write(profile, desired) is not None:
+            emit_transitions(recorder, profile, TRANSITION_EVENTS, objects.status(profile), desired)
         return None
 
-    controller = (
+    return (
         Controller.build("partitioningprofile")
         .for_(profiles_resource())
         .watches(CONFIGMAPS, all_profiles, namespace=namespace, field_selector=f"metadata.name={cm_name}")
-        .workers(manager.controller_options.max_concurrent_reconciles)
+        .workers(1)
         .reconcile(reconcile)
     )
-    return controller
 
 
-async def setup(manager: Any) -> None:
+async def setup(manager: Manager) -> None:
     """``aiplane run --controllers partitioningprofile`` (also part of ``all``)."""
-    controller = setup_controller(manager)
-    controller.bind(
-        manager.informers, observer=manager.metrics.controllers, queue_metrics=manager.metrics.workqueue
-    )
-    manager.add_controller(controller)
+    manager.add_controller(setup_controller(manager))

@@ -1,0 +1,195 @@
+"""Reporting: one status writer, condition mutators, and the table of conditions worth an Event.
+
+Every controller reports the same way, after kueue's ``pkg/workload`` patching:
+
+* **Pure mutators** (:data:`StatusMutator`) change a status dict and say whether they changed
+  anything; :func:`condition` is the one for a condition, with Kubernetes semantics
+  (``lastTransitionTime`` moves only when ``status`` flips, ``observedGeneration`` is set).
+* **One writer** (:class:`StatusWriter`) sends a status to ``/status`` only when it differs from the
+  observed one, as a JSON merge patch of just the difference (a field the controller dropped is
+  removed, not left behind), guarded by the observed ``resourceVersion`` so a decision taken on a
+  stale view is rejected with a conflict instead of overwriting a newer status. A steady object is
+  never written.
+* **Transition Events** come from a table (:class:`ConditionEvent`) compared between the status
+  before and after a write: a condition *turning* to a status is reported once, because the status
+  is written only when it changed.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import get_condition, set_condition, status_changed
+from aiplane.kube.client import KubeClient
+from aiplane.kube.events import EventRecorder
+from aiplane.kube.resources import Resource
+
+__all__ = [
+    "ConditionEvent",
+    "StatusMutator",
+    "StatusWriter",
+    "condition",
+    "emit_transitions",
+    "merge_patch",
+    "transition_events",
+]
+
+Obj = dict[str, Any]
+
+#: Changes a status dict in place; returns whether it changed anything.
+StatusMutator = Callable[[dict[str, Any]], bool]
+
+
+def condition(
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    *,
+    observed_generation: int | None = None,
+    now: datetime,
+) -> StatusMutator:
+    """A mutator that sets one condition (``metav1`` semantics; see ``apimachinery.conditions``)."""
+
+    def mutate(target: dict[str, Any]) -> bool:
+        conditions, changed = set_condition(
+            target.get("conditions"),
+            type_,
+            status,
+            reason,
+            message,
+            observed_generation=observed_generation,
+            now=now,
+        )
+        if changed or "conditions" not in target:
+            target["conditions"] = conditions
+        return changed
+
+    return mutate
+
+
+def merge_patch(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """The RFC 7386 JSON merge patch that turns ``before`` into ``after`` (``{}`` when equal).
+
+    Removed keys become ``null``; nested objects are diffed; lists and scalars are replaced whole,
+    as merge patch semantics require.
+    """
+    patch: dict[str, Any] = {}
+    for key in before.keys() - after.keys():
+        patch[key] = None
+    for key, value in after.items():
+        old = before.get(key, _ABSENT)
+        if old == value and old is not _ABSENT:
+            continue
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            patch[key] = merge_patch(old, value)
+        else:
+            patch[key] = copy.deepcopy(value)
+    return patch
+
+
+_ABSENT: Any = object()
+
+
+class StatusWriter:
+    """Writes an object's ``/status`` subresource, only when the status changed (module docstring)."""
+
+    def __init__(self, client: KubeClient, resource: Resource, field_manager: str) -> None:
+        self.client = client
+        self.resource = resource
+        self.field_manager = field_manager
+
+    async def write(self, obj: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj | None:
+        """Make ``obj``'s status ``desired``; returns the written object, or ``None`` if nothing changed.
+
+        Conflicts (the object moved on since it was observed) and NotFound are raised as the
+        client's ``ApiError``: the controller runtime treats them as expected races.
+        """
+        current = objects.status(obj)
+        if not status_changed(current, desired):
+            return None
+        body = {
+            "metadata": {"resourceVersion": objects.resource_version(obj)},
+            "status": merge_patch(current, desired),
+        }
+        return await self.client.patch(
+            self.resource,
+            objects.name(obj),
+            body,
+            namespace=objects.namespace(obj) or None,
+            subresource="status",
+            field_manager=self.field_manager,
+        )
+
+    async def apply(self, obj: Mapping[str, Any], *mutators: StatusMutator) -> Obj | None:
+        """Run every mutator on a copy of ``obj``'s status, then :meth:`write` it if any changed."""
+        status = copy.deepcopy(dict(objects.status(obj)))
+        changed = [m(status) for m in mutators]
+        return await self.write(obj, status) if any(changed) else None
+
+
+@dataclass(frozen=True)
+class ConditionEvent:
+    """A condition reaching ``status`` deserves an Event of ``type`` (``Normal``/``Warning``).
+
+    ``reason``/``message`` default to the condition's own. ``from_absent``: also when the condition
+    did not exist before (False for "Resumed"-like rules that need the opposite status first).
+    ``on_reason_change``: also when the status stays but the reason changes (a plan blocked for a
+    new reason).
+    """
+
+    condition: str
+    status: str
+    type: str
+    reason: str | None = None
+    message: str | None = None
+    from_absent: bool = True
+    on_reason_change: bool = False
+
+
+def _conditions(status: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    raw = (status or {}).get("conditions")
+    return [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
+
+
+def _fires(rule: ConditionEvent, now: Mapping[str, Any], was: Mapping[str, Any] | None) -> bool:
+    if now.get("status") != rule.status:
+        return False
+    if was is None:
+        return rule.from_absent
+    if was.get("status") != rule.status:
+        return True
+    return rule.on_reason_change and was.get("reason") != now.get("reason")
+
+
+def transition_events(
+    rules: Sequence[ConditionEvent], before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+) -> list[tuple[str, str, str]]:
+    """``(type, reason, message)`` for every rule a status change from ``before`` to ``after`` fires."""
+    old, new = _conditions(before), _conditions(after)
+    events: list[tuple[str, str, str]] = []
+    for rule in rules:
+        now = get_condition(new, rule.condition)
+        if now is None or not _fires(rule, now, get_condition(old, rule.condition)):
+            continue
+        reason = rule.reason if rule.reason is not None else str(now.get("reason", ""))
+        message = rule.message if rule.message is not None else str(now.get("message", ""))
+        events.append((rule.type, reason, message))
+    return events
+
+
+def emit_transitions(
+    recorder: EventRecorder,
+    obj: Obj,
+    rules: Iterable[ConditionEvent],
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+) -> None:
+    """Record the Events :func:`transition_events` finds, about ``obj``."""
+    for type_, reason, message in transition_events(tuple(rules), before, after):
+        recorder.emit(obj, type_, reason, message)
