@@ -278,7 +278,14 @@ def run(
     health_probe_bind_address: Annotated[
         str, typer.Option(help="Address of /healthz and /readyz, e.g. :8081; 0 disables.")
     ] = ":8081",
-    max_concurrent_reconciles: Annotated[int, typer.Option(help="Workers per controller.", min=1)] = 1,
+    max_concurrent_reconciles: Annotated[
+        int | None,
+        typer.Option(
+            help="Workers per controller (default: each controller's own, docs/architecture.md; "
+            "the PartitioningPlan controller always runs one).",
+            min=1,
+        ),
+    ] = None,
     kube_api_qps: Annotated[
         float,
         typer.Option(help="Client-side API requests per second (burst above it is --kube-api-burst).", min=1),

@@ -3,17 +3,13 @@
 Each entry is a *setup function* ``setup(manager) -> None`` (or a coroutine function: ``async def
 setup(manager)``, for setup that must talk to the API server first, such as installing a CRD its
 informer lists): it builds its controller(s) on the manager's shared client and informers and
-registers them with ``manager.add_controller`` (and any agent with ``manager.add_runnable``). Setup
-functions read process-wide options, such as ``--max-concurrent-reconciles``, from
-``manager.controller_options``, the way controller-runtime controllers read the manager's
-``config.Controller``. A typical one::
+registers them with ``manager.add_controller`` (and any agent with ``manager.add_runnable``), which
+wires every controller the same way (shared informers, metrics, ``--max-concurrent-reconciles``).
+Options a controller package owns come from ``manager.options(ItsOptions)``; the clock from
+``manager.clock`` (docs/architecture.md). A typical one::
 
     def setup(manager: Manager) -> None:
-        controller = build(manager.client, manager.informers,
-                           workers=manager.controller_options.max_concurrent_reconciles)
-        controller.bind(manager.informers, observer=manager.metrics.controllers,
-                        queue_metrics=manager.metrics.workqueue)
-        manager.add_controller(controller)
+        manager.add_controller(build(manager))
 
 Setup runs before the manager starts; the manager then starts the informers created during setup,
 waits for their caches and only then runs the controllers (and only while leading).

@@ -1,0 +1,179 @@
+"""The shared controller shape: status writer, transition Events, expectations, workers, failures."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aiplane.kube.client import ApiError
+from aiplane.kube.clock import FakeClock
+from aiplane.kube.controller import Controller, Request, Result, TerminalError
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.manager import ControllerOptions, Manager
+from aiplane.kube.resources import CONFIGMAPS
+from aiplane.kube.status import ConditionEvent, StatusWriter, condition, merge_patch, transition_events
+from aiplane.sim.client import InMemoryKubeClient
+from tests.polling import eventually
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+json_objects = st.dictionaries(st.text(max_size=3), json_values, max_size=4)
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386, as the API server applies it."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = apply_merge_patch(out.get(key), value)
+    return out
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+@given(json_objects, json_objects)
+def test_merge_patch_turns_the_old_status_into_the_new(before: dict[str, Any], after: dict[str, Any]) -> None:
+    # A status never holds JSON nulls in a map (merge patch cannot write them), so compare without.
+    before, after = _without_nulls(before), _without_nulls(after)
+    patch = merge_patch(before, after)
+    assert apply_merge_patch(before, patch) == after
+    assert (patch == {}) == (before == after)
+
+
+def test_condition_mutator_reports_only_real_changes() -> None:
+    status: dict[str, Any] = {}
+    ready = condition("Ready", "True", "Found", "ok", observed_generation=1, now=NOW)
+    assert ready(status) and status["conditions"][0]["status"] == "True"
+    assert not ready(status)  # idempotent: the second application changes nothing
+
+
+def test_transition_table_fires_once_per_flip() -> None:
+    rules = (
+        ConditionEvent("Ready", "False", "Warning", on_reason_change=True),
+        ConditionEvent("Paused", "True", "Normal", reason="Paused"),
+        ConditionEvent("Paused", "False", "Normal", reason="Resumed", message="resumed", from_absent=False),
+    )
+
+    def status(**conds: tuple[str, str]) -> dict[str, Any]:
+        return {
+            "conditions": [
+                {"type": t, "status": s, "reason": r, "message": f"{t} {r}"} for t, (s, r) in conds.items()
+            ]
+        }
+
+    assert transition_events(rules, None, status(Ready=("False", "A"))) == [("Warning", "A", "Ready A")]
+    assert transition_events(rules, status(Ready=("False", "A")), status(Ready=("False", "A"))) == []
+    assert transition_events(rules, status(Ready=("False", "A")), status(Ready=("False", "B"))) == [
+        ("Warning", "B", "Ready B")
+    ]
+    assert transition_events(rules, None, status(Paused=("False", "X"))) == []  # never paused: no Resumed
+    assert transition_events(rules, status(Paused=("True", "X")), status(Paused=("False", "X"))) == [
+        ("Normal", "Resumed", "resumed")
+    ]
+
+
+def test_expectations_treat_resource_versions_as_opaque() -> None:
+    # "10" < "9" as strings and 10 > 9 as numbers: neither order may matter, only equality.
+    exp = Expectations()
+    cached = {"metadata": {"name": "a", "resourceVersion": "9", "uid": "u"}}
+    written = {"metadata": {"name": "a", "resourceVersion": "10", "uid": "u"}}
+    exp.wrote("a", cached, written, conditional=True)
+    assert exp.view("a", cached) == written
+    later = {"metadata": {"name": "a", "resourceVersion": "abc", "uid": "u"}}
+    assert exp.view("a", later) == later and len(exp) == 0
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[InMemoryKubeClient]:
+    c = InMemoryKubeClient.fresh(install_crds=False)
+    yield c
+    await c.close()
+
+
+async def test_status_writer_writes_once_then_never(client: InMemoryKubeClient) -> None:
+    await client.create(
+        CONFIGMAPS, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}, namespace="default"
+    )
+    # ConfigMaps have no status subresource: a fake resource with one is not needed for the
+    # comparison itself, which is what this checks (nothing sent when nothing changed).
+    writer = StatusWriter(client, CONFIGMAPS, "test")
+    obj = await client.get(CONFIGMAPS, "x", namespace="default")
+    client.reset_counts()
+    assert await writer.write({**obj, "status": {"a": 1}}, {"a": 1}) is None
+    assert await writer.apply({**obj, "status": {"a": 1}}) is None
+    assert client.writes == 0
+
+
+def _manager(client: InMemoryKubeClient, workers: int | None) -> Manager:
+    return Manager(
+        client,
+        handle_signals=False,
+        controller_options=ControllerOptions(max_concurrent_reconciles=workers),
+        clock=FakeClock(NOW),
+    )
+
+
+async def _noop(_: Request) -> Result | None:
+    return None
+
+
+@pytest.mark.parametrize(("flag", "expected"), [(None, 4), (1, 1), (8, 8)])
+async def test_max_concurrent_reconciles_is_respected(
+    client: InMemoryKubeClient, flag: int | None, expected: int
+) -> None:
+    manager = _manager(client, flag)
+    controller = Controller.build("c").for_(CONFIGMAPS).workers(4).reconcile(_noop)
+    manager.add_controller(controller)
+    assert controller.max_concurrent == expected and controller.bound
+
+
+async def test_a_fixed_worker_count_is_kept_and_said(client: InMemoryKubeClient) -> None:
+    manager = _manager(client, 8)
+    controller = Controller.build("c").for_(CONFIGMAPS).workers(1, fixed="single admitter").reconcile(_noop)
+    manager.add_controller(controller)
+    assert controller.max_concurrent == 1
+
+
+async def test_terminal_errors_are_not_retried_and_races_are(client: InMemoryKubeClient) -> None:
+    calls: dict[str, int] = {"terminal": 0, "race": 0}
+
+    async def reconcile(request: Request) -> Result | None:
+        calls[request.name] += 1
+        if request.name == "terminal":
+            raise TerminalError("the spec can never work")
+        if calls["race"] < 3:
+            raise ApiError(409, "Conflict", "the object has been modified")
+        return None
+
+    controller = Controller("c", reconcile, [], workers=1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(controller.run(stop, drain_timeout=5))
+    controller.enqueue(Request(None, "terminal"))
+    controller.enqueue(Request(None, "race"))
+
+    async def race_resolved() -> bool:
+        return calls["race"] == 3
+
+    await eventually(race_resolved)
+    assert calls["terminal"] == 1 and controller.queue.num_requeues(Request(None, "terminal")) == 0
+    stop.set()
+    await task
