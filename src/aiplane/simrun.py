@@ -15,14 +15,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from aiplane.controllers import registry
+from aiplane.kube.client import KubeClient
+from aiplane.kube.manager import Manager
+from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, load_fleet
 
 
-async def in_process_manager(client: Any, selected: dict[str, Any]) -> Any:
+async def in_process_manager(client: KubeClient, selected: dict[str, registry.ControllerSetup]) -> Manager:
     """The manager ``aiplane run`` builds, on ``client`` (an in-memory client to the embedded server)."""
-    from aiplane.kube.manager import Manager
-
     manager = Manager(
         client,
         leader_election=None,
@@ -48,8 +50,6 @@ async def run_sim(
     dcm_delay: float = 1.0,
     pod_ready_delay: float = 0.5,
 ) -> int:
-    from aiplane.controllers import registry
-
     try:
         selected = registry.select(controllers)
     except registry.UnknownControllerError as exc:
@@ -79,11 +79,9 @@ async def run_sim(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     url = await cluster.start(port=port)
-    manager: Any = None
+    manager: Manager | None = None
     manager_task: asyncio.Task[int] | None = None
     if selected:
-        from aiplane.sim.client import InMemoryKubeClient
-
         manager = await in_process_manager(InMemoryKubeClient.for_cluster(cluster), selected)
         manager_task = asyncio.create_task(manager.run())
     cluster.write_kubeconfig(kubeconfig)
@@ -105,7 +103,7 @@ async def run_sim(
         waiting.add(manager_task)
     await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     code = 0
-    if manager_task is not None:
+    if manager is not None and manager_task is not None:
         if manager_task.done():
             code = manager_task.result()
             print(f"aiplane sim: the in-process manager exited ({code})", file=sys.stderr)

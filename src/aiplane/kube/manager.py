@@ -503,48 +503,62 @@ class Manager:
 
             waiters: dict[asyncio.Future[Any], str] = {asyncio.ensure_future(self._stop.wait()): "stop"}
             if self.leader_election is not None:
-                self.elector = LeaderElector(
-                    self.client,
-                    self.leader_election,
-                    metrics=self.metrics.leader_election,
-                    on_new_leader=self._on_new_leader,
-                )
-                elector = self.elector
-                self.add_healthz_check("leaderElection", lambda: elector.check(20.0))
-                elector_task = asyncio.create_task(elector.run(elector_stop), name="leader-election")
-                waiters[elector_task] = "elector"
-                waiters[asyncio.ensure_future(elector.elected.wait())] = "elected"
+                elector_task = self._start_election(waiters, elector_stop)
             else:
                 self._start_leading(running, work_stop)
             for item in running:
                 waiters[item.task] = "work"
-
             try:
-                while True:
-                    done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-                    for fut in done:
-                        what = waiters.pop(fut)
-                        if what == "stop":
-                            return await self._graceful(
-                                running, work_stop, elector_task, elector_stop, EXIT_OK
-                            )
-                        if what == "elector" and elector_task is not None:
-                            return await self._lost(running, elector_task)
-                        if what == "elected":
-                            before = len(running)
-                            self._start_leading(running, work_stop)
-                            for item in running[before:]:
-                                waiters[item.task] = "work"
-                        elif what == "work" and self._failed(fut, running):
-                            return await self._graceful(
-                                running, work_stop, elector_task, elector_stop, EXIT_FAILURE
-                            )
+                return await self._supervise(waiters, running, work_stop, elector_task, elector_stop)
             finally:
                 for fut, what in waiters.items():
                     if what in ("stop", "elected"):
                         fut.cancel()
         finally:
             await self._stop_servers()
+
+    def _start_election(
+        self, waiters: dict[asyncio.Future[Any], str], elector_stop: asyncio.Event
+    ) -> asyncio.Task[bool]:
+        """Campaign for the Lease; its task and its "elected" moment join the supervised waiters."""
+        assert self.leader_election is not None
+        self.elector = LeaderElector(
+            self.client,
+            self.leader_election,
+            metrics=self.metrics.leader_election,
+            on_new_leader=self._on_new_leader,
+        )
+        elector = self.elector
+        self.add_healthz_check("leaderElection", lambda: elector.check(20.0))
+        elector_task = asyncio.create_task(elector.run(elector_stop), name="leader-election")
+        waiters[elector_task] = "elector"
+        waiters[asyncio.ensure_future(elector.elected.wait())] = "elected"
+        return elector_task
+
+    async def _supervise(
+        self,
+        waiters: dict[asyncio.Future[Any], str],
+        running: list[_Task],
+        work_stop: asyncio.Event,
+        elector_task: asyncio.Task[bool] | None,
+        elector_stop: asyncio.Event,
+    ) -> int:
+        """React to whatever finishes first: a stop request, leadership won or lost, a failed runnable."""
+        while True:
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for fut in done:
+                what = waiters.pop(fut)
+                if what == "stop":
+                    return await self._graceful(running, work_stop, elector_task, elector_stop, EXIT_OK)
+                if what == "elector" and elector_task is not None:
+                    return await self._lost(running, elector_task)
+                if what == "elected":
+                    before = len(running)
+                    self._start_leading(running, work_stop)
+                    for item in running[before:]:
+                        waiters[item.task] = "work"
+                elif what == "work" and self._failed(fut, running):
+                    return await self._graceful(running, work_stop, elector_task, elector_stop, EXIT_FAILURE)
 
     def _on_new_leader(self, identity: str) -> None:
         assert self.elector is not None
