@@ -30,6 +30,7 @@ import structlog
 
 from aiplane.apimachinery.meta import controller_of
 from aiplane.kube.client import ApiError
+from aiplane.kube.informer import Informer, InformerFactory
 from aiplane.kube.logging import reconcile_context
 from aiplane.kube.ratelimit import default_controller_rate_limiter
 from aiplane.kube.resources import Resource
@@ -89,25 +90,6 @@ def generation_changed(old: Obj, new: Obj) -> bool:
 
 def labels_changed(old: Obj, new: Obj) -> bool:
     return bool(old["metadata"].get("labels") != new["metadata"].get("labels"))
-
-
-def annotations_changed(old: Obj, new: Obj) -> bool:
-    return bool(old["metadata"].get("annotations") != new["metadata"].get("annotations"))
-
-
-def deletion_started(old: Obj, new: Obj) -> bool:
-    """A deletionTimestamp appeared or finalizers changed: finalizer logic must run."""
-    o, n = old["metadata"], new["metadata"]
-    return bool(
-        o.get("deletionTimestamp") != n.get("deletionTimestamp") or o.get("finalizers") != n.get("finalizers")
-    )
-
-
-def any_of(*predicates: Predicate) -> Predicate:
-    def check(old: Obj, new: Obj) -> bool:
-        return any(p(old, new) for p in predicates)
-
-    return check
 
 
 class ReconcileObserver(Protocol):
@@ -233,7 +215,7 @@ class Controller:
         self.observer: ReconcileObserver | None = None
         self.queue_metrics: WorkQueueMetricsProvider = NoopMetricsProvider()
         self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=default_controller_rate_limiter())
-        self._informers: list[Any] = []
+        self._informers: list[Informer] = []
         self._log = log.bind(controller=name)
 
     @staticmethod
@@ -244,7 +226,7 @@ class Controller:
 
     def bind(
         self,
-        informers: Any,
+        informers: InformerFactory,
         *,
         observer: ReconcileObserver | None = None,
         queue_metrics: WorkQueueMetricsProvider | None = None,
@@ -307,7 +289,7 @@ class Controller:
         return bool(self._informers)
 
     @property
-    def informers(self) -> list[Any]:
+    def informers(self) -> list[Informer]:
         return list(self._informers)
 
     def has_synced(self) -> bool:
