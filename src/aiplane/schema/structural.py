@@ -17,7 +17,8 @@ from typing import Any, Final
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.values import child, deep_equal, index, key
-from aiplane.schema.cel import SUPPORTED_REASONS, compile_rule, field_path, undefined_fields, validate_rules
+from aiplane.schema.cel import SUPPORTED_REASONS, field_path, validate_rules
+from aiplane.schema.celprogram import compile_rule, undefined_fields
 from aiplane.schema.prune import META_FIELDS, prune
 from aiplane.schema.validate import validate_openapi
 
