@@ -169,15 +169,36 @@ _REASONS: Final[dict[str, Callable[[FieldError, str], str]]] = {
 }
 
 
+def invalid(path: str, value: Any, detail: str) -> FieldError:
+    """``field.Invalid(path, value, detail)``."""
+    return FieldError(path, INVALID, value, detail)
+
+
+def required(path: str, detail: str) -> FieldError:
+    """``field.Required(path, detail)``."""
+    return FieldError(path, REQUIRED, None, detail, bad_value="")
+
+
+def forbidden(path: str, detail: str) -> FieldError:
+    """``field.Forbidden(path, detail)``."""
+    return FieldError(path, FORBIDDEN, None, detail, bad_value="")
+
+
+def not_supported(path: str, value: Any, supported: Iterable[str]) -> FieldError:
+    """``field.NotSupported(path, value, supported)``."""
+    allowed = list(supported)
+    detail = "supported values: " + ", ".join(go_quote(s) for s in allowed)
+    return FieldError(path, NOT_SUPPORTED, value, detail, keyword="enum", limit=allowed)
+
+
 def invalid_message(path: str, value: Any, detail: str) -> str:
     """``field.Invalid(path, value, detail).Error()`` (``<nil>`` for the root path)."""
-    return FieldError(path, INVALID, value, detail).render_kube()
+    return invalid(path, value, detail).render_kube()
 
 
 def not_supported_message(path: str, value: Any, supported: Iterable[str]) -> str:
     """``field.NotSupported(path, value, supported).Error()``."""
-    detail = "supported values: " + ", ".join(go_quote(s) for s in supported)
-    return FieldError(path, NOT_SUPPORTED, value, detail).render_kube()
+    return not_supported(path, value, supported).render_kube()
 
 
 def aggregate(messages: Sequence[str]) -> str:
