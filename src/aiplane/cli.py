@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -100,8 +101,6 @@ def demo(
 
     Exit status 0 when every section converged cleanly, 1 otherwise.
     """
-    import asyncio
-
     from aiplane.api.manifests import check_file
     from aiplane.demo.run import DemoOptions, run_demo
 
@@ -222,8 +221,6 @@ def sim(
     ] = 0.5,
 ) -> None:
     """Run the embedded cluster (a Kubernetes API server faithful enough for kubectl) until SIGINT/SIGTERM."""
-    import asyncio
-
     from aiplane.simrun import run_sim
 
     code = asyncio.run(

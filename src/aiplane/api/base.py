@@ -158,7 +158,9 @@ def schema_checked(schema: Callable[[], dict[str, Any]]) -> Callable[[dict[str, 
     cached: list[dict[str, Any]] = []
 
     def check(value: dict[str, Any]) -> dict[str, Any]:
-        from aiplane.schema.validate import check_value
+        # On first use, not at import: the operator loads these models to read its objects, and must not
+        # carry the schema validator and CEL evaluator for that (tests/unit/test_layers.py).
+        from aiplane.schema.validate import check_value  # noqa: PLC0415
 
         if not cached:
             cached.append(schema())

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from aiplane.api.base import BUILTIN_MARKER, STRUCTURAL_MARKER, Resource
+from aiplane.api.registry import RESOURCES
 from aiplane.apimachinery import builtin
 
 _API_VERSION_DESCRIPTION = (
@@ -120,28 +121,37 @@ def _doc(model: type[Any]) -> str:
 
 def _convert(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
     """Translate one pydantic JSON-schema node into a structural CRD schema node."""
+    named = _named_type(node, defs, seen)
+    return _overlay(named if named is not None else _plain(node, defs, seen), node, defs, seen)
+
+
+def _named_type(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any] | None:
+    """The schema of the one type ``node`` names (a marker, a ``$ref``, an optional, a lone ``allOf``),
+    or ``None`` when ``node`` spells its type out itself."""
     if STRUCTURAL_MARKER in node:
-        return _overlay(copy.deepcopy(node[STRUCTURAL_MARKER]), node, defs, seen)
+        structural: dict[str, Any] = copy.deepcopy(node[STRUCTURAL_MARKER])
+        return structural
     if BUILTIN_MARKER in node:
-        out = builtin.structural(node[BUILTIN_MARKER])
-        return _overlay(out, node, defs, seen)
+        return builtin.structural(node[BUILTIN_MARKER])
     if "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
         if name in seen:
             raise ValueError(f"recursive type {name} cannot be expressed in a structural schema")
-        out = _convert(defs[name], defs, (*seen, name))
-        return _overlay(out, node, defs, seen)
+        return _convert(defs[name], defs, (*seen, name))
     for union in ("anyOf", "oneOf"):
         if union in node:
             branches = [b for b in node[union] if b.get("type") != "null"]
             if len(branches) != 1:
                 raise ValueError(f"cannot express {union} {node[union]} structurally")
-            out = _convert(branches[0], defs, seen)
-            return _overlay(out, node, defs, seen)
+            return _convert(branches[0], defs, seen)
     if "allOf" in node and len(node["allOf"]) == 1:
-        out = _convert(node["allOf"][0], defs, seen)
-        return _overlay(out, node, defs, seen)
-    out = {}
+        return _convert(node["allOf"][0], defs, seen)
+    return None
+
+
+def _plain(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+    """A node that spells its type out: scalars, enums, objects with properties, lists, maps."""
+    out: dict[str, Any] = {}
     if "type" in node:
         out["type"] = node["type"]
     if "const" in node:
@@ -159,14 +169,11 @@ def _convert(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]) 
     if "items" in node:
         out["items"] = _convert(node["items"], defs, seen)
     additional = node.get("additionalProperties")
-    if isinstance(additional, dict):
-        if additional:
-            out["additionalProperties"] = _convert(additional, defs, seen)
-        else:
-            out["x-kubernetes-preserve-unknown-fields"] = True
-    elif additional is True:
+    if isinstance(additional, dict) and additional:
+        out["additionalProperties"] = _convert(additional, defs, seen)
+    elif additional is True or additional == {}:
         out["x-kubernetes-preserve-unknown-fields"] = True
-    return _overlay(out, node, defs, seen)
+    return out
 
 
 def _overlay(
@@ -194,8 +201,6 @@ def _sorted(node: Any) -> Any:
 
 
 def all_crds() -> list[dict[str, Any]]:
-    from aiplane.api.registry import RESOURCES
-
     return [crd_for(model) for model in RESOURCES]
 
 

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import yaml
+from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 
 from aiplane.api.crdgen import crd_for
 from aiplane.api.registry import model_for
+from aiplane.schema.validate import admit
 
 # DNS-1123 subdomain: what kube-apiserver requires of custom resource names.
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -91,8 +94,6 @@ def _namespaced(api_version: str, kind: str) -> bool:
 
 
 def _check_custom(doc: dict[str, Any], schema: dict[str, Any], *, namespaced: bool) -> list[str]:
-    from aiplane.schema.validate import admit
-
     messages = _check_metadata(doc.get("metadata"), namespaced=namespaced)
     _, pruned, errors = admit(doc, schema)
     messages.extend(f"{path}: unknown field" for path in pruned)
@@ -123,9 +124,6 @@ def _check_metadata(meta: Any, *, namespaced: bool) -> list[str]:
 
 
 def _check_builtin(doc: dict[str, Any], api_version: str, kind: str) -> list[str]:
-    import kubernetes_validate
-    from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
-
     try:
         kubernetes_validate.validate(doc, "1.37.0", strict=True)
     except SchemaNotFoundError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
@@ -95,45 +96,65 @@ def _convert_ref(name: str, seen: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _convert(node: dict[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
     ref = node.get("$ref")
     if ref is not None:
         out = _convert_ref(ref.rsplit("/", 1)[-1], seen)
         if "description" in node:
             out = {**out, "description": node["description"]}
         return out
+    out = {}
     for key, value in node.items():
         if key in _DROPPED_KEYS:
             continue
-        if key == "type":
-            types = [t for t in (value if isinstance(value, list) else [value]) if t != "null"]
-            if len(types) == 1:
-                out["type"] = types[0]
-            elif types:
-                raise ValueError(f"cannot express type union {types} structurally")
-        elif key == "properties":
-            out["properties"] = {k: _convert(v, seen) for k, v in value.items()}
-        elif key == "items":
-            out["items"] = _convert(value, seen)
-        elif key == "additionalProperties":
-            out["additionalProperties"] = value if isinstance(value, bool) else _convert(value, seen)
-        elif key in ("oneOf", "anyOf", "allOf"):
+        if key in ("oneOf", "anyOf", "allOf"):
             raise ValueError(f"unexpected {key} in built-in definition {seen[-1] if seen else '?'}")
-        elif key == "enum":
-            values = [v for v in value if v is not None]
-            if values:
-                out["enum"] = values
-        else:
+        convert = _KEY_CONVERTERS.get(key)
+        if convert is None:
             out[key] = copy.deepcopy(value)
+        else:
+            converted = convert(value, seen)
+            if converted is not _OMIT:
+                out[key] = converted
     if out.get("x-kubernetes-list-type") == "map":
-        item = out.get("items", {})
-        required = set(item.get("required", []))
-        for key in out.get("x-kubernetes-list-map-keys", []):
-            prop = item.get("properties", {}).get(key)
-            if key not in required and prop is not None and "default" not in prop:
-                if key in _LIST_MAP_KEY_DEFAULTS:
-                    prop["default"] = _LIST_MAP_KEY_DEFAULTS[key]
-                else:
-                    # Go validation requires these keys (e.g. a condition's type); say so structurally.
-                    item["required"] = sorted({*item.get("required", []), key})
+        _default_or_require_map_keys(out)
     return out
+
+
+#: A converter's answer for a key the structural schema leaves out.
+_OMIT: Any = object()
+
+
+def _convert_type(value: Any, seen: tuple[str, ...]) -> Any:
+    types = [t for t in (value if isinstance(value, list) else [value]) if t != "null"]
+    if len(types) > 1:
+        raise ValueError(f"cannot express type union {types} structurally")
+    return types[0] if types else _OMIT
+
+
+def _convert_enum(value: Any, seen: tuple[str, ...]) -> Any:
+    values = [v for v in value if v is not None]
+    return values or _OMIT
+
+
+#: How the keys that are not copied as they are convert (``null`` removed, sub-schemas converted).
+_KEY_CONVERTERS: dict[str, Callable[[Any, tuple[str, ...]], Any]] = {
+    "type": _convert_type,
+    "properties": lambda value, seen: {k: _convert(v, seen) for k, v in value.items()},
+    "items": _convert,
+    "additionalProperties": lambda value, seen: value if isinstance(value, bool) else _convert(value, seen),
+    "enum": _convert_enum,
+}
+
+
+def _default_or_require_map_keys(out: dict[str, Any]) -> None:
+    """A list-map key must be required or defaulted in a CRD: default it as the Go types' ``+default=``
+    markers do, else require it (Go validation requires these keys, e.g. a condition's type)."""
+    item = out.get("items", {})
+    required = set(item.get("required", []))
+    for key in out.get("x-kubernetes-list-map-keys", []):
+        prop = item.get("properties", {}).get(key)
+        if key not in required and prop is not None and "default" not in prop:
+            if key in _LIST_MAP_KEY_DEFAULTS:
+                prop["default"] = _LIST_MAP_KEY_DEFAULTS[key]
+            else:
+                item["required"] = sorted({*item.get("required", []), key})

@@ -10,7 +10,7 @@ on those strings (:meth:`FieldError.render_kube`, :meth:`FieldError.cause`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -122,53 +122,88 @@ class FieldError:
         return f"{self.path or '<root>'}: {self._reason()}"
 
     def _reason(self) -> str:
-        v = friendly(self.value)
-        kw = self.keyword
-        limit = self.limit
-        if kw == "pattern":
-            return f"{v} does not match {self.rule}"
-        if kw == "type":
-            return f"{v} is not of type {limit}"
-        if kw == "format":
-            return f"{v} is not a valid {limit}"
-        if kw == "enum":
-            return f"{v} is not one of {', '.join(friendly(x) for x in limit or ())}"
-        if kw == "minimum":
-            return f"{v} is less than the minimum {friendly(limit)}"
-        if kw == "exclusiveMinimum":
-            return f"{v} is not greater than the exclusive minimum {friendly(limit)}"
-        if kw == "maximum":
-            return f"{v} is greater than the maximum {friendly(limit)}"
-        if kw == "exclusiveMaximum":
-            return f"{v} is not less than the exclusive maximum {friendly(limit)}"
-        if kw == "multipleOf":
-            return f"{v} is not a multiple of {friendly(limit)}"
-        if kw == "minLength":
-            return f"{v} is shorter than the minimum length {limit}"
-        if kw == "maxLength":
-            return f"{v} is longer than the maximum length {limit}"
-        if kw in ("minItems", "maxItems", "minProperties", "maxProperties"):
-            noun = "items" if kw.endswith("Items") else "properties"
-            count = len(self.value) if isinstance(self.value, list | dict) else self.kube_value
-            bound = "fewer than the minimum" if kw.startswith("min") else "more than the maximum"
-            return f"has {count} {noun}, {bound} {limit}"
-        if kw == "required":
-            return "required field is missing"
-        if kw == "unknown":
-            return "unknown field"
-        if kw == "x-kubernetes-list-type":
-            if limit == "map":
-                return f"duplicate entry for key {friendly(self.kube_value)}"
-            return f"duplicate value {v}"
-        if kw == "x-kubernetes-validations":
-            # ``limit`` keeps the rule's message: kube drops it from Duplicate errors.
-            text = str(limit or self.detail or "failed")
-            return f"{text} (rule: {self.rule})" if self.rule else text
+        reason = _REASONS.get(self.keyword)
+        if reason is not None:
+            return reason(self, friendly(self.value))
         return self.detail or ERROR_TYPE_WORDS.get(self.type, self.type)
 
+    def _size_reason(self) -> str:
+        kw = self.keyword
+        noun = "items" if kw.endswith("Items") else "properties"
+        count = len(self.value) if isinstance(self.value, list | dict) else self.kube_value
+        bound = "fewer than the minimum" if kw.startswith("min") else "more than the maximum"
+        return f"has {count} {noun}, {bound} {self.limit}"
 
-def _aggregate(messages: list[str]) -> str:
-    """``utilerrors.NewAggregate(...).Error()`` after ``ErrorList.ToAggregate``'s de-duplication."""
+    def _list_type_reason(self, value: str) -> str:
+        if self.limit == "map":
+            return f"duplicate entry for key {friendly(self.kube_value)}"
+        return f"duplicate value {value}"
+
+    def _rule_reason(self) -> str:
+        # ``limit`` keeps the rule's message: kube drops it from Duplicate errors.
+        text = str(self.limit or self.detail or "failed")
+        return f"{text} (rule: {self.rule})" if self.rule else text
+
+
+#: :meth:`FieldError.render`'s reason, by schema keyword: ``(error, the offending value as shown)``.
+_REASONS: Final[dict[str, Callable[[FieldError, str], str]]] = {
+    "pattern": lambda e, v: f"{v} does not match {e.rule}",
+    "type": lambda e, v: f"{v} is not of type {e.limit}",
+    "format": lambda e, v: f"{v} is not a valid {e.limit}",
+    "enum": lambda e, v: f"{v} is not one of {', '.join(friendly(x) for x in e.limit or ())}",
+    "minimum": lambda e, v: f"{v} is less than the minimum {friendly(e.limit)}",
+    "exclusiveMinimum": lambda e, v: f"{v} is not greater than the exclusive minimum {friendly(e.limit)}",
+    "maximum": lambda e, v: f"{v} is greater than the maximum {friendly(e.limit)}",
+    "exclusiveMaximum": lambda e, v: f"{v} is not less than the exclusive maximum {friendly(e.limit)}",
+    "multipleOf": lambda e, v: f"{v} is not a multiple of {friendly(e.limit)}",
+    "minLength": lambda e, v: f"{v} is shorter than the minimum length {e.limit}",
+    "maxLength": lambda e, v: f"{v} is longer than the maximum length {e.limit}",
+    "minItems": lambda e, _: e._size_reason(),
+    "maxItems": lambda e, _: e._size_reason(),
+    "minProperties": lambda e, _: e._size_reason(),
+    "maxProperties": lambda e, _: e._size_reason(),
+    "required": lambda e, _: "required field is missing",
+    "unknown": lambda e, _: "unknown field",
+    "x-kubernetes-list-type": lambda e, v: e._list_type_reason(v),
+    "x-kubernetes-validations": lambda e, _: e._rule_reason(),
+}
+
+
+def invalid(path: str, value: Any, detail: str) -> FieldError:
+    """``field.Invalid(path, value, detail)``."""
+    return FieldError(path, INVALID, value, detail)
+
+
+def required(path: str, detail: str) -> FieldError:
+    """``field.Required(path, detail)``."""
+    return FieldError(path, REQUIRED, None, detail, bad_value="")
+
+
+def forbidden(path: str, detail: str) -> FieldError:
+    """``field.Forbidden(path, detail)``."""
+    return FieldError(path, FORBIDDEN, None, detail, bad_value="")
+
+
+def not_supported(path: str, value: Any, supported: Iterable[str]) -> FieldError:
+    """``field.NotSupported(path, value, supported)``."""
+    allowed = list(supported)
+    detail = "supported values: " + ", ".join(go_quote(s) for s in allowed)
+    return FieldError(path, NOT_SUPPORTED, value, detail, keyword="enum", limit=allowed)
+
+
+def invalid_message(path: str, value: Any, detail: str) -> str:
+    """``field.Invalid(path, value, detail).Error()`` (``<nil>`` for the root path)."""
+    return invalid(path, value, detail).render_kube()
+
+
+def not_supported_message(path: str, value: Any, supported: Iterable[str]) -> str:
+    """``field.NotSupported(path, value, supported).Error()``."""
+    return not_supported(path, value, supported).render_kube()
+
+
+def aggregate(messages: Sequence[str]) -> str:
+    """``utilerrors.NewAggregate(...).Error()`` after ``ErrorList.ToAggregate``'s de-duplication: one
+    message as is, several in ``[a, b]``."""
     unique = list(dict.fromkeys(messages))
     if len(unique) == 1:
         return unique[0]
@@ -183,7 +218,7 @@ def kube_invalid_message(kind_group: str, name: str, errors: Iterable[FieldError
     messages = [e.render_kube() for e in errors]
     if not messages:
         return f"{kind_group} {go_quote(name)} is invalid"
-    return f"{kind_group} {go_quote(name)} is invalid: {_aggregate(messages)}"
+    return f"{kind_group} {go_quote(name)} is invalid: {aggregate(messages)}"
 
 
 def invalid_status(kind: str, group: str, name: str, errors: Iterable[FieldError]) -> dict[str, Any]:

@@ -240,9 +240,24 @@ def _parse(text: str) -> tuple[int, int, QuantityFormat, str | None]:
     base, exponent, fmt = _interpret_suffix(sc.suffix)
     if len(sc.num) + len(sc.denom) > MAX_DIGITS:
         raise ValueError(f"quantity has more than {MAX_DIGITS} digits")
+    echo = _echo(text, sc, exponent, fmt)
+    digits = int(sc.num + sc.denom)
+    if not sc.positive:
+        digits = -digits
+    if base == 10:
+        m, e = _decimal_to_nano(digits, exponent - len(sc.denom))
+        return m, e, fmt, echo
+    m, e = _binary_to_nano(digits, exponent, len(sc.denom))
+    if m != 0 and e < 0 and abs(m) < 10**-e:
+        # 0 < |value| < 1 cannot be shown in binary units: kube switches to DecimalSI.
+        fmt = QuantityFormat.DECIMAL_SI
+    return m, e, fmt, echo
 
-    # Would Go take its int64 fast path? That decides whether String() echoes the input and
-    # whether a digitless number ("+", ".") is an error (the slow path's inf.Dec needs a digit).
+
+def _echo(text: str, sc: _Scan, exponent: int, fmt: QuantityFormat) -> str | None:
+    """Would Go take its int64 fast path? That decides whether String() echoes the input (the text, or
+    ``None``) and whether a digitless number ("+", ".") is an error (the slow path's inf.Dec needs a digit).
+    """
     shifted = sc.num + sc.denom
     if fmt is QuantityFormat.BINARY_SI:
         precision = 15 - len(sc.num) - exponent * 3 // 10 - 1 if not sc.denom else -1
@@ -250,37 +265,28 @@ def _parse(text: str) -> tuple[int, int, QuantityFormat, str | None]:
     else:
         precision = _MAX_INT64_FACTORS - len(shifted)
         scale = exponent - len(sc.denom)
-    fast = precision >= 0 and scale >= _NANO
-
-    echo: str | None = None
-    if fast:
-        digits = int(shifted)
-        if fmt is QuantityFormat.BINARY_SI:
-            if exponent % 10 == 0 and digits & 0x07 != 0:
-                echo = text
-        elif scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0":
-            echo = text
-    elif not any(c in _DIGITS for c in sc.value):
-        raise ValueError(_ERR_NUMERIC)
-
+    if not (precision >= 0 and scale >= _NANO):
+        if not any(c in _DIGITS for c in sc.value):
+            raise ValueError(_ERR_NUMERIC)
+        return None
     digits = int(shifted)
-    if not sc.positive:
-        digits = -digits
-    if base == 10:
-        e = exponent - len(sc.denom)
-        if e >= _NANO:
-            m, e = _normalise(digits, e)
-        else:
-            m, e = _round_decimal_to_nano(digits, e)
-    else:
-        m, e = _round_to_nano(digits * (1 << exponent), 10 ** len(sc.denom))
-        if (abs(m) * 10**e if e >= 0 else Fraction(abs(m), 10**-e)) > _MAX_INT64:
-            # kube caps a binary-SI amount at 2^63-1 ("8Ei" parses as 9223372036854775807).
-            m, e = _normalise(_MAX_INT64 if m > 0 else -_MAX_INT64, 0)
-        if m != 0 and e < 0 and abs(m) < 10**-e:
-            # 0 < |value| < 1 cannot be shown in binary units: kube switches to DecimalSI.
-            fmt = QuantityFormat.DECIMAL_SI
-    return m, e, fmt, echo
+    if fmt is QuantityFormat.BINARY_SI:
+        return text if exponent % 10 == 0 and digits & 0x07 != 0 else None
+    return text if scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0" else None
+
+
+def _decimal_to_nano(digits: int, e: int) -> tuple[int, int]:
+    """``digits * 10^e`` as a normalised (mantissa, exponent), rounded away from zero to nano."""
+    return _normalise(digits, e) if e >= _NANO else _round_decimal_to_nano(digits, e)
+
+
+def _binary_to_nano(digits: int, exponent: int, fraction_digits: int) -> tuple[int, int]:
+    """``digits / 10^fraction_digits * 2^exponent``, rounded to nano and capped as kube caps it."""
+    m, e = _round_to_nano(digits * (1 << exponent), 10**fraction_digits)
+    if (abs(m) * 10**e if e >= 0 else Fraction(abs(m), 10**-e)) > _MAX_INT64:
+        # kube caps a binary-SI amount at 2^63-1 ("8Ei" parses as 9223372036854775807).
+        m, e = _normalise(_MAX_INT64 if m > 0 else -_MAX_INT64, 0)
+    return m, e
 
 
 def _round_decimal_to_nano(digits: int, e: int) -> tuple[int, int]:
@@ -306,9 +312,7 @@ def _from_decimal(d: Decimal) -> tuple[int, int]:
     m = int("".join(map(str, digit_tuple)) or "0")
     if sign:
         m = -m
-    if exp >= _NANO:
-        return _normalise(m, exp)
-    return _round_decimal_to_nano(m, exp)
+    return _decimal_to_nano(m, exp)
 
 
 class Quantity:

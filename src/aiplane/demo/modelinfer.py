@@ -16,6 +16,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, LABEL_ROLE_ID
 from aiplane.controllers.modelinfer.objects import expected_pod_count
 from aiplane.sim.apiserver.store import DELETED, Event
@@ -26,15 +27,15 @@ PODGROUP_KEY = "scheduling.volcano.sh/podgroups"
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status") or {}
+    status = objects.status(pod)
     return status.get("phase") == "Running" and any(
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
     )
 
 
 def _pod_state(pod: Mapping[str, Any]) -> str:
-    status = pod.get("status") or {}
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    status = objects.status(pod)
+    if objects.is_deleting(pod):
         return "Terminating"
     if _ready(pod):
         return "Ready"
@@ -64,7 +65,7 @@ class ModelInferWatch:
     started: float = field(default_factory=time.monotonic)
 
     def __call__(self, event: Event) -> None:
-        meta = event.obj.get("metadata") or {}
+        meta = objects.meta(event.obj)
         if meta.get("namespace") != self.namespace:
             return
         if event.key == MI_KEY and meta.get("name") == self.name:
@@ -85,7 +86,7 @@ class ModelInferWatch:
             if event.type == DELETED:
                 self.podgroups.pop(meta["name"], None)
             else:
-                self.podgroups[meta["name"]] = str((event.obj.get("status") or {}).get("phase") or "Pending")
+                self.podgroups[meta["name"]] = str(objects.status(event.obj).get("phase") or "Pending")
 
     def track(self) -> None:
         """Start measuring the availability floor and the group count (the rolling update)."""
@@ -96,22 +97,21 @@ class ModelInferWatch:
     def groups(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
         for pod in self.pods.values():
-            out.setdefault(pod["metadata"]["labels"].get(LABEL_GROUP_NAME, "?"), []).append(pod)
+            out.setdefault(objects.labels(pod).get(LABEL_GROUP_NAME, "?"), []).append(pod)
         return out
 
     @property
     def expected_per_group(self) -> int:
-        roles = ((self.mi or {}).get("spec") or {}).get("template", {}).get("roles") or []
+        roles = objects.spec(self.mi).get("template", {}).get("roles") or []
         return expected_pod_count(roles)
 
     def _group_available(self, members: list[dict[str, Any]]) -> bool:
-        live = [p for p in members if not p["metadata"].get("deletionTimestamp")]
+        live = [p for p in members if not objects.is_deleting(p)]
         return len(live) == self.expected_per_group and all(_ready(p) for p in live)
 
     @property
     def status(self) -> Mapping[str, Any]:
-        status = (self.mi or {}).get("status")
-        return status if isinstance(status, Mapping) else {}
+        return objects.status(self.mi)
 
     def condition(self, type_: str) -> Mapping[str, Any]:
         for c in self.status.get("conditions") or []:
@@ -159,12 +159,12 @@ class ModelInferWatch:
         for group, members in sorted(self.groups().items(), key=lambda item: _ordinal(item[0])):
             by_rid: dict[str, list[dict[str, Any]]] = {}
             for pod in members:
-                by_rid.setdefault(pod["metadata"]["labels"].get(LABEL_ROLE_ID, "?"), []).append(pod)
-            revisions = {p["metadata"]["labels"].get(LABEL_REVISION, "?") for p in members}
+                by_rid.setdefault(objects.labels(pod).get(LABEL_ROLE_ID, "?"), []).append(pod)
+            revisions = {objects.labels(p).get(LABEL_REVISION, "?") for p in members}
             ok = self._group_available(members)
             first = True
             for rid, pods in sorted(by_rid.items()):
-                pods.sort(key=lambda p: p["metadata"]["name"])
+                pods.sort(key=objects.name)
                 states = Text(" ").join(
                     Text(
                         _pod_state(p),
@@ -174,7 +174,7 @@ class ModelInferWatch:
                     )
                     for p in pods
                 )
-                nodes = " ".join(str(p["spec"].get("nodeName") or "-") for p in pods)
+                nodes = " ".join(str(objects.spec(p).get("nodeName") or "-") for p in pods)
                 table.add_row(
                     group if first else "",
                     self.podgroups.get(group, "-") if first else "",
@@ -198,7 +198,7 @@ class ModelInferWatch:
         quiet_writes: int,
         quiet_seconds: float,
     ) -> Table:
-        replicas = int(((self.mi or {}).get("spec") or {}).get("replicas", 1))
+        replicas = int(objects.spec(self.mi).get("replicas", 1))
         table = Table(title=f"ModelInfer {self.namespace}/{self.name}", show_header=False, title_style="bold")
         table.add_column(style="bold")
         table.add_column()

@@ -20,6 +20,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from aiplane.apimachinery import objects
 from aiplane.sim.apiserver.store import DELETED, Event
 
 NP_KEY = "infrastructure.silogen.ai/nodepartitionings"
@@ -46,25 +47,25 @@ PLAN_LABEL = "infrastructure.silogen.ai/plan"
 
 
 def _phase(np: Mapping[str, Any]) -> str:
-    return str((np.get("status") or {}).get("phase") or "Pending")
+    return str(objects.status(np).get("phase") or "Pending")
 
 
 def _cordoned(node: Mapping[str, Any]) -> bool:
-    return bool((node.get("spec") or {}).get("unschedulable"))
+    return bool(objects.spec(node).get("unschedulable"))
 
 
 def _tainted(node: Mapping[str, Any]) -> bool:
-    return any(t.get("key") == "amd-dcm" for t in (node.get("spec") or {}).get("taints") or [])
+    return any(t.get("key") == "amd-dcm" for t in objects.spec(node).get("taints") or [])
 
 
 def _daemon_pod(pod: Mapping[str, Any]) -> bool:
     """DaemonSet pods (device plugin, node labeller) are not workloads: a drain leaves them."""
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    owners = objects.meta(pod).get("ownerReferences") or []
     return any(o.get("kind") == "DaemonSet" for o in owners)
 
 
 def _gpus(node: Mapping[str, Any]) -> str:
-    return str(((node.get("status") or {}).get("allocatable") or {}).get(GPU, "0"))
+    return str((objects.status(node).get("allocatable") or {}).get(GPU, "0"))
 
 
 @dataclass
@@ -88,17 +89,17 @@ class RolloutWatch:
     def seed(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
         """Record the fleet before the rollout (allocatable 'before', pods per node)."""
         for node in nodes:
-            name = node["metadata"]["name"]
+            name = objects.name(node)
             self.nodes[name] = node
             self.gpus_before[name] = _gpus(node)
         for pod in pods:
-            where = (pod.get("spec") or {}).get("nodeName")
+            where = objects.spec(pod).get("nodeName")
             if where and not _daemon_pod(pod):
                 self.pods_on[where] = self.pods_on.get(where, 0) + 1
 
     def __call__(self, event: Event) -> None:
         obj = event.obj
-        meta = obj.get("metadata") or {}
+        meta = objects.meta(obj)
         name = str(meta.get("name", ""))
         if event.key == NP_KEY:
             if (meta.get("labels") or {}).get(PLAN_LABEL) != self.plan:
@@ -129,7 +130,7 @@ class RolloutWatch:
 
     def _pod(self, event: Event) -> None:
         def node_of(pod: Mapping[str, Any] | None) -> str | None:
-            return ((pod or {}).get("spec") or {}).get("nodeName")
+            return objects.spec(pod).get("nodeName")
 
         if _daemon_pod(event.obj):
             return
@@ -151,7 +152,7 @@ class RolloutWatch:
 
     @property
     def phase(self) -> str:
-        return str(((self.plan_obj or {}).get("status") or {}).get("phase") or "Pending")
+        return str(objects.status(self.plan_obj).get("phase") or "Pending")
 
     @property
     def elapsed(self) -> float:
@@ -202,10 +203,10 @@ class RolloutWatch:
             "workload pods",
         ):
             table.add_column(column)
-        for np in sorted(self.nps.values(), key=lambda o: str((o.get("spec") or {}).get("nodeName"))):
-            node_name = str((np.get("spec") or {}).get("nodeName", ""))
+        for np in sorted(self.nps.values(), key=lambda o: str(objects.spec(o).get("nodeName"))):
+            node_name = str(objects.spec(np).get("nodeName", ""))
             node = self.nodes.get(node_name, {})
-            labels = (node.get("metadata") or {}).get("labels") or {}
+            labels = objects.labels(node)
             phase = _phase(np)
             before, now = self.gpus_before.get(node_name, "?"), _gpus(node)
             profile = labels.get(PROFILE_LABEL, "-")
@@ -257,7 +258,7 @@ class RolloutWatch:
         return table
 
     def _np_nodes(self) -> set[str]:
-        return {str((np.get("spec") or {}).get("nodeName", "")) for np in self.nps.values()}
+        return {str(objects.spec(np).get("nodeName", "")) for np in self.nps.values()}
 
 
 def _limit(value: int, limit: int) -> Text:

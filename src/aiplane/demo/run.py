@@ -23,6 +23,7 @@ import yaml
 from rich.console import Console
 from rich.live import Live
 
+from aiplane.controllers import registry
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
 from aiplane.kube.client import ApiError
@@ -30,6 +31,7 @@ from aiplane.kube.logging import configure_logging
 from aiplane.kube.resources import NAMESPACES, NODES, PODS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from aiplane.simrun import in_process_manager
 
 FIELD_MANAGER = "aiplane-demo"
 DEMO_NAMESPACE = "default"
@@ -91,9 +93,6 @@ def inference_workloads(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def _manager(cluster: EmbeddedCluster) -> tuple[Any, InMemoryKubeClient]:
-    from aiplane.controllers import registry
-    from aiplane.simrun import in_process_manager
-
     client = InMemoryKubeClient.for_cluster(cluster)
     manager = await in_process_manager(client, registry.select("all"))
     return manager, client

@@ -19,10 +19,11 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+import aiohttp
 import orjson
 
 from aiplane.kube.ratelimit import TokenBucket
-from aiplane.kube.resources import Resource
+from aiplane.kube.resources import PODS, Resource
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -316,8 +317,6 @@ class KubeClient(abc.ABC):
         self, name: str, namespace: str, *, delete_options: Mapping[str, Any] | None = None
     ) -> None:
         """Evict a pod through the Eviction API; a PodDisruptionBudget in the way is ``ApiError`` 429."""
-        from aiplane.kube.resources import PODS
-
         body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -326,6 +325,15 @@ class KubeClient(abc.ABC):
         if delete_options:
             body["deleteOptions"] = dict(delete_options)
         await self.request("POST", PODS.path(namespace, name, "eviction"), body=body, retry_throttled=False)
+
+
+def _kubernetes_config() -> tuple[Any, Any]:
+    """kubernetes_asyncio's config loaders and a fresh ``Configuration``, imported on first use (see
+    :class:`HttpKubeClient`: the library's import cost is paid only by clients that talk HTTP)."""
+    from kubernetes_asyncio import config  # noqa: PLC0415
+    from kubernetes_asyncio.client import Configuration  # noqa: PLC0415
+
+    return config, Configuration()
 
 
 class HttpKubeClient(KubeClient):
@@ -341,7 +349,9 @@ class HttpKubeClient(KubeClient):
         observer: RequestObserver | None = None,
         user_agent: str = "aiplane",
     ) -> None:
-        from kubernetes_asyncio.client.rest import RESTClientObject
+        # kubernetes_asyncio costs ~0.4 s to import; only a client that really talks HTTP pays it, not the
+        # in-memory client, the simulator or a controller's unit tests, which share this module.
+        from kubernetes_asyncio.client.rest import RESTClientObject  # noqa: PLC0415
 
         self.configuration = configuration
         self._rest = RESTClientObject(configuration)
@@ -356,20 +366,14 @@ class HttpKubeClient(KubeClient):
     async def from_kubeconfig(
         cls, path: str | None = None, *, context: str | None = None, **kw: Any
     ) -> HttpKubeClient:
-        from kubernetes_asyncio import config
-        from kubernetes_asyncio.client import Configuration
-
-        configuration = Configuration()
+        config, configuration = _kubernetes_config()
         await config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
         return cls(configuration, **kw)
 
     @classmethod
     def in_cluster(cls, **kw: Any) -> HttpKubeClient:
-        from kubernetes_asyncio import config
-        from kubernetes_asyncio.client import Configuration
-
-        configuration = Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        config, configuration = _kubernetes_config()
+        config.load_incluster_config(client_configuration=configuration)
         return cls(configuration, **kw)
 
     @property
@@ -403,8 +407,6 @@ class HttpKubeClient(KubeClient):
         content_type: str = JSON,
         retry_throttled: bool = True,
     ) -> dict[str, Any]:
-        import aiohttp
-
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
         attempt = 0
@@ -430,8 +432,6 @@ class HttpKubeClient(KubeClient):
             raise error
 
     async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
-        import aiohttp
-
         url = self._host + path + f"?{urlencode(query)}"
         if self._bucket is not None:
             await self._bucket.acquire()

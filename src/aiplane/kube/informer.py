@@ -21,7 +21,7 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
 * **Backoff.** Failed attempts wait an exponentially growing, jittered delay capped at 30 s (client-go's
   reflector uses 800 ms … 30 s); a watch that delivers events resets it. A 429 re-watches after the
   server's ``Retry-After``; a first 410 relists at once (it is routine, not a failure).
-* **Cache.** Objects are stored without ``metadata.managedFields`` (often bigger than the object, and no
+* **Cache** (:mod:`aiplane.kube.cache`). Objects are stored without ``metadata.managedFields`` (often bigger than the object, and no
   controller decides on them), keyed ``namespace/name`` (or ``name``), and shared: a cached object, and
   every object passed to a handler, must never be mutated (``meta.deep_copy`` first). Indexes — built in:
   ``namespace`` and ``owner`` (the uid of the controller ownerReference); more with :meth:`add_indexer` —
@@ -42,14 +42,27 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from aiplane.apimachinery.meta import controller_of, strip_managed_fields
+from aiplane.apimachinery.meta import strip_managed_fields
+from aiplane.kube.cache import (
+    NAMESPACE_INDEX,
+    OWNER_INDEX,
+    Cache,
+    Change,
+    IndexFunc,
+    cache_key,
+    diff,
+    namespace_index,
+    object_rv,
+    owner_index,
+)
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.resources import Resource
 
+# The cache's names are re-exported: callers know the informer, not how it is split.
 __all__ = [
     "NAMESPACE_INDEX",
     "OWNER_INDEX",
@@ -76,217 +89,14 @@ Obj = dict[str, Any]
 AddHandler = Callable[[Obj], None]
 UpdateHandler = Callable[[Obj, Obj], None]
 DeleteHandler = Callable[[Obj], None]
-#: An index function: the values an object is indexed under (``[]``: not indexed).
-IndexFunc = Callable[[Mapping[str, Any]], Iterable[str]]
 # Aliases for annotations inside classes that define a ``list`` method (which shadows the builtin there).
 ObjList = list[Obj]
 StrList = list[str]
 Sleep = Callable[[float], Awaitable[None]]
 
-NAMESPACE_INDEX: Final = "namespace"
-OWNER_INDEX: Final = "owner"
-
 #: A watch that ends normally sooner than this without delivering anything counts as a failure
 #: (client-go's "very short watch"), so a server that keeps closing watches is not hammered.
 SHORT_WATCH: Final = 1.0
-
-
-def namespace_index(obj: Mapping[str, Any]) -> StrList:
-    """``cache.MetaNamespaceIndexFunc``: the object's namespace (``""`` for cluster-scoped objects)."""
-    meta = obj.get("metadata")
-    return [str(meta.get("namespace") or "")] if isinstance(meta, Mapping) else [""]
-
-
-def owner_index(obj: Mapping[str, Any]) -> StrList:
-    """The uid of the object's controller (``controller: true`` ownerReference), if any."""
-    ref = controller_of(obj)
-    uid = ref.get("uid") if ref is not None else None
-    return [str(uid)] if uid else []
-
-
-def object_rv(obj: Mapping[str, Any]) -> str:
-    """``metadata.resourceVersion`` (``""`` if absent). Opaque: compared for equality only."""
-    meta = obj.get("metadata")
-    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
-
-
-def _key(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return None
-    name = meta.get("name")
-    if not name:
-        return None
-    ns = meta.get("namespace")
-    return f"{ns}/{name}" if ns else str(name)
-
-
-# --------------------------------------------------------------------------------------------------
-# The cache
-# --------------------------------------------------------------------------------------------------
-
-
-class Cache:
-    """The informer's store: objects by key, plus incrementally maintained indexes.
-
-    Read-only for everyone but its informer. Every method returns the shared cached objects themselves
-    (no copies: that is what makes reads free), which callers must not mutate.
-    """
-
-    def __init__(self) -> None:
-        self._items: dict[str, Obj] = {}
-        self._indexers: dict[str, IndexFunc] = {}
-        self._indices: dict[str, dict[str, set[str]]] = {}
-        self.add_indexer(NAMESPACE_INDEX, namespace_index)
-        self.add_indexer(OWNER_INDEX, owner_index)
-
-    # --- reads ------------------------------------------------------------------------------------
-
-    def get(self, key: str) -> Obj | None:
-        """The object at ``namespace/name`` (or ``name``), or ``None``."""
-        return self._items.get(key)
-
-    def get_by(self, namespace: str | None, name: str) -> Obj | None:
-        return self._items.get(f"{namespace}/{name}" if namespace else name)
-
-    def list(self, namespace: str | None = None) -> ObjList:
-        """Every object, or those in ``namespace`` (through the namespace index)."""
-        if namespace is None:
-            return list(self._items.values())
-        return self.by_index(NAMESPACE_INDEX, namespace)
-
-    def keys(self) -> StrList:
-        return list(self._items)
-
-    def by_index(self, index: str, value: str) -> ObjList:
-        """The objects whose index function returned ``value`` (``KeyError`` for an unknown index)."""
-        items = self._items
-        return [items[key] for key in self._bucket(index, value)]
-
-    def index_keys(self, index: str, value: str) -> StrList:
-        """The keys of :meth:`by_index`."""
-        return list(self._bucket(index, value))
-
-    def index_values(self, index: str) -> StrList:
-        """The values ``index`` currently has objects under."""
-        return list(self._indices_of(index))
-
-    @property
-    def indexers(self) -> StrList:
-        return list(self._indexers)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._items
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._items))
-
-    def _indices_of(self, index: str) -> dict[str, set[str]]:
-        try:
-            return self._indices[index]
-        except KeyError:
-            raise KeyError(f"no index named {index!r} (known: {', '.join(self._indexers)})") from None
-
-    def _bucket(self, index: str, value: str) -> set[str]:
-        return self._indices_of(index).get(value) or set()
-
-    # --- indexes ----------------------------------------------------------------------------------
-
-    def add_indexer(self, name: str, fn: IndexFunc) -> None:
-        """Index objects by ``fn(obj)`` under ``name``; existing objects are indexed at once (O(n))."""
-        if name in self._indexers:
-            raise ValueError(f"an index named {name!r} already exists")
-        self._indexers[name] = fn
-        buckets: dict[str, set[str]] = {}
-        self._indices[name] = buckets
-        for key, obj in self._items.items():
-            for value in self._values(name, fn, obj):
-                buckets.setdefault(value, set()).add(key)
-
-    @staticmethod
-    def _values(name: str, fn: IndexFunc, obj: Obj) -> StrList:
-        try:
-            return list(fn(obj))
-        except Exception:
-            # One bad index function must not stop the informer; the object is simply not indexed.
-            log.exception("index function %r failed on %s", name, _key(obj))
-            return []
-
-    # --- writes (the informer's) --------------------------------------------------------------------
-
-    def put(self, key: str, obj: Obj) -> Obj | None:
-        """Store ``obj`` at ``key``; returns what was there. Index buckets move only where values changed."""
-        old = self._items.get(key)
-        self._items[key] = obj
-        for name, fn in self._indexers.items():
-            buckets = self._indices[name]
-            new_values = self._values(name, fn, obj)
-            old_values = self._values(name, fn, old) if old is not None else []
-            if new_values == old_values:
-                continue
-            for value in old_values:
-                if value not in new_values:
-                    self._discard(buckets, value, key)
-            for value in new_values:
-                if value not in old_values:
-                    buckets.setdefault(value, set()).add(key)
-        return old
-
-    def remove(self, key: str) -> Obj | None:
-        """Drop ``key``; returns what was there (``None``: nothing)."""
-        old = self._items.pop(key, None)
-        if old is None:
-            return None
-        for name, fn in self._indexers.items():
-            buckets = self._indices[name]
-            for value in self._values(name, fn, old):
-                self._discard(buckets, value, key)
-        return old
-
-    @staticmethod
-    def _discard(buckets: dict[str, set[str]], value: str, key: str) -> None:
-        bucket = buckets.get(value)
-        if bucket is not None:
-            bucket.discard(key)
-            if not bucket:
-                del buckets[value]
-
-
-# --------------------------------------------------------------------------------------------------
-# Relist reconciliation
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One difference between the cache and a fresh list, as a handler will be told about it."""
-
-    type: Literal["add", "update", "delete"]
-    key: str
-    old: Obj | None
-    new: Obj | None
-
-
-def diff(before: Mapping[str, Obj], after: Mapping[str, Obj]) -> list[Change]:
-    """The changes that turn ``before`` into ``after``, each key at most once.
-
-    Keys only in ``after`` are adds, keys only in ``before`` deletes, and keys in both are updates when
-    their resourceVersions differ — equal resourceVersions mean the same object state, which the
-    handlers have already seen, so it is not delivered again. (An object deleted and re-created under the
-    same key while the informer was not watching is an update whose ``uid`` changed, as in client-go.)
-    """
-    changes: list[Change] = []
-    for key, new in after.items():
-        old = before.get(key)
-        if old is None:
-            changes.append(Change("add", key, None, new))
-        elif object_rv(old) != object_rv(new):
-            changes.append(Change("update", key, old, new))
-    changes.extend(Change("delete", key, old, None) for key, old in before.items() if key not in after)
-    return changes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -465,7 +275,7 @@ class Informer:
         registration = HandlerRegistration(self, on_add, on_update, on_delete)
         self._handlers = (*self._handlers, registration)
         if on_add is not None:
-            for obj in list(self.cache._items.values()):
+            for obj in list(self.cache.list()):
                 self._call(on_add, obj)
         return registration
 
@@ -505,7 +315,7 @@ class Informer:
         return out
 
     def _apply_event(self, kind: str, raw: Obj) -> None:
-        key = _key(raw)
+        key = cache_key(raw)
         if key is None:
             log.warning("informer %s: ignoring a %s event for an object without a name", self.name, kind)
             return
@@ -530,7 +340,7 @@ class Informer:
     def _replace(self, fresh: Mapping[str, Obj]) -> None:
         """Make the cache equal ``fresh`` (a complete list), telling handlers about each difference."""
         cache = self.cache
-        for change in diff(cache._items, fresh):
+        for change in diff(cache.items(), fresh):
             if change.type == "delete":
                 assert change.old is not None
                 cache.remove(change.key)
@@ -573,7 +383,7 @@ class Informer:
                 token, limit = None, None
                 continue
             for raw in page.get("items") or ():
-                key = _key(raw)
+                key = cache_key(raw)
                 if key is not None:
                     items[key] = self._prepare(raw)
             meta = page.get("metadata") or {}
@@ -643,6 +453,14 @@ class Informer:
         if delay > 0:
             await self._sleep(delay)
 
+    async def _expired(self) -> None:
+        """The history no longer reaches our resourceVersion: only a relist can catch up. Routine once;
+        repeatedly (a tiny history, a write storm) it backs off like any failure."""
+        self.stats.expired += 1
+        self._expired_streak += 1
+        if self._expired_streak > 1:
+            await self._pause()
+
     async def run(self) -> None:
         """List, watch, re-watch and relist until cancelled; cancelling closes the open stream."""
         if self._running:
@@ -667,21 +485,13 @@ class Informer:
             try:
                 healthy = await self._watch()
             except _GoneError:
-                # The history no longer reaches our resourceVersion: only a relist can catch up. Routine
-                # once; repeatedly (a tiny history, a write storm) it backs off like any failure.
-                self.stats.expired += 1
                 need_list = True
-                self._expired_streak += 1
-                if self._expired_streak > 1:
-                    await self._pause()
+                await self._expired()
                 continue
             except ApiError as err:
                 if err.gone:
-                    self.stats.expired += 1
                     need_list = True
-                    self._expired_streak += 1
-                    if self._expired_streak > 1:
-                        await self._pause()
+                    await self._expired()
                     continue
                 log.warning("informer %s: watch failed: %s", self.name, err)
                 # 429: the server asks us to wait, and the stream state is still valid: re-watch.

@@ -7,6 +7,7 @@ know, which is every kind aiplane reads or writes.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -112,8 +113,11 @@ _BUILTIN = (
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in _BUILTIN}
 
 
+@functools.cache
 def _ours() -> None:
-    from aiplane.api.registry import RESOURCES
+    """Add aiplane's own kinds, once, on the first lookup. Imported then, not at the top: the pydantic API
+    models cost more to import than the whole runtime, and most importers never look a kind up."""
+    from aiplane.api.registry import RESOURCES  # noqa: PLC0415
 
     for model in RESOURCES:
         info = model.crd
@@ -123,8 +127,7 @@ def _ours() -> None:
 
 def resource_for(api_version: str, kind: str) -> Resource:
     """The resource serving ``kind`` at ``api_version``; ``KeyError`` for kinds aiplane does not know."""
-    if not any(group for group in _BY_KIND if group[1] == "PartitioningPlan"):
-        _ours()
+    _ours()
     return _BY_KIND[(api_version, kind)]
 
 

@@ -45,7 +45,8 @@ from aiplane.apimachinery.values import (
     scalar_key,
 )
 from aiplane.schema import _formats
-from aiplane.schema.cel import ABSENT, Correlation, has_rules, validate_rules
+from aiplane.schema.cel import has_rules, validate_rules
+from aiplane.schema.correlation import ABSENT, Correlation
 from aiplane.schema.defaults import apply_defaults
 from aiplane.schema.prune import prune, prune_with_field_paths
 

@@ -8,7 +8,8 @@ import pytest
 
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import kube_invalid_message
-from aiplane.schema.cel import compile_rule, escape, field_path, validate_rules
+from aiplane.schema.cel import field_path, validate_rules
+from aiplane.schema.celprogram import compile_rule, escape
 from aiplane.schema.validate import admit, validate
 from tests.unit.schema.helpers import plan
 
