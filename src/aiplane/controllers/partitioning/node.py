@@ -17,7 +17,7 @@ from typing import Any
 
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.controllers.partitioning import node_logic
-from aiplane.controllers.partitioning.node_logic import NodeLogicConfig, decide
+from aiplane.controllers.partitioning.node_logic import NodeLogicConfig, decide, observe
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Controller, Request, Result
@@ -118,7 +118,7 @@ class NodePartitioningExecutor:
         pods = self.pods.by_index(BY_NODE, node_name)
         dcm_events = self.events.by_index("node", node_name)
         now = datetime.now(UTC)
-        decision = decide(np, node, profile, pods, now, self.config, dcm_events=dcm_events)
+        decision = decide(observe(np, node, profile, pods, dcm_events), now, self.config)
         if decision.is_noop and not decision.evictions:
             return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
         np_res = node_partitionings_resource()
