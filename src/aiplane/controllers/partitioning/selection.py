@@ -25,12 +25,7 @@ from aiplane.controllers.partitioning.views import (
     RuleSpec,
 )
 
-__all__ = ["ProfileState", "RuleView", "Selection", "is_control_plane", "profile_state", "select_nodes"]
-
-
-def is_control_plane(node: NodeView) -> bool:
-    """Label *presence* of ``node-role.kubernetes.io/control-plane`` or ``/master`` (any value)."""
-    return node.control_plane
+__all__ = ["ProfileState", "RuleView", "Selection", "profile_state", "select_nodes"]
 
 
 # --- profiles ------------------------------------------------------------------------------------
@@ -52,17 +47,14 @@ def _not_ready(name: str, profile: ProfileView) -> ProfileState | None:
     ready = profile.ready
     if ready is None:
         return ProfileState(False, "NotReady", f"PartitioningProfile {name} has no Ready condition yet")
-    if ready.get("status") != "True":
-        parts = (ready.get("reason"), ready.get("message"))
-        detail = ": ".join(x for x in parts if isinstance(x, str) and x)
+    if not ready.true:
+        detail = ": ".join(x for x in (ready.reason, ready.message) if x)
         return ProfileState(
             False, "NotReady", f"PartitioningProfile {name} is not Ready" + (f" ({detail})" if detail else "")
         )
-    observed = ready.get("observedGeneration")
-    if not isinstance(observed, int):
-        observed = profile.observed_generation
+    observed = ready.observed_generation
     generation = profile.generation
-    if generation is not None and isinstance(observed, int) and observed < generation:
+    if generation is not None and observed is not None and observed < generation:
         return ProfileState(
             False,
             "NotReady",

@@ -43,6 +43,7 @@ __all__ = [
     "PlanView",
     "PodView",
     "ProfileView",
+    "ReadyCondition",
     "RolloutLimits",
     "RuleSpec",
     "carries_dcm_taint",
@@ -172,6 +173,32 @@ def plan_view(plan: Obj) -> PlanView:
 # --- PartitioningProfile -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ReadyCondition:
+    """The profile controller's ``Ready`` condition, and the generation it vouches for."""
+
+    true: bool
+    reason: str
+    message: str
+    observed_generation: int | None  # the condition's, else status.observedGeneration
+
+
+def _ready_condition(status: Mapping[str, Any]) -> ReadyCondition | None:
+    conditions = status.get("conditions")
+    ready = get_condition(conditions if isinstance(conditions, list) else None, "Ready")
+    if ready is None:
+        return None
+    observed = ready.get("observedGeneration")
+    if not isinstance(observed, int):
+        observed = status.get("observedGeneration")
+    return ReadyCondition(
+        true=ready.get("status") == "True",
+        reason=_str(ready.get("reason")),
+        message=_str(ready.get("message")),
+        observed_generation=observed if isinstance(observed, int) else None,
+    )
+
+
 @dataclass(frozen=True)
 class ProfileView:
     """A PartitioningProfile, read once for both controllers.
@@ -188,8 +215,7 @@ class ProfileView:
     hash_error: str | None
     target_selector: Selector | None  # None: no guard rail (or an invalid one, see the error)
     target_selector_error: str | None
-    ready: Mapping[str, Any] | None  # the Ready condition
-    observed_generation: Any  # status.observedGeneration, as written
+    ready: ReadyCondition | None
     dcm: str
     expected: tuple[tuple[str, Quantity, str], ...]  # (resource, value, spelling from the profile)
     unusable: str | None
@@ -248,8 +274,6 @@ def profile_view(profile: Obj) -> ProfileView:
             target = compile_selector(spec["targetSelector"])
         except ValueError as exc:
             target_error = str(exc)
-    status = objects.status(profile)
-    conditions = status.get("conditions")
     dcm, expected, unusable = _usable(profile, target_error)
     return ProfileView(
         name=objects.name(profile),
@@ -259,8 +283,7 @@ def profile_view(profile: Obj) -> ProfileView:
         hash_error=hash_error,
         target_selector=target,
         target_selector_error=target_error,
-        ready=get_condition(conditions if isinstance(conditions, list) else None, "Ready"),
-        observed_generation=status.get("observedGeneration"),
+        ready=_ready_condition(objects.status(profile)),
         dcm=dcm,
         expected=expected,
         unusable=unusable,

@@ -28,8 +28,6 @@ SKIPPED: Final = "Skipped"
 APPLYING_PHASES: Final = frozenset({DRAINING, APPLYING, WAITING_OPERATOR})
 IN_PROGRESS_PHASES: Final = APPLYING_PHASES | {VERIFYING}
 ACTIVE_PHASES: Final = IN_PROGRESS_PHASES
-UNAVAILABLE_PHASES: Final = IN_PROGRESS_PHASES | {FAILED}
-RESTING_PHASES: Final = frozenset({PENDING, SUCCEEDED, FAILED, SKIPPED})
 
 # --- what the NodePartitioning controller leaves on a Node ---------------------------------------
 
