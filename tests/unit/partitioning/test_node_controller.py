@@ -11,8 +11,8 @@ import pytest
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning.hashing import desired_hash
 from aiplane.controllers.partitioning.node import node_partitionings_resource
-from aiplane.controllers.partitioning.plan_logic import ADMITTED_ANNOTATION
 from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.controllers.partitioning.vocabulary import ADMITTED_ANNOTATION
 from aiplane.kube.controller import Request
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NODES, PDBS, PODS

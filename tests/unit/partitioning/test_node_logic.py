@@ -16,33 +16,38 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aiplane.apimachinery.conditions import format_time, get_condition
-from aiplane.controllers.partitioning.node_logic import (
-    APPLY_TRIGGER_LABEL,
-    CORDONED_BY_ANNOTATION,
-    DCM_EVENT_SOURCE,
-    DEFAULT_CONFIG,
-    FINALIZER,
-    PROFILE_LABEL,
-    PROFILE_STATE_LABEL,
-    TAINTED_BY_ANNOTATION,
+from aiplane.controllers.partitioning.dcm import is_dcm_event_for
+from aiplane.controllers.partitioning.drain import pods_to_drain
+from aiplane.controllers.partitioning.node_actions import (
     Cordon,
-    Decision,
     Evict,
     MarkApplied,
-    NodeLogicConfig,
     RemoveLabels,
     SetLabels,
     Taint,
     Uncordon,
     Untaint,
     apply_node_actions,
-    decide,
-    has_dcm_taint,
-    is_dcm_event_for,
-    pod_tolerates_dcm_taint,
-    pods_to_drain,
 )
-from aiplane.controllers.partitioning.plan_logic import ADMITTED_ANNOTATION
+from aiplane.controllers.partitioning.node_machine import decide, observe
+from aiplane.controllers.partitioning.node_run import DEFAULT_CONFIG, Decision, NodeLogicConfig
+from aiplane.controllers.partitioning.views import (
+    NodePartitioningView,
+    carries_dcm_taint,
+    dcm_event_view,
+    pod_tolerates_dcm_taint,
+    pod_views,
+)
+from aiplane.controllers.partitioning.vocabulary import (
+    ADMITTED_ANNOTATION,
+    APPLY_TRIGGER_LABEL,
+    CORDONED_BY_ANNOTATION,
+    DCM_EVENT_SOURCE,
+    FINALIZER,
+    PROFILE_LABEL,
+    PROFILE_STATE_LABEL,
+    TAINTED_BY_ANNOTATION,
+)
 
 NOW = datetime(2026, 1, 10, 12, 0, 0, tzinfo=UTC)
 NODE = "mi300x-0"
@@ -260,12 +265,12 @@ def run(
     events: Sequence[Mapping[str, Any]] = (),
     config: NodeLogicConfig = DEFAULT_CONFIG,
     use_default_profile: bool = True,
-    admitted: Callable[[Mapping[str, Any]], bool] | None = None,
+    admitted: Callable[[NodePartitioningView], bool] | None = None,
 ) -> Decision:
     if profile is None and use_default_profile:
         profile = make_profile()
     frozen = copy.deepcopy((np, node, profile, list(pods), list(events)))
-    d = decide(np, node, profile, pods, now, config, dcm_events=events, is_admitted=admitted)
+    d = decide(observe(np, node, profile, pods, events), now, config, is_admitted=admitted)
     assert (np, node, profile, list(pods), list(events)) == frozen, "decide mutated its input"
     return d
 
@@ -346,21 +351,23 @@ def test_toleration_matrix(toleration: dict[str, Any], tolerates: bool) -> None:
 
 def test_pods_to_drain_keeps_daemonsets_and_terminating_skips_mirror_tolerating_finished() -> None:
     other_node = pod("elsewhere", node="mi300x-1")
-    names = {p["metadata"]["name"] for p in pods_to_drain([*ALL_PODS, other_node], NODE)}
+    names = {p.name for p in pods_to_drain(pod_views([*ALL_PODS, other_node]), NODE)}
     assert names == {"llama-70b-0", "amd-gpu-device-plugin-x7k2p", "llama-70b-1"}
 
 
 def test_dcm_event_filter() -> None:
     ev = dcm_event("PartitionFailure", "x")
-    assert is_dcm_event_for(ev, NODE)
-    assert not is_dcm_event_for(ev, "mi300x-1")
-    assert not is_dcm_event_for({**ev, "source": {"component": "kubelet", "host": NODE}}, NODE)
+    assert is_dcm_event_for(dcm_event_view(ev), NODE)
+    assert not is_dcm_event_for(dcm_event_view(ev), "mi300x-1")
+    assert not is_dcm_event_for(
+        dcm_event_view({**ev, "source": {"component": "kubelet", "host": NODE}}), NODE
+    )
     on_node = {
         **ev,
         "source": {"component": DCM_EVENT_SOURCE},
         "involvedObject": {"kind": "Node", "name": NODE},
     }
-    assert is_dcm_event_for(on_node, NODE)
+    assert is_dcm_event_for(dcm_event_view(on_node), NODE)
 
 
 # --- node actions ------------------------------------------------------------------------------------
@@ -1041,14 +1048,14 @@ class World:
 def decide_in(world: World) -> Decision:
     assert world.np is not None
     return decide(
-        world.np,
-        world.node,
-        make_profile(),
-        world.pod_objs(),
-        world.now,
-        SIM_CONFIG,
-        dcm_events=world.events,
+        observe(world.np, world.node, make_profile(), world.pod_objs(), world.events), world.now, SIM_CONFIG
     )
+
+
+def to_drain(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pod objects ``pods_to_drain`` keeps."""
+    kept = {p.key for p in pods_to_drain(pod_views(pods), NODE)}
+    return [p for p in pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" in kept]
 
 
 def execute(world: World, d: Decision, fail_at: int | None) -> None:
@@ -1065,12 +1072,12 @@ def execute(world: World, d: Decision, fail_at: int | None) -> None:
     after = apply_node_actions(before, d.node_mutations)
     set_label = after["metadata"].get("labels", {}).get(PROFILE_LABEL)
     if set_label == "cpx" and before["metadata"].get("labels", {}).get(PROFILE_LABEL) != "cpx":
-        assert not pods_to_drain(world.pod_objs(), NODE), "profile label set before the drain completed"
-        assert has_dcm_taint(after) and after["spec"].get("unschedulable") is True
-    if has_dcm_taint(after) and not has_dcm_taint(before):
+        assert not to_drain(world.pod_objs()), "profile label set before the drain completed"
+        assert carries_dcm_taint(after) and after["spec"].get("unschedulable") is True
+    if carries_dcm_taint(after) and not carries_dcm_taint(before):
         workload = [
             p
-            for p in pods_to_drain(world.pod_objs(), NODE)
+            for p in to_drain(world.pod_objs())
             if not any(ref.get("kind") == "DaemonSet" for ref in p["metadata"].get("ownerReferences") or [])
         ]
         assert not workload, "tainted NoExecute while workload pods remain (the taint manager ignores PDBs)"
@@ -1083,7 +1090,7 @@ def execute(world: World, d: Decision, fail_at: int | None) -> None:
         if evicted is not None and any(
             ref.get("kind") == "DaemonSet" for ref in evicted["metadata"].get("ownerReferences") or []
         ):
-            assert has_dcm_taint(world.node), "a DaemonSet pod evicted before the taint"
+            assert carries_dcm_taint(world.node), "a DaemonSet pod evicted before the taint"
         for p in world.pods:
             if p.obj["metadata"]["name"] == ev.name and p.terminating_for is None:
                 if p.pdb_rejections == 0:
@@ -1150,7 +1157,7 @@ def evolve(world: World, advance: int) -> None:
             world.dcm_job = DcmJob("success", 2)
     # Device plugin: republishes once DCM partitioned and the taint that evicted it is gone.
     target = {"cpx": "64"}.get(world.hw_profile, "8")
-    if world.node["status"]["allocatable"].get("amd.com/gpu") != target and not has_dcm_taint(world.node):
+    if world.node["status"]["allocatable"].get("amd.com/gpu") != target and not carries_dcm_taint(world.node):
         if world.plugin_wait is None:
             world.plugin_wait = world.plugin_delay
         elif world.plugin_wait > 0:
@@ -1276,7 +1283,7 @@ def test_simulated_rollouts_always_end_safely(
     # The node is given back: no cordon or taint of ours, a pre-existing cordon kept.
     annotations = world.node["metadata"].get("annotations") or {}
     assert CORDONED_BY_ANNOTATION not in annotations and TAINTED_BY_ANNOTATION not in annotations
-    assert not has_dcm_taint(world.node)
+    assert not carries_dcm_taint(world.node)
     assert (world.node["spec"].get("unschedulable") is True) is pre_cordoned
     if world.np is not None:
         status = world.np["status"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from aiplane.apimachinery.conditions import get_condition
+from aiplane.controllers.partitioning import admission
 from aiplane.controllers.partitioning.hashing import desired_hash
 from aiplane.controllers.partitioning.plan import (
     PlanReconciler,
@@ -28,14 +29,9 @@ from aiplane.controllers.partitioning.plan import (
     setup,
     transition_events,
 )
-from aiplane.controllers.partitioning.plan_logic import (
-    ADMITTED_ANNOTATION,
-    PLAN_LABEL,
-    is_admitted,
-    np_phase,
-    rollout_counts,
-)
 from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.controllers.partitioning.views import node_partitioning_view, node_partitioning_views
+from aiplane.controllers.partitioning.vocabulary import ADMITTED_ANNOTATION, PLAN_LABEL
 from aiplane.kube.client import ApiError
 from aiplane.kube.clock import FakeClock
 from aiplane.kube.controller import Controller, Request
@@ -45,6 +41,19 @@ from aiplane.kube.manager import Manager
 from aiplane.kube.resources import EVENTS, NODES
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool, node_objects
+
+
+def is_admitted(np: Mapping[str, Any]) -> bool:
+    return admission.is_admitted(node_partitioning_view(np))
+
+
+def np_phase(np: Mapping[str, Any]) -> str:
+    return admission.np_phase(node_partitioning_view(np))
+
+
+def rollout_counts(nps: Iterable[Mapping[str, Any]]) -> admission.RolloutCounts:
+    return admission.rollout_counts(node_partitioning_views(nps))
+
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 POOL = "aiplane.io/pool"

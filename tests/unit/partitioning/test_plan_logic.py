@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import random
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,34 +21,22 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from aiplane.apimachinery.conditions import format_time, get_condition
+from aiplane.controllers.partitioning import admission, children, identity, selection
+from aiplane.controllers.partitioning import plan_status as status_module
 from aiplane.controllers.partitioning.hashing import desired_hash
-from aiplane.controllers.partitioning.plan_logic import (
-    ADMITTED_ANNOTATION,
-    IN_PROGRESS_PHASES,
-    PLAN_LABEL,
+from aiplane.controllers.partitioning.identity import np_name, plan_label_value
+from aiplane.controllers.partitioning.selection import ProfileState, Selection
+from aiplane.controllers.partitioning.views import (
+    NodePartitioningView,
+    ProfileView,
     RolloutLimits,
-    Selection,
-    admission_capacity,
-    admission_patch,
-    admit,
-    children_by_node,
-    desired_node_partitionings,
-    effective_phase,
-    is_admitted,
-    is_child,
-    np_name,
-    np_needs_update,
-    np_phase,
-    plan_label_value,
-    plan_status,
-    profile_state,
-    revocation_patch,
-    revoke,
-    rollout_counts,
-    rollout_limits,
-    select_nodes,
-    stale_node_partitionings,
+    node_partitioning_view,
+    node_partitioning_views,
+    node_views,
+    plan_view,
+    profile_view,
 )
+from aiplane.controllers.partitioning.vocabulary import ADMITTED_ANNOTATION, IN_PROGRESS_PHASES, PLAN_LABEL
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 T0 = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -60,6 +48,101 @@ POOL = "aiplane.io/pool"
 PLAN_UID = "6f1c1f9e-0000-4000-8000-000000000001"
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+# --- the decisions, called with API objects -----------------------------------------------------
+# The decision functions read views; these tests speak in the objects the API server returns, so
+# each call builds the views first, as the controller's observe step does.
+
+Obj = Mapping[str, Any]
+
+
+def _nps(nps: Iterable[Obj]) -> list[NodePartitioningView]:
+    return node_partitioning_views(nps)
+
+
+def _by_node(nps: Mapping[str, Obj]) -> dict[str, NodePartitioningView]:
+    return {node: node_partitioning_view(np) for node, np in nps.items()}
+
+
+def _profiles(profs: Mapping[str, Obj]) -> dict[str, ProfileView]:
+    return {name: profile_view(p) for name, p in profs.items()}
+
+
+def rollout_limits(plan: Obj) -> RolloutLimits:
+    return plan_view(plan).limits
+
+
+def select_nodes(plan: Obj, nodes: Iterable[Obj], profs: Mapping[str, Obj], nps: Iterable[Obj]) -> Selection:
+    return selection.select_nodes(plan_view(plan), node_views(nodes), _profiles(profs), _nps(nps))
+
+
+def profile_state(name: str, profile: Obj | None) -> ProfileState:
+    return selection.profile_state(name, profile_view(profile) if profile is not None else None)
+
+
+def desired_node_partitionings(
+    plan: Obj, sel: Selection, profs: Mapping[str, Obj]
+) -> dict[str, dict[str, Any]]:
+    return children.desired_node_partitionings(plan_view(plan), sel, _profiles(profs))
+
+
+def np_needs_update(existing: Obj | None, body: Obj) -> bool:
+    return children.np_needs_update(node_partitioning_view(existing) if existing is not None else None, body)
+
+
+def stale_node_partitionings(plan: Obj, sel: Selection, nps: Iterable[Obj]) -> list[str]:
+    return children.stale_node_partitionings(plan_view(plan), sel, _nps(nps))
+
+
+def children_by_node(plan: Obj, nps: Iterable[Obj]) -> dict[str, Obj]:
+    return {node: v.obj for node, v in identity.children_by_node(plan_view(plan), _nps(nps)).items()}
+
+
+def is_child(plan: Obj, np: Obj) -> bool:
+    return identity.is_child(plan_view(plan), node_partitioning_view(np))
+
+
+def is_admitted(np: Obj) -> bool:
+    return admission.is_admitted(node_partitioning_view(np))
+
+
+def np_phase(np: Obj) -> str:
+    return admission.np_phase(node_partitioning_view(np))
+
+
+def admission_patch(np: Obj) -> dict[str, Any]:
+    return admission.admission_patch(node_partitioning_view(np))
+
+
+def revocation_patch(np: Obj) -> dict[str, Any]:
+    return admission.revocation_patch(node_partitioning_view(np))
+
+
+def admit(plan: Obj, nps: Mapping[str, Obj], *, eligible: Collection[str] | None = None) -> list[str]:
+    return admission.admit(plan_view(plan), _by_node(nps), eligible=eligible)
+
+
+def revoke(plan: Obj, nps: Mapping[str, Obj], *, eligible: Collection[str] | None = None) -> list[str]:
+    return admission.revoke(plan_view(plan), _by_node(nps), eligible=eligible)
+
+
+def rollout_counts(nps: Iterable[Obj]) -> admission.RolloutCounts:
+    return admission.rollout_counts(_nps(nps))
+
+
+def admission_capacity(plan: Obj, nps: Iterable[Obj]) -> int:
+    return admission.admission_capacity(plan_view(plan), _nps(nps))
+
+
+def effective_phase(np: Obj, desired: str | None, plan_dry_run: bool) -> str:
+    return status_module.effective_phase(node_partitioning_view(np), desired, plan_dry_run)
+
+
+def plan_status(
+    plan: Obj, sel: Selection, nps: Iterable[Obj], now: datetime, previous: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], bool]:
+    return status_module.plan_status(plan_view(plan), sel, _nps(nps), now, previous)
 
 
 # --- fixtures ------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""NodePartitioning controller: the thin executor around :func:`node_logic.decide`.
+"""NodePartitioning controller: the thin executor around :func:`node_machine.decide`.
 
 Observe (the NP, its Node, its profile, the pods on the node and DCM's Events, all from informer caches)
-→ decide (pure, ``node_logic``) → act in the order the decision module prescribes, stopping at the
+→ decide (pure, ``node_machine``) → act in the order the decision module prescribes, stopping at the
 first API error so the runtime retries with backoff: (1) add the finalizer with a JSON patch that tests
 the NP's resourceVersion (the commit point of the plan's admission), (2) write the Node once, guarded by
 its resourceVersion, (3) evict through the Eviction API (a PodDisruptionBudget's 429 and a vanished
@@ -16,10 +16,12 @@ from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
-from aiplane.controllers.partitioning import node_logic
-from aiplane.controllers.partitioning.node_logic import FINALIZER, NodeLogicConfig, decide
+from aiplane.controllers.partitioning.node_actions import Evict, apply_node_actions
+from aiplane.controllers.partitioning.node_machine import decide, observe
+from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.controllers.partitioning.vocabulary import DCM_EVENT_SOURCE, FINALIZER
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result
@@ -76,7 +78,7 @@ class NodePartitioningExecutor:
         self.pods = informers.informer(PODS)
         self.pods.add_indexer(BY_NODE, _node_name)
         self.profiles = informers.informer(profiles_resource())
-        self.events = informers.informer(EVENTS, field_selector=f"source={node_logic.DCM_EVENT_SOURCE}")
+        self.events = informers.informer(EVENTS, field_selector=f"source={DCM_EVENT_SOURCE}")
         self.events.add_indexer("node", _event_node)
         self.recorder = EventRecorder(client, COMPONENT)
         self.status = StatusWriter(client, node_partitionings_resource(), FIELD_MANAGER)
@@ -116,20 +118,20 @@ class NodePartitioningExecutor:
         profile = self.profiles.get(((spec.get("profileRef") or {}).get("name")) or "")
         pods = self.pods.by_index(BY_NODE, node_name)
         dcm_events = self.events.by_index("node", node_name)
-        decision = decide(np, node, profile, pods, self.clock.now(), self.config, dcm_events=dcm_events)
+        decision = decide(observe(np, node, profile, pods, dcm_events), self.clock.now(), self.config)
         if not (decision.is_noop and not decision.evictions):
             await self._act(request.key, np, node, decision)
         return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
 
     async def _act(
-        self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: node_logic.Decision
+        self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: Decision
     ) -> None:
         """Carry out ``decision`` in the order the module docstring gives, stopping at the first error."""
         current = np
         if decision.finalizer == "add":
             current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
         if decision.node_mutations and node is not None:
-            updated = node_logic.apply_node_actions(node, decision.node_mutations)
+            updated = apply_node_actions(node, decision.node_mutations)
             await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
         for eviction in decision.evictions:
             await self._evict(eviction)
@@ -155,7 +157,7 @@ class NodePartitioningExecutor:
         self.writes.wrote(key, np, written, conditional=True)
         return written
 
-    async def _evict(self, eviction: node_logic.Evict) -> None:
+    async def _evict(self, eviction: Evict) -> None:
         """Evict one pod; a PodDisruptionBudget's 429 and a vanished pod are answers, not errors."""
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if eviction.uid:
@@ -178,7 +180,7 @@ def setup_controller(manager: Manager) -> Controller:
         .watches(NODES, executor.node_requests)
         .watches(PODS, executor.pod_requests)
         .watches(profiles_resource(), executor.profile_requests)
-        .watches(EVENTS, executor.event_requests, field_selector=f"source={node_logic.DCM_EVENT_SOURCE}")
+        .watches(EVENTS, executor.event_requests, field_selector=f"source={DCM_EVENT_SOURCE}")
         .workers(4)
         .reconcile(executor.reconcile)
     )

@@ -63,8 +63,12 @@ from aiplane.controllers.partitioning.plan_logic import (
     admit,
     children_by_node,
     desired_node_partitionings,
+    node_partitioning_views,
+    node_views,
     np_needs_update,
     plan_status,
+    plan_view,
+    profile_views,
     revocation_patch,
     revoke,
     select_nodes,
@@ -239,21 +243,21 @@ class PlanReconciler:
             # their finalizers restore nodes mid-operation. Nothing to admit for a plan going away.
             return
         now = self.clock.now()
-        nodes = self.nodes.list()
-        profiles = {objects.name(p): p for p in self.profiles.list()}
-        all_nps = self.node_partitionings()
-        selection = select_nodes(plan, nodes, profiles, all_nps)
+        view = plan_view(plan)
+        profiles = profile_views(self.profiles.list())
+        all_nps = node_partitioning_views(self.node_partitionings())
+        selection = select_nodes(view, node_views(self.nodes.list()), profiles, all_nps)
 
-        children = children_by_node(plan, all_nps)
-        for node, body in desired_node_partitionings(plan, selection, profiles).items():
+        children = children_by_node(view, all_nps)
+        for node, body in desired_node_partitionings(view, selection, profiles).items():
             existing = children.get(node)
             if np_needs_update(existing, body):
-                await self._apply(body, existing)
-        by_name = {objects.name(np): np for np in all_nps}
+                await self._apply(body, existing.obj if existing is not None else None)
+        by_name = {np.name: np for np in all_nps}
         deleted: list[str] = []
-        for np_name_ in stale_node_partitionings(plan, selection, all_nps):
-            if await self._delete(by_name[np_name_]):
-                deleted.append(f"{np_name_} (node {deep_get(by_name[np_name_], 'spec.nodeName')})")
+        for np_name_ in stale_node_partitionings(view, selection, all_nps):
+            if await self._delete(by_name[np_name_].obj):
+                deleted.append(f"{np_name_} (node {by_name[np_name_].node_name})")
         if deleted:
             self.recorder.emit(
                 plan, NORMAL, "NodePartitioningDeleted", f"Removed NodePartitioning {', '.join(deleted)}"
@@ -261,16 +265,16 @@ class PlanReconciler:
 
         # Admission and revocation decide on exact views only (see the module docstring). While
         # a child is inexact, the informer event of our own write will bring this plan back.
-        all_nps = self.node_partitionings()
-        children = children_by_node(plan, all_nps)
-        if all(self.np_writes.exact(objects.name(np)) for np in children.values()):
-            for node in revoke(plan, children, eligible=selection.admissible):
-                await self._annotate(children[node], revocation_patch(children[node]))
-                all_nps = self.node_partitionings()
-            children = children_by_node(plan, all_nps)
-            admitted = admit(plan, children, eligible=selection.admissible)
+        all_nps = node_partitioning_views(self.node_partitionings())
+        children = children_by_node(view, all_nps)
+        if all(self.np_writes.exact(np.name) for np in children.values()):
+            for node in revoke(view, children, eligible=selection.admissible):
+                await self._annotate(children[node].obj, revocation_patch(children[node]))
+                all_nps = node_partitioning_views(self.node_partitionings())
+            children = children_by_node(view, all_nps)
+            admitted = admit(view, children, eligible=selection.admissible)
             for node in admitted:
-                await self._annotate(children[node], admission_patch(children[node]))
+                await self._annotate(children[node].obj, admission_patch(children[node]))
             if admitted:
                 self.recorder.emit(
                     plan,
@@ -278,9 +282,9 @@ class PlanReconciler:
                     "NodesAdmitted",
                     f"Admitted {len(admitted)} node(s) to start partitioning: {', '.join(admitted)}",
                 )
-                all_nps = self.node_partitionings()
+                all_nps = node_partitioning_views(self.node_partitionings())
 
-        status, changed = plan_status(plan, selection, all_nps, now, plan.get("status"))
+        status, changed = plan_status(view, selection, all_nps, now, plan.get("status"))
         if not changed:
             return
         await self._write_status(plan, status)

@@ -1,0 +1,131 @@
+"""Draining: cordon, evict through the Eviction API, and only then taint.
+
+The NoExecute taint comes only once the Eviction API has emptied the node of everything but
+DaemonSet pods: the taint manager evicts without asking PodDisruptionBudgets (upstream's bug), while
+a cordon cannot remove DaemonSet pods (they tolerate unschedulable) such as the device plugin, which
+must restart to publish the new partitions.
+
+Terminating pods are not evicted again but are waited for: a pod in its grace period can still hold
+``/dev/kfd`` and make DCM fail with "Device busy". Pods that finished (phase Succeeded / Failed) hold
+nothing and are ignored. A toleration with ``tolerationSeconds`` does not count as tolerating (the
+taint manager would evict the pod anyway, ignoring its PodDisruptionBudget).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aiplane.controllers.partitioning.node_actions import Cordon, Evict, Taint
+from aiplane.controllers.partitioning.node_run import (
+    DRAIN_COMPLETED,
+    NODE_CORDONED,
+    NODE_TAINTED,
+    NORMAL,
+    Run,
+    fmt_duration,
+)
+from aiplane.controllers.partitioning.views import PodView
+from aiplane.controllers.partitioning.vocabulary import (
+    APPLYING,
+    CORDONED_BY_ANNOTATION,
+    TAINT_EFFECT,
+    TAINT_KEY,
+    TAINT_VALUE,
+    TAINTED_BY_ANNOTATION,
+)
+
+__all__ = ["draining", "pods_to_drain"]
+
+_MAX_LISTED = 10
+
+
+def pods_to_drain(pods: Sequence[PodView], node_name: str) -> list[PodView]:
+    """Pods that must be gone before DCM may touch the GPUs: on ``node_name``, not mirror pods, not
+    finished, not tolerating the taint. DaemonSet pods are included (the device plugin must restart).
+    Terminating pods are included too (waited for, not evicted again)."""
+    return [
+        pod
+        for pod in pods
+        if pod.node_name == node_name and not (pod.mirror or pod.finished or pod.tolerates_dcm_taint)
+    ]
+
+
+def _cordon(run: Run) -> None:
+    if not run.node.unschedulable:
+        run.act(Cordon(run.owner))
+    if run.ours(CORDONED_BY_ANNOTATION):
+        run.cond(NODE_CORDONED, "True", "CordonSucceeded", f"Node {run.node_name} cordoned")
+    else:
+        run.cond(
+            NODE_CORDONED,
+            "True",
+            "AlreadyCordoned",
+            f"Node {run.node_name} was already unschedulable; it will be left cordoned",
+        )
+
+
+def _taint_once_evicted(run: Run, remaining: list[PodView]) -> list[PodView]:
+    """Taint when no workload pod is left (or the node is tainted already); the pods still to go."""
+    workload = [p for p in remaining if not p.daemonset]
+    if workload and not run.node.has_dcm_taint:
+        run.cond(
+            NODE_TAINTED,
+            "False",
+            "WaitingForEvictions",
+            f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} waits until {len(workload)} pods are evicted "
+            "through the Eviction API (PodDisruptionBudgets honoured)",
+        )
+        return workload
+    if not run.node.has_dcm_taint:
+        run.act(Taint(run.owner))
+    if run.ours(TAINTED_BY_ANNOTATION) or not run.node.has_dcm_taint:
+        run.cond(
+            NODE_TAINTED, "True", "TaintApplied", f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} applied"
+        )
+    else:
+        run.cond(
+            NODE_TAINTED,
+            "True",
+            "AlreadyTainted",
+            f"Node {run.node_name} already had an {TAINT_KEY}:{TAINT_EFFECT} taint; it will be left in place",
+        )
+    return remaining
+
+
+def _timed_out(run: Run, remaining: list[PodView]) -> bool:
+    names = ", ".join(sorted(p.key for p in remaining)[:_MAX_LISTED])
+    more = f" and {len(remaining) - _MAX_LISTED} more" if len(remaining) > _MAX_LISTED else ""
+    return run.fail(
+        DRAIN_COMPLETED,
+        "DrainTimeout",
+        f"drain of node {run.node_name} did not complete within "
+        f"{fmt_duration(run.config.drain_timeout)}: {len(remaining)} pods remain ({names}{more})",
+    )
+
+
+def draining(run: Run) -> bool:
+    """Cordon, evict, taint; on to Applying once nothing that must go is left."""
+    if run.profile is None:
+        return run.profile_gone()
+    run.ensure_finalizer()
+    _cordon(run)
+    remaining = _taint_once_evicted(run, pods_to_drain(run.pods, run.node_name))
+    if not remaining:
+        message = f"All pods evicted from node {run.node_name}"
+        run.cond(DRAIN_COMPLETED, "True", "DrainSucceeded", message)
+        run.event(NORMAL, "DrainCompleted", message)
+        return run.goto(APPLYING)
+    deadline = run.since(DRAIN_COMPLETED) + run.config.drain_timeout
+    if run.now >= deadline:
+        return _timed_out(run, remaining)
+    for pod in remaining:
+        if not pod.terminating:
+            run.act(Evict(pod.namespace, pod.name, pod.uid))
+    run.cond(
+        DRAIN_COMPLETED,
+        "False",
+        "DrainInProgress",
+        f"waiting for {len(remaining)} pods to be evicted: drain in progress",
+    )
+    run.wait_until(deadline, run.config.eviction_retry)
+    return False
