@@ -646,18 +646,17 @@ class _Groups:
 
 def plan(inp: PlanInput) -> Plan:
     """Decide the next actions for one ModelInfer; see the module docstring for the rules."""
-    d = _Groups(_Planner(inp))
-    d.delete_debris()
-    # Step 3: scale down, with the surge allowance while a rollout is running.
-    d.scale_down(d.desired(d.rollout_running()))
-    d.rolling_update()
+    d = _Groups(_Planner(inp))  # step 1 and the per-unit analysis of step 7 (role level, recovery)
+    d.delete_debris()  # step 2
+    d.scale_down(d.desired(d.rollout_running()))  # step 3: with the surge allowance while rolling
+    d.rolling_update()  # step 4
     # Step 5: the rollout is over once no outdated group is left alive and the in-range ordinals are
     # all available again; then the surge groups go.
     rolling = d.rollout_running()
     desired = d.desired(rolling)
     if not rolling:
         d.scale_down(desired)
-    d.scale_up(desired)
+    d.scale_up(desired)  # step 6
     if rolling and not any(g.outdated for g in d.alive()):
         d.surge_gives_way(desired)
     return Plan(tuple(d.actions()), d.requeue_after(), tuple(d.summaries()))
