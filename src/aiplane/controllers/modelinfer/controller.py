@@ -170,7 +170,7 @@ class ModelInferReconciler:
     async def reconcile(self, namespace: str, name: str) -> Result | None:
         key = _key(namespace, name)
         mi = self.modelinfers.get(key)
-        if mi is None or deep_get(mi, "metadata.deletionTimestamp"):
+        if mi is None or objects.is_deleting(mi):
             return None  # owner references cascade the deletion
         now = self.clock.now()
         problems = validate(mi)
@@ -183,14 +183,13 @@ class ModelInferReconciler:
         roles: list[Mapping[str, Any]] = list(deep_get(mi, "spec.template.roles") or [])
         update_revision = revision_hash(roles)
         revisions = await self._ensure_revision(mi, key, update_revision, roles, pods)
-        status = mi.get("status") or {}
-        current_revision = str(status.get("currentRevision") or "")
+        current_revision = str(objects.status(mi).get("currentRevision") or "")
         if not current_revision or current_revision not in revisions:
             # New ModelInfer, or the old revision's record is gone: nothing older to rebuild on.
             current_revision = update_revision
 
         decided = not self.expectations.pending(key, self._cached_child)
-        spec = mi.get("spec") or {}
+        spec = objects.spec(mi)
         replicas = int(spec.get("replicas", 1))
         pod_views, service_views = views(mi, pods, services)
         rolling = rolling_update_configuration(mi)
@@ -359,39 +358,16 @@ class ModelInferReconciler:
         pods: list[Obj],
         services: list[Obj],
     ) -> None:
+        """Carry out the plan in its order. A new group gets one ``CreatedGroup`` Event (after all
+        its role replicas), not one per role replica."""
         name = objects.name(mi)
-        namespace = objects.namespace(mi)
         # Groups with any pod in the cache (plan.groups also lists groups about to be created).
         existing_groups = {objects.labels(p).get(LABEL_GROUP_NAME) for p in pods}
         created_groups: dict[int, str] = {}
         for action in the_plan.actions:
             if isinstance(action, CreateRoleReplica):
                 group_roles = self._roles_for(action.revision, revisions, roles)
-                indices = sorted(action.pod_indices)
-                made = 0
-
-                def new_pod(
-                    k: int, action: CreateRoleReplica = action, group_roles: Any = group_roles
-                ) -> Obj:
-                    return build_pod(
-                        mi, group_roles, action.ordinal, action.role, action.role_index, k, action.revision
-                    )
-
-                # Entry → Service → workers, as upstream (AlreadyExists is not an error).
-                if 0 in indices:
-                    made += await self._create(PODS, key, new_pod(0))
-                svc_name = service_name(name, action.ordinal, action.role, action.role_index)
-                if action.service and self.services.get(_key(namespace, svc_name)) is None:
-                    made += await self._create(
-                        SERVICES,
-                        key,
-                        build_service(
-                            mi, action.ordinal, action.role, action.role_index, revision=action.revision
-                        ),
-                    )
-                for k in indices:
-                    if k != 0:
-                        made += await self._create(PODS, key, new_pod(k))
+                made = await self._create_role_replica(mi, key, action, group_roles)
                 if f"{name}-{action.ordinal}" not in existing_groups:
                     created_groups[action.ordinal] = action.revision
                 elif made:
@@ -403,25 +379,11 @@ class ModelInferReconciler:
                         f"{role_id(action.role, action.role_index)} on revision {action.revision}",
                     )
             elif isinstance(action, DeletePods):
-                by_uid = {objects.uid(p): p for p in pods}
-                gone = []
-                for pod_name, uid in action.pods:
-                    victim = by_uid.get(uid)
-                    if victim is not None and await self._delete(PODS, victim, owner=key):
-                        gone.append(pod_name)
-                if gone:
-                    self.recorder.emit(
-                        mi, WARNING, "DeletedPod", f"Deleted pod {', '.join(gone)}: {action.reason}"
-                    )
+                await self._delete_pods(mi, key, action, pods)
             elif isinstance(action, DeleteRoleReplica):
                 rid = role_id(action.role, action.role_index)
                 group = f"{name}-{action.ordinal}"
-                await self._delete_matching(
-                    key,
-                    pods,
-                    services,
-                    _labels_match(group, rid),
-                )
+                await self._delete_matching(key, pods, services, _labels_match(group, rid))
                 self.recorder.emit(
                     mi,
                     NORMAL,
@@ -437,6 +399,44 @@ class ModelInferReconciler:
                 mi, NORMAL, "CreatedGroup", f"Created group {name}-{ordinal} on revision {revision}"
             )
 
+    async def _create_role_replica(
+        self, mi: Obj, key: str, action: CreateRoleReplica, group_roles: list[dict[str, Any]]
+    ) -> int:
+        """Create the action's pods and Service: entry → Service → workers, as upstream, so workers
+        find the entry's address as soon as they start. Returns how many objects were created
+        (AlreadyExists is not an error, and not counted)."""
+        indices = sorted(action.pod_indices)
+        workers = [k for k in indices if k != 0]
+        made = 0
+
+        def new_pod(k: int) -> Obj:
+            return build_pod(
+                mi, group_roles, action.ordinal, action.role, action.role_index, k, action.revision
+            )
+
+        if 0 in indices:
+            made += await self._create(PODS, key, new_pod(0))
+        svc_name = service_name(objects.name(mi), action.ordinal, action.role, action.role_index)
+        if action.service and self.services.get(_key(objects.namespace(mi), svc_name)) is None:
+            service = build_service(
+                mi, action.ordinal, action.role, action.role_index, revision=action.revision
+            )
+            made += await self._create(SERVICES, key, service)
+        for k in workers:
+            made += await self._create(PODS, key, new_pod(k))
+        return made
+
+    async def _delete_pods(self, mi: Obj, key: str, action: DeletePods, pods: list[Obj]) -> None:
+        """Delete the listed pods still in the cache under the uid the planner saw."""
+        by_uid = {objects.uid(p): p for p in pods}
+        gone = []
+        for pod_name, uid in action.pods:
+            victim = by_uid.get(uid)
+            if victim is not None and await self._delete(PODS, victim, owner=key):
+                gone.append(pod_name)
+        if gone:
+            self.recorder.emit(mi, WARNING, "DeletedPod", f"Deleted pod {', '.join(gone)}: {action.reason}")
+
     async def _delete_matching(
         self, key: str, pods: list[Obj], services: list[Obj], match: Callable[[Mapping[str, Any]], bool]
     ) -> None:
@@ -450,13 +450,12 @@ class ModelInferReconciler:
     # --- report -----------------------------------------------------------------------------------
 
     async def _report(self, mi: Obj, the_plan: Plan, update: str, current: str, now: datetime) -> None:
-        old = mi.get("status")
-        spec = mi.get("spec") or {}
+        old = objects.status(mi)
         generation = objects.generation(mi) or 0
         status = compute_status(
             the_plan.groups,
             generation=generation,
-            replicas=int(spec.get("replicas", 1)),
+            replicas=int(objects.spec(mi).get("replicas", 1)),
             partition=int(rolling_update_configuration(mi).get("partition") or 0),
             update_revision=update,
             current_revision=current,
@@ -478,7 +477,7 @@ class ModelInferReconciler:
             emit_transitions(self.recorder, mi, TRANSITION_EVENTS, old, status)
 
     async def _report_invalid(self, mi: Obj, message: str, now: datetime) -> None:
-        old = dict(mi.get("status") or {})
+        old = dict(objects.status(mi))
         generation = objects.generation(mi) or 0
         conditions, changed = set_condition(
             old.get("conditions"),

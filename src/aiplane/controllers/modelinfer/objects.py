@@ -37,6 +37,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity, add_resource_lists, resource_lists_equal
 from aiplane.controllers.modelinfer.naming import (
     ANNOTATION_GROUP_NAME,
@@ -81,6 +82,7 @@ __all__ = [
     "owner_reference",
     "pod_labels",
     "podgroup_needs_update",
+    "required_name",
     "role_has_service",
     "role_replica_labels",
     "role_replica_pod_names",
@@ -104,18 +106,8 @@ _Obj = dict[str, Any]
 # --- the ModelInfer ------------------------------------------------------------------------------
 
 
-def _md(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    md = obj.get("metadata")
-    return md if isinstance(md, Mapping) else {}
-
-
-def _spec(mi: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = mi.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
-
-
 def _template(mi: Mapping[str, Any]) -> Mapping[str, Any]:
-    template = _spec(mi).get("template")
+    template = objects.spec(mi).get("template")
     return template if isinstance(template, Mapping) else {}
 
 
@@ -124,9 +116,11 @@ def _gang(mi: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return gang if isinstance(gang, Mapping) else None
 
 
-def _name(mi: Mapping[str, Any]) -> str:
-    name = _md(mi).get("name")
-    if not isinstance(name, str) or not name:
+def required_name(mi: Mapping[str, Any]) -> str:
+    """``metadata.name``; :class:`ValueError` without one, since every object built from a ModelInfer
+    is named after it (an unnamed one would yield objects named ``-0-…``)."""
+    name = objects.name(mi)
+    if not name:
         raise ValueError("the ModelInfer has no metadata.name")
     return name
 
@@ -138,7 +132,7 @@ def _int(value: Any, default: int) -> int:
 def _object_meta(mi: Mapping[str, Any], name: str, **fields: Any) -> _Obj:
     """``{name, namespace (the ModelInfer's), **fields}``."""
     meta: _Obj = {"name": name}
-    namespace = _md(mi).get("namespace")
+    namespace = objects.namespace(mi)
     if namespace:
         meta["namespace"] = namespace
     meta.update(fields)
@@ -152,11 +146,16 @@ def owner_reference(mi: Mapping[str, Any], *, block_owner_deletion: bool = True)
     Pods, Services and ControllerRevisions block the owner's foreground deletion; PodGroups do not
     (``block_owner_deletion=False``, as upstream). Raises :class:`ValueError` without a uid.
     """
-    md = _md(mi)
-    uid = md.get("uid")
-    if not isinstance(uid, str) or not uid:
+    uid = objects.uid(mi)
+    if not uid:
         raise ValueError("cannot reference a ModelInfer without metadata.uid")
-    ref: _Obj = {"apiVersion": API_VERSION, "kind": KIND, "name": _name(mi), "uid": uid, "controller": True}
+    ref: _Obj = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": required_name(mi),
+        "uid": uid,
+        "controller": True,
+    }
     if block_owner_deletion:
         ref["blockOwnerDeletion"] = True
     return ref
@@ -271,7 +270,7 @@ def entry_selector(mi_name: str, ordinal: int, role_name: str, replica: int) -> 
 def label_selector(mi: Mapping[str, Any]) -> str:
     """``status.labelSelector``: one pod per group (the entry of the first role's replica 0), so
     the scale subresource's selector counts groups for HPA/KEDA."""
-    name = _name(mi)
+    name = required_name(mi)
     roles = _template(mi).get("roles")
     parts = [f"{LABEL_NAME}={name}", f"{LABEL_ENTRY}=true"]
     if isinstance(roles, list) and roles and isinstance(roles[0], Mapping) and roles[0].get("name"):
@@ -326,7 +325,7 @@ def topology_spread_constraints(
     template is the more specific statement — and a repeated (topologyKey, whenUnsatisfiable) pair,
     which kube would reject.
     """
-    items = _spec(mi).get("topologySpreadConstraints")
+    items = objects.spec(mi).get("topologySpreadConstraints")
     if not isinstance(items, list):
         return []
     taken = {
@@ -334,7 +333,7 @@ def topology_spread_constraints(
         for c in (template_spec or {}).get("topologySpreadConstraints") or []
         if isinstance(c, Mapping)
     }
-    ours = {LABEL_NAME: _name(mi), LABEL_ROLE_ID: role_id(role_name, replica), LABEL_ENTRY: "true"}
+    ours = {LABEL_NAME: required_name(mi), LABEL_ROLE_ID: role_id(role_name, replica), LABEL_ENTRY: "true"}
     seen: set[tuple[str, str]] = set()
     out: list[_Obj] = []
     for item in items:
@@ -376,7 +375,7 @@ def build_pod(
     :class:`KeyError` for an unknown role and :class:`ValueError` for an index the role does not
     have (a worker of a role without ``workerTemplate``, or beyond ``workerReplicas``).
     """
-    name = _name(mi)
+    name = required_name(mi)
     role = find_role(roles, role_name)
     workers = worker_count(role)
     if isinstance(index, bool) or not 0 <= index <= workers:
@@ -384,18 +383,17 @@ def build_pod(
     template = role.get("entryTemplate") if index == 0 else role.get("workerTemplate")
     if not isinstance(template, Mapping):
         raise ValueError(f"role {role_name!r} has no {'entry' if index == 0 else 'worker'}Template")
-    tmeta: Mapping[str, Any] = _md(template)
-    namespace = _md(mi).get("namespace")
+    namespace = objects.namespace(mi)
 
-    labels: dict[str, str] = dict(tmeta.get("labels") or {})
+    labels: dict[str, str] = dict(objects.labels(template))
     labels.update(pod_labels(name, ordinal, role_name, replica, index, revision))
-    annotations: dict[str, str] = dict(tmeta.get("annotations") or {})
+    annotations: dict[str, str] = dict(objects.annotations(template))
     if _gang(mi) is not None:
         annotations[ANNOTATION_GROUP_NAME] = podgroup_name(name, ordinal)
         annotations[ANNOTATION_TASK_SPEC] = role_id(role_name, replica)
 
-    spec: _Obj = copy.deepcopy(dict(template.get("spec") or {}))
-    scheduler = _spec(mi).get("schedulerName")
+    spec: _Obj = copy.deepcopy(dict(objects.spec(template)))
+    scheduler = objects.spec(mi).get("schedulerName")
     if isinstance(scheduler, str) and scheduler:
         spec["schedulerName"] = scheduler
     entry = entry_pod_name(name, ordinal, role_name, replica)
@@ -436,7 +434,7 @@ def build_service(
     only when :func:`role_has_service`. ``revision``, when given, is recorded as a label (the
     selector never uses it).
     """
-    name = _name(mi)
+    name = required_name(mi)
     labels = role_replica_labels(name, ordinal, role_name, replica)
     if revision:
         labels[LABEL_REVISION] = revision
@@ -491,17 +489,17 @@ def build_podgroup(mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[
     gang = _gang(mi)
     if gang is None:
         return None
-    name = _name(mi)
+    name = required_name(mi)
     min_task_member: dict[str, int] = {}
     resources: list[Mapping[str, Quantity]] = []
     for role in roles:
         role_name = str(role.get("name"))
         entry_t = role.get("entryTemplate")
         worker_t = role.get("workerTemplate")
-        entry_req = effective_requests(entry_t.get("spec") if isinstance(entry_t, Mapping) else None)
+        entry_req = effective_requests(objects.spec(entry_t) if isinstance(entry_t, Mapping) else None)
         workers = worker_count(role)
         worker_req = (
-            effective_requests(worker_t.get("spec")) if workers and isinstance(worker_t, Mapping) else {}
+            effective_requests(objects.spec(worker_t)) if workers and isinstance(worker_t, Mapping) else {}
         )
         for r in range(min_role_replicas(mi, role)):
             min_task_member[role_id(role_name, r)] = 1 + workers
@@ -514,7 +512,7 @@ def build_podgroup(mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[
     topology = gang.get("networkTopology")
     if isinstance(topology, Mapping):
         spec["networkTopology"] = {k: v for k, v in topology.items() if v is not None}
-    queue = (_md(mi).get("annotations") or {}).get(ANNOTATION_QUEUE_NAME)
+    queue = objects.annotations(mi).get(ANNOTATION_QUEUE_NAME)
     if isinstance(queue, str) and queue:
         spec["queue"] = queue
     metadata = _object_meta(
@@ -525,11 +523,6 @@ def build_podgroup(mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[
         ownerReferences=[owner_reference(mi, block_owner_deletion=False)],
     )
     return {"apiVersion": PODGROUP_API_VERSION, "kind": PODGROUP_KIND, "metadata": metadata, "spec": spec}
-
-
-def _pg_spec(pg: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = pg.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
 
 
 def _topology(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -545,7 +538,7 @@ def podgroup_needs_update(observed: Mapping[str, Any], desired: Mapping[str, Any
     one: without our annotation Volcano fills in its default queue, and that must not look like
     drift (it would make every reconcile write). A malformed observed quantity counts as a change.
     """
-    o, d = _pg_spec(observed), _pg_spec(desired)
+    o, d = objects.spec(observed), objects.spec(desired)
     if _int(o.get("minMember"), 0) != _int(d.get("minMember"), 0):
         return True
     if dict(o.get("minTaskMember") or {}) != dict(d.get("minTaskMember") or {}):
@@ -565,7 +558,7 @@ def updated_podgroup(observed: Mapping[str, Any], desired: Mapping[str, Any]) ->
     our labels and annotations from ``desired``: the body of an update."""
     out: _Obj = copy.deepcopy(dict(observed))
     spec = out.setdefault("spec", {})
-    d = _pg_spec(desired)
+    d = objects.spec(desired)
     for key in ("minMember", "minTaskMember", "minResources", "networkTopology"):
         if key in d:
             spec[key] = copy.deepcopy(d[key])
@@ -574,7 +567,7 @@ def updated_podgroup(observed: Mapping[str, Any], desired: Mapping[str, Any]) ->
     if d.get("queue"):
         spec["queue"] = d["queue"]
     md = out.setdefault("metadata", {})
-    dmd = _md(desired)
+    dmd = objects.meta(desired)
     for key in ("labels", "annotations"):
         if dmd.get(key):
             md[key] = {**(md.get(key) or {}), **dmd[key]}

@@ -10,9 +10,9 @@ check.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import controller_of
 from aiplane.controllers.modelinfer.naming import (
     LABEL_GROUP_NAME,
@@ -24,28 +24,19 @@ from aiplane.controllers.modelinfer.naming import (
     role_replica_ordinal,
 )
 from aiplane.controllers.modelinfer.objects import role_has_service, role_replicas, worker_count
-from aiplane.controllers.modelinfer.planner import PodView, RoleShape, ServiceView
+from aiplane.controllers.modelinfer.plan_types import PodView, RoleShape, ServiceView
 from aiplane.controllers.modelinfer.revision import with_current_replicas
 
 Obj = Mapping[str, Any]
 
 
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def controlled_by(obj: Obj, mi: Obj) -> bool:
     owner = controller_of(obj)
-    return owner is not None and owner.get("uid") == (mi.get("metadata") or {}).get("uid")
+    return owner is not None and owner.get("uid") == objects.uid(mi)
 
 
 def _identity(mi_name: str, obj: Obj) -> tuple[int, str, int] | None:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    labels = objects.labels(obj)
     group, role, rid = labels.get(LABEL_GROUP_NAME), labels.get(LABEL_ROLE), labels.get(LABEL_ROLE_ID)
     if not (isinstance(group, str) and isinstance(role, str) and isinstance(rid, str)):
         return None
@@ -59,12 +50,11 @@ def _identity(mi_name: str, obj: Obj) -> tuple[int, str, int] | None:
 def pod_view(mi_name: str, pod: Obj) -> PodView | None:
     """The planner's view of one pod; ``None`` for a pod whose labels or name are not ours."""
     identity = _identity(mi_name, pod)
-    meta = pod.get("metadata") or {}
-    parsed = parse_ordinal(str(meta.get("name", "")))
+    parsed = parse_ordinal(objects.name(pod))
     if identity is None or parsed is None:
         return None
     ordinal, role, index = identity
-    status = pod.get("status") or {}
+    status = objects.status(pod)
     ready_condition = next(
         (c for c in status.get("conditions") or () if isinstance(c, Mapping) and c.get("type") == "Ready"),
         None,
@@ -74,22 +64,22 @@ def pod_view(mi_name: str, pod: Obj) -> PodView | None:
     restarted = any(int(s.get("restartCount") or 0) > 0 for s in statuses if isinstance(s, Mapping))
     since = None
     if not ready:
-        since = _epoch((ready_condition or {}).get("lastTransitionTime")) or _epoch(
-            meta.get("creationTimestamp")
-        )
+        moment = objects.parse_time((ready_condition or {}).get("lastTransitionTime"))
+        moment = moment or objects.creation_time(pod)
+        since = moment.timestamp() if moment is not None else None
     return PodView(
-        name=str(meta.get("name")),
-        uid=str(meta.get("uid", "")),
+        name=objects.name(pod),
+        uid=objects.uid(pod),
         ordinal=ordinal,
         role=role,
         role_index=index,
         pod_index=parsed[1],
-        revision=str((meta.get("labels") or {}).get(LABEL_REVISION, "")),
+        revision=str(objects.labels(pod).get(LABEL_REVISION, "")),
         phase=status.get("phase") or "Pending",
         ready=ready,
         restarted=restarted,
         not_ready_since=since,
-        terminating=bool(meta.get("deletionTimestamp")),
+        terminating=objects.is_deleting(pod),
     )
 
 
@@ -98,13 +88,12 @@ def service_view(mi_name: str, service: Obj) -> ServiceView | None:
     if identity is None:
         return None
     ordinal, role, index = identity
-    meta = service.get("metadata") or {}
     return ServiceView(
-        name=str(meta.get("name")),
+        name=objects.name(service),
         ordinal=ordinal,
         role=role,
         role_index=index,
-        terminating=bool(meta.get("deletionTimestamp")),
+        terminating=objects.is_deleting(service),
     )
 
 
@@ -112,7 +101,7 @@ def views(
     mi: Obj, pods: Iterable[Obj], services: Iterable[Obj]
 ) -> tuple[tuple[PodView, ...], tuple[ServiceView, ...]]:
     """Views of the pods and services this ModelInfer controls (sorted by name: deterministic plans)."""
-    name = str((mi.get("metadata") or {}).get("name"))
+    name = objects.name(mi)
     pod_views = [v for p in pods if controlled_by(p, mi) and (v := pod_view(name, p)) is not None]
     svc_views = [w for s in services if controlled_by(s, mi) and (w := service_view(name, s)) is not None]
     return (

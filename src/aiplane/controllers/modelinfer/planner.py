@@ -104,10 +104,28 @@ What the executor must respect
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
+from aiplane.controllers.modelinfer.plan_types import (
+    Action,
+    CreateRoleReplica,
+    DeleteGroup,
+    DeletePods,
+    DeleteRoleReplica,
+    GroupState,
+    GroupSummary,
+    Plan,
+    PlanInput,
+    PodPhase,
+    PodView,
+    RecoveryPolicy,
+    RoleShape,
+    ServiceView,
+)
+
+# The records are re-exported: ``plan`` and its vocabulary are one API.
 __all__ = [
     "AVAILABLE_PHASE",
     "DELETING_RECHECK_SECONDS",
@@ -128,12 +146,6 @@ __all__ = [
     "plan",
 ]
 
-RecoveryPolicy = Literal["RoleRecreate", "InferGroupRecreate", "None"]
-PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
-#: ``Creating``: not available yet, no failure seen (new, starting, or a pod merely NotReady).
-#: ``Running``: available. ``Recovering``: a pod failed, restarted and is not ready, went missing or
-#: is being deleted under the recovery policy. ``Deleting``: being removed as a whole.
-GroupState = Literal["Creating", "Running", "Recovering", "Deleting"]
 
 AVAILABLE_PHASE: Final = "Running"
 #: Phases a pod never leaves: its containers have all exited and will not be restarted.
@@ -141,160 +153,6 @@ _TERMINAL_PHASES: Final = frozenset({"Failed", "Succeeded"})
 #: While anything of the ModelInfer is terminating, plan again after at most this long, so a lost
 #: delete event (or a Service deletion nobody watches) cannot stall a rebuild.
 DELETING_RECHECK_SECONDS: Final = 10.0
-
-
-# --- inputs ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RoleShape:
-    """One role of a revision: ``replicas`` role replicas of ``1 + worker_replicas`` pods each, and a
-    headless Service per role replica when ``has_service``.
-
-    In :attr:`PlanInput.shapes` only ``worker_replicas`` and ``has_service`` are read (``replicas``
-    is used only for a role the current spec no longer has); in :attr:`PlanInput.roles` ``replicas``
-    is the current role replica count that every group follows, whatever its revision.
-    """
-
-    name: str
-    replicas: int
-    worker_replicas: int
-    has_service: bool
-
-    @property
-    def pods_per_replica(self) -> int:
-        return 1 + self.worker_replicas
-
-
-@dataclass(frozen=True)
-class PodView:
-    """What the planner needs of one pod of the ModelInfer (from its labels and status).
-
-    ``restarted``: any container or init container has ``restartCount > 0``. ``not_ready_since``:
-    epoch seconds of the ``Ready`` condition's ``lastTransitionTime`` while the pod is not ready
-    (``None`` when ready or unknown). ``terminating``: ``deletionTimestamp`` is set.
-    """
-
-    name: str
-    uid: str
-    ordinal: int
-    role: str
-    role_index: int
-    pod_index: int
-    revision: str
-    phase: PodPhase = "Pending"
-    ready: bool = False
-    restarted: bool = False
-    not_ready_since: float | None = None
-    terminating: bool = False
-
-
-@dataclass(frozen=True)
-class ServiceView:
-    """One headless Service of a role replica (named like its entry pod)."""
-
-    name: str
-    ordinal: int
-    role: str
-    role_index: int
-    terminating: bool = False
-
-
-@dataclass(frozen=True)
-class PlanInput:
-    """The spec and the observation of one ModelInfer.
-
-    ``shapes`` must hold every revision a pod carries (the executor keeps their ControllerRevisions
-    while any pod uses them), and ``current_revision`` and ``update_revision``; ``update_revision``
-    falls back to ``roles``. ``max_unavailable`` and ``max_surge`` are resolved against ``replicas``
-    by the caller (percent: down / up). ``current_revision`` is ``status.currentRevision``, or
-    ``update_revision`` for a new ModelInfer (see :func:`aiplane.controllers.modelinfer.status.compute_status`).
-    """
-
-    replicas: int
-    roles: tuple[RoleShape, ...]
-    shapes: Mapping[str, tuple[RoleShape, ...]]
-    update_revision: str
-    current_revision: str
-    partition: int = 0
-    max_unavailable: int = 1
-    max_surge: int = 0
-    recovery_policy: RecoveryPolicy = "RoleRecreate"
-    restart_grace_period_seconds: int = 0
-    pods: tuple[PodView, ...] = ()
-    services: tuple[ServiceView, ...] = ()
-    now: float = 0.0
-
-
-# --- outputs ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CreateRoleReplica:
-    """Create the listed pods of one role replica from ``revision``'s template, and its Service when
-    ``service`` is true. New groups, role scale-up and refills all use it; ``pod_indices`` may be
-    empty when only the Service is missing."""
-
-    ordinal: int
-    role: str
-    role_index: int
-    revision: str
-    pod_indices: tuple[int, ...]
-    service: bool
-
-
-@dataclass(frozen=True)
-class DeletePods:
-    """Delete these pods, each as ``(name, uid)`` (the uid is the delete's precondition)."""
-
-    pods: tuple[tuple[str, str], ...]
-    reason: str
-
-
-@dataclass(frozen=True)
-class DeleteRoleReplica:
-    """Delete every pod and the Service of one role replica that is not terminating yet."""
-
-    ordinal: int
-    role: str
-    role_index: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class DeleteGroup:
-    """Delete every pod and Service of group ``ordinal`` that is not terminating yet. The group's
-    PodGroup is *not* part of it: see :attr:`Plan.groups`."""
-
-    ordinal: int
-    reason: str
-
-
-Action = CreateRoleReplica | DeletePods | DeleteRoleReplica | DeleteGroup
-
-
-@dataclass(frozen=True)
-class GroupSummary:
-    """A group as it will be once the plan's actions are applied (deleted groups are ``Deleting``,
-    new ones ``Creating``). ``expected_pods``/``ready_pods`` count the pods the group should have
-    and those of them Running and Ready. ``outdated``: the rolling update still has to replace it."""
-
-    ordinal: int
-    revision: str
-    state: GroupState
-    available: bool
-    expected_pods: int
-    ready_pods: int
-    outdated: bool = False
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What to do now, when to look again, and the groups (ordinal order) for PodGroups and status."""
-
-    actions: tuple[Action, ...]
-    requeue_after: float | None
-    groups: tuple[GroupSummary, ...]
 
 
 # --- observation -----------------------------------------------------------------------------------
@@ -523,12 +381,10 @@ class _Planner:
         """Append the unit's own actions to ``g.actions``, or return why it must be rebuilt as a
         whole (never under policy ``None``, which rebuilds pods one by one)."""
         rebuild = self.inp.recovery_policy != "None"
-        index = unit.index
-        rid = f"{role.name}-{index}"
         size = role.pods_per_replica
         expected = {p.pod_index: p for p in unit.pods if 0 <= p.pod_index < size}
         services = unit.services if role.has_service else []
-        live_services = [s for s in services if not s.terminating]
+        live_services = any(not s.terminating for s in services)
         gone_pods = [p for p in expected.values() if p.terminating]
         live_pods = [p for p in expected.values() if not p.terminating]
         missing = tuple(k for k in range(size) if k not in expected)
@@ -540,46 +396,9 @@ class _Planner:
             if rebuild and (live_pods or live_services):
                 return f"pod {gone_pods[0].name} deleted"
             return None
-
         if not live_pods:
-            if not live_services:
-                # Not there at all: a new role replica (role scale-up) or one fully deleted. Wait
-                # for a terminating stray pod or Service of it to be gone first.
-                if not unit.terminating():
-                    g.actions.append(
-                        CreateRoleReplica(g.ordinal, role.name, index, g.revision, missing, role.has_service)
-                    )
-                return None
-            # Only the Service is left: its pods were deleted out from under us.
-            g.trouble = True
-            if rebuild:
-                return f"pods of {rid} missing"
-            g.actions.append(CreateRoleReplica(g.ordinal, role.name, index, g.revision, missing, False))
-            return None
-
-        # Problems due now, as (why, pod to delete under None).
-        due: list[tuple[str, PodView | None]] = []
-        if missing:
-            due.append((f"pods {', '.join(map(str, missing))} of {rid} missing", None))
-        for pod in live_pods:
-            if pod.revision != g.revision:
-                due.append((f"pod {pod.name} on revision {pod.revision}, its group on {g.revision}", pod))
-                continue
-            if pod.phase in _TERMINAL_PHASES:
-                why = f"pod {pod.name} {pod.phase.lower()}"
-            elif pod.restarted and not pod.ready:
-                g.trouble = True
-                if not rebuild:
-                    continue  # policy None: the kubelet restarts containers, nothing for us to do
-                why = f"pod {pod.name} restarted and is not ready"
-            else:
-                continue
-            g.trouble = True
-            left = self.grace(pod)
-            if left is None:
-                due.append((why, pod))
-            else:
-                g.requeue = _min_opt(g.requeue, left)
+            return self.absent_unit(g, role, unit, missing, live_services)
+        due = self.due_problems(g, f"{role.name}-{unit.index}", live_pods, missing)
         if due:
             g.trouble = True
             if rebuild:
@@ -594,42 +413,118 @@ class _Planner:
         create_service = role.has_service and not services
         if missing or create_service:
             g.actions.append(
-                CreateRoleReplica(g.ordinal, role.name, index, g.revision, missing, create_service)
+                CreateRoleReplica(g.ordinal, role.name, unit.index, g.revision, missing, create_service)
             )
         return None
 
+    def absent_unit(
+        self, g: _Group, role: RoleShape, unit: _Unit, missing: tuple[int, ...], live_services: bool
+    ) -> str | None:
+        """:meth:`unit_actions` for a unit with no live pod in its shape."""
+        if not live_services:
+            # Not there at all: a new role replica (role scale-up) or one fully deleted. Wait for a
+            # terminating stray pod or Service of it to be gone first.
+            if not unit.terminating():
+                g.actions.append(
+                    CreateRoleReplica(g.ordinal, role.name, unit.index, g.revision, missing, role.has_service)
+                )
+            return None
+        # Only the Service is left: its pods were deleted out from under us.
+        g.trouble = True
+        if self.inp.recovery_policy != "None":
+            return f"pods of {role.name}-{unit.index} missing"
+        g.actions.append(CreateRoleReplica(g.ordinal, role.name, unit.index, g.revision, missing, False))
+        return None
 
-def plan(inp: PlanInput) -> Plan:
-    """Decide the next actions for one ModelInfer; see the module docstring for the rules."""
-    p = _Planner(inp)
-    groups = p.observe()
-    deletes: dict[int, str] = {}
+    def due_problems(
+        self, g: _Group, rid: str, live_pods: list[PodView], missing: tuple[int, ...]
+    ) -> list[tuple[str, PodView | None]]:
+        """The unit's problems due now, as (why, pod to delete under policy ``None``); failures
+        still within their grace period only shorten ``g.requeue``."""
+        rebuild = self.inp.recovery_policy != "None"
+        due: list[tuple[str, PodView | None]] = []
+        if missing:
+            due.append((f"pods {', '.join(map(str, missing))} of {rid} missing", None))
+        for pod in live_pods:
+            if pod.revision != g.revision:
+                due.append((f"pod {pod.name} on revision {pod.revision}, its group on {g.revision}", pod))
+                continue
+            why = _failure(pod)
+            if why is None:
+                continue
+            g.trouble = True
+            if not rebuild and pod.phase not in _TERMINAL_PHASES:
+                continue  # policy None: the kubelet restarts containers, nothing for us to do
+            left = self.grace(pod)
+            if left is None:
+                due.append((why, pod))
+            else:
+                g.requeue = _min_opt(g.requeue, left)
+        return due
 
-    live = [g for g in sorted(groups.values(), key=lambda g: g.ordinal) if not g.deleting()]
-    # Step 2: groups that are debris, or that the recovery policy rebuilds as a whole.
-    for g in live:
-        if g.orphaned():
-            deletes[g.ordinal] = "no pods left, only Services"
-        elif g.delete_reason is not None:
-            deletes[g.ordinal] = g.delete_reason
 
-    def alive() -> list[_Group]:
-        return [g for g in live if g.ordinal not in deletes]
+def _failure(pod: PodView) -> str | None:
+    """Why a pod on its group's revision counts as failed (see the module docstring), or ``None``."""
+    if pod.phase in _TERMINAL_PHASES:
+        return f"pod {pod.name} {pod.phase.lower()}"
+    if pod.restarted and not pod.ready:
+        return f"pod {pod.name} restarted and is not ready"
+    return None
 
-    def scale_down(desired: int) -> None:
-        staying = alive()
-        surplus = len(staying) - desired
-        if surplus <= 0:
-            return
-        victims = sorted(staying, key=lambda g: (g.available, -g.ordinal))[:surplus]
-        for g in victims:
-            deletes[g.ordinal] = "scale down" if g.available else "scale down (not available)"
 
-    def rollout_running() -> bool:
+# --- group level (steps 2-6) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _NewGroup:
+    """A group step 6 adds; ``creates`` is empty when its shape has no pod (it is then not built)."""
+
+    ordinal: int
+    revision: str
+    shape: tuple[RoleShape, ...]
+    creates: tuple[CreateRoleReplica, ...]
+
+
+class _Groups:
+    """One call's group-level decisions over the observed groups: ``deletes`` (ordinal → reason)
+    and ``new`` accumulate as the steps run, each step reading what the earlier ones decided."""
+
+    def __init__(self, planner: _Planner) -> None:
+        self.planner = planner
+        self.inp = planner.inp
+        self.groups = planner.observe()
+        self.live = [g for g in sorted(self.groups.values(), key=lambda g: g.ordinal) if not g.deleting()]
+        self.deletes: dict[int, str] = {}
+        self.new: list[_NewGroup] = []
+
+    def alive(self) -> list[_Group]:
+        """Live groups this call does not delete."""
+        return [g for g in self.live if g.ordinal not in self.deletes]
+
+    def desired(self, rolling: bool) -> int:
+        return self.inp.replicas + max(self.inp.max_surge, 0) if rolling else self.inp.replicas
+
+    def available_count(self) -> int:
+        return sum(1 for g in self.alive() if g.available)
+
+    # -- step 2 -------------------------------------------------------------------------------------
+
+    def delete_debris(self) -> None:
+        """Groups that are debris, or that the recovery policy rebuilds as a whole."""
+        for g in self.live:
+            if g.orphaned():
+                self.deletes[g.ordinal] = "no pods left, only Services"
+            elif g.delete_reason is not None:
+                self.deletes[g.ordinal] = g.delete_reason
+
+    # -- steps 3 and 5 ------------------------------------------------------------------------------
+
+    def rollout_running(self) -> bool:
         """Outdated groups remain, or surge groups still stand in for in-range ordinals that are not
         yet updated and available: surge groups are removed only when groups 0…replicas-1 are
         all back (so a rollout ends on the ordinals it started with)."""
-        staying = alive()
+        inp = self.inp
+        staying = self.alive()
         if any(g.outdated for g in staying):
             return True
         if inp.max_surge <= 0 or not any(g.ordinal >= inp.replicas for g in staying):
@@ -637,86 +532,131 @@ def plan(inp: PlanInput) -> Plan:
         in_range = {g.ordinal for g in staying if g.ordinal < inp.replicas and g.available}
         return len(in_range) < inp.replicas
 
-    # Step 3: scale down, with the surge allowance while a rollout is running.
-    rolling = rollout_running()
-    scale_down(inp.replicas + max(inp.max_surge, 0) if rolling else inp.replicas)
+    def scale_down(self, desired: int) -> None:
+        """Surplus groups go: not-available ones first, then highest ordinal first."""
+        staying = self.alive()
+        surplus = len(staying) - desired
+        if surplus <= 0:
+            return
+        for g in sorted(staying, key=lambda g: (g.available, -g.ordinal))[:surplus]:
+            self.deletes[g.ordinal] = "scale down" if g.available else "scale down (not available)"
 
-    # Step 4: rolling update.
-    for g in alive():
-        if g.outdated and not g.available:
-            deletes[g.ordinal] = f"rolling update to revision {inp.update_revision} (group not available)"
-    budget = sum(1 for g in alive() if g.available) - (inp.replicas - max(inp.max_unavailable, 0))
-    for g in sorted((g for g in alive() if g.outdated), key=lambda g: -g.ordinal):
-        if budget <= 0:
-            break
-        deletes[g.ordinal] = f"rolling update to revision {inp.update_revision}"
-        budget -= 1
+    # -- step 4 -------------------------------------------------------------------------------------
 
-    # Step 5: the rollout is over once no outdated group is left alive and the in-range ordinals are
-    # all available again; surge groups go.
-    rolling = rollout_running()
-    desired = inp.replicas + max(inp.max_surge, 0) if rolling else inp.replicas
-    if not rolling:
-        scale_down(desired)
+    def rolling_update(self) -> None:
+        """Not-available outdated groups go at no cost; available ones, highest ordinal first, only
+        while the available count stays at or above ``replicas - max_unavailable``."""
+        target = self.inp.update_revision
+        for g in self.alive():
+            if g.outdated and not g.available:
+                self.deletes[g.ordinal] = f"rolling update to revision {target} (group not available)"
+        budget = self.available_count() - self.floor()
+        for g in sorted((g for g in self.alive() if g.outdated), key=lambda g: -g.ordinal):
+            if budget <= 0:
+                break
+            self.deletes[g.ordinal] = f"rolling update to revision {target}"
+            budget -= 1
 
-    # Step 6: scale up into the lowest unused ordinals.
-    new_groups: list[tuple[int, str, tuple[RoleShape, ...]]] = []
-    ordinal = 0
-    for _ in range(desired - len(groups)):
-        while ordinal in groups:
+    def floor(self) -> int:
+        """The fewest available groups a rollout may leave."""
+        return self.inp.replicas - max(self.inp.max_unavailable, 0)
+
+    # -- step 6 -------------------------------------------------------------------------------------
+
+    def scale_up(self, desired: int) -> None:
+        """Create the lowest unused ordinals until ``desired`` groups exist (deleting ones count)."""
+        p = self.planner
+        ordinal = 0
+        for _ in range(desired - len(self.groups)):
+            while ordinal in self.groups:
+                ordinal += 1
+            revision = p.target_revision(ordinal)
+            shape = p.shape(revision) or self.inp.roles
+            creates = tuple(
+                CreateRoleReplica(
+                    ordinal, r.name, i, revision, tuple(range(r.pods_per_replica)), r.has_service
+                )
+                for r in shape
+                for i in range(p.desired_role_replicas(r))
+            )
+            self.new.append(_NewGroup(ordinal, revision, shape, creates))
             ordinal += 1
-        revision = p.target_revision(ordinal)
-        shape = p.shape(revision) or inp.roles
-        new_groups.append((ordinal, revision, shape))
-        ordinal += 1
 
-    if rolling and not any(g.outdated for g in alive()):
-        # Only surge groups stand in for a hole below ``replicas`` that this call cannot refill: with
-        # no room left under the ceiling, give up the highest surge group (within the availability
-        # budget, one at a time) so the next call refills the hole.
-        staying = alive()
-        filled = {o for o, _, _ in new_groups}
-        holes = [o for o in range(inp.replicas) if o not in groups and o not in filled]
-        busy = any(g.deleting() for g in groups.values())
-        surges = [g for g in staying if g.ordinal >= inp.replicas]
-        if holes and surges and not busy and len(groups) - len(deletes) + len(new_groups) >= desired:
-            surge = max(surges, key=lambda g: g.ordinal)
-            floor = inp.replicas - max(inp.max_unavailable, 0)
-            if not surge.available or sum(1 for g in staying if g.available) - 1 >= floor:
-                deletes[surge.ordinal] = "surge group gives way to a rebuilt in-range group"
+    def surge_gives_way(self, desired: int) -> None:
+        """Only surge groups stand in for a hole below ``replicas`` that this call cannot refill:
+        with no room left under the ceiling, give up the highest surge group (within the
+        availability budget, one at a time) so the next call refills the hole."""
+        inp = self.inp
+        filled = {n.ordinal for n in self.new}
+        holes = [o for o in range(inp.replicas) if o not in self.groups and o not in filled]
+        busy = any(g.deleting() for g in self.groups.values())
+        surges = [g for g in self.alive() if g.ordinal >= inp.replicas]
+        room = len(self.groups) - len(self.deletes) + len(self.new) < desired
+        if not holes or not surges or busy or room:
+            return
+        surge = max(surges, key=lambda g: g.ordinal)
+        if not surge.available or self.available_count() - 1 >= self.floor():
+            self.deletes[surge.ordinal] = "surge group gives way to a rebuilt in-range group"
 
-    # Emit: group deletions, role-level actions of the groups that stay, then new groups.
-    actions: list[Action] = [DeleteGroup(o, deletes[o]) for o in sorted(deletes)]
-    creates: list[Action] = []
-    requeue: float | None = None
-    for g in alive():
-        for action in g.actions:
-            (creates if isinstance(action, CreateRoleReplica) else actions).append(action)
-        requeue = _min_opt(requeue, g.requeue)
-    actions.extend(creates)
-    summaries: list[GroupSummary] = []
-    for g in sorted(groups.values(), key=lambda g: g.ordinal):
-        if g.ordinal in deletes or g.deleting():
-            state: GroupState = "Deleting"
-            available = False
-        else:
-            available = g.available
-            state = "Running" if available else "Recovering" if g.trouble else "Creating"
-        summaries.append(
-            GroupSummary(g.ordinal, g.revision, state, available, g.expected, g.ready, g.outdated)
+    # -- emit ---------------------------------------------------------------------------------------
+
+    def actions(self) -> list[Action]:
+        """Group deletions, role-level deletions of the groups that stay, their creations, then the
+        new groups' creations."""
+        actions: list[Action] = [DeleteGroup(o, self.deletes[o]) for o in sorted(self.deletes)]
+        creates: list[Action] = []
+        for g in self.alive():
+            for action in g.actions:
+                (creates if isinstance(action, CreateRoleReplica) else actions).append(action)
+        actions.extend(creates)
+        for n in self.new:
+            actions.extend(n.creates)  # a group of no pods cannot exist; see docs/modelinfer-planner.md
+        return actions
+
+    def summaries(self) -> list[GroupSummary]:
+        out: list[GroupSummary] = []
+        for g in sorted(self.groups.values(), key=lambda g: g.ordinal):
+            if g.ordinal in self.deletes or g.deleting():
+                state: GroupState = "Deleting"
+                available = False
+            else:
+                available = g.available
+                state = "Running" if available else "Recovering" if g.trouble else "Creating"
+            out.append(GroupSummary(g.ordinal, g.revision, state, available, g.expected, g.ready, g.outdated))
+        out.extend(
+            GroupSummary(
+                n.ordinal, n.revision, "Creating", False, self.planner.expected_pods(n.shape), 0, False
+            )
+            for n in self.new
+            if n.creates
         )
-    for o, revision, shape in new_groups:
-        made = [
-            CreateRoleReplica(o, r.name, i, revision, tuple(range(r.pods_per_replica)), r.has_service)
-            for r in shape
-            for i in range(p.desired_role_replicas(r))
-        ]
-        if not made:
-            continue  # a group of no pods cannot exist; see docs/modelinfer-planner.md
-        actions.extend(made)
-        summaries.append(GroupSummary(o, revision, "Creating", False, p.expected_pods(shape), 0, False))
-    summaries.sort(key=lambda s: s.ordinal)
+        out.sort(key=lambda s: s.ordinal)
+        return out
 
-    if any(pod.terminating for pod in inp.pods) or any(s.terminating for s in inp.services):
-        requeue = _min_opt(requeue, DELETING_RECHECK_SECONDS)
-    return Plan(tuple(actions), requeue, tuple(summaries))
+    def requeue_after(self) -> float | None:
+        """The soonest grace period running out, or the recheck while anything is terminating."""
+        requeue: float | None = None
+        for g in self.alive():
+            requeue = _min_opt(requeue, g.requeue)
+        inp = self.inp
+        if any(pod.terminating for pod in inp.pods) or any(s.terminating for s in inp.services):
+            requeue = _min_opt(requeue, DELETING_RECHECK_SECONDS)
+        return requeue
+
+
+def plan(inp: PlanInput) -> Plan:
+    """Decide the next actions for one ModelInfer; see the module docstring for the rules."""
+    d = _Groups(_Planner(inp))  # step 1 and the per-unit analysis of step 7 (role level, recovery)
+    d.delete_debris()  # step 2
+    d.scale_down(d.desired(d.rollout_running()))  # step 3: with the surge allowance while rolling
+    d.rolling_update()  # step 4
+    # Step 5: the rollout is over once no outdated group is left alive and the in-range ordinals are
+    # all available again; then the surge groups go.
+    rolling = d.rollout_running()
+    desired = d.desired(rolling)
+    if not rolling:
+        d.scale_down(desired)
+    d.scale_up(desired)  # step 6
+    if rolling and not any(g.outdated for g in d.alive()):
+        d.surge_gives_way(desired)
+    return Plan(tuple(d.actions()), d.requeue_after(), tuple(d.summaries()))

@@ -36,8 +36,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_NAME, LABEL_REVISION
-from aiplane.controllers.modelinfer.objects import owner_reference
+from aiplane.controllers.modelinfer.objects import owner_reference, required_name
 
 __all__ = [
     "HASH_LABEL",
@@ -113,10 +114,7 @@ def controller_revision(
     Labels: the ModelInfer name, the revision (ours and ``controller.kubernetes.io/hash``); a
     controller owner reference to the ModelInfer, so it is garbage-collected with it.
     """
-    md = mi.get("metadata") or {}
-    name = md.get("name")
-    if not isinstance(name, str) or not name:
-        raise ValueError("the ModelInfer has no metadata.name")
+    name = required_name(mi)
     if isinstance(number, bool) or not isinstance(number, int) or number < 0:
         raise ValueError(f"a revision number must be a non-negative integer, not {number!r}")
     body: dict[str, Any] = {
@@ -126,8 +124,9 @@ def controller_revision(
         "data": {"spec": {"template": {"roles": copy.deepcopy([dict(r) for r in roles])}}},
         "revision": number,
     }
-    if md.get("namespace"):
-        body["metadata"]["namespace"] = md["namespace"]
+    namespace = objects.namespace(mi)
+    if namespace:
+        body["metadata"]["namespace"] = namespace
     body["metadata"]["labels"] = {LABEL_NAME: name, LABEL_REVISION: revision, HASH_LABEL: revision}
     body["metadata"]["ownerReferences"] = [owner_reference(mi)]
     return body
@@ -146,15 +145,15 @@ def roles_from_controller_revision(cr: Mapping[str, Any]) -> list[dict[str, Any]
         template = spec.get("template") if isinstance(spec, Mapping) else None
         roles = template.get("roles") if isinstance(template, Mapping) else None
     if not isinstance(roles, list) or not all(isinstance(r, Mapping) for r in roles):
-        name = (cr.get("metadata") or {}).get("name")
-        raise ValueError(f"ControllerRevision {name!r}: data.spec.template.roles is not a list of roles")
+        raise ValueError(
+            f"ControllerRevision {objects.name(cr)!r}: data.spec.template.roles is not a list of roles"
+        )
     return copy.deepcopy([dict(r) for r in roles])
 
 
 def revision_of(cr: Mapping[str, Any]) -> str | None:
     """The revision hash a ControllerRevision records (its ``modelinfer.volcano.sh/revision`` label)."""
-    labels = (cr.get("metadata") or {}).get("labels") or {}
-    value = labels.get(LABEL_REVISION)
+    value = objects.labels(cr).get(LABEL_REVISION)
     return value if isinstance(value, str) and value else None
 
 

@@ -37,11 +37,12 @@ reason and message are rewritten on every call, so they never go stale as upstre
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import remove_condition, set_condition
-from aiplane.controllers.modelinfer.planner import GroupSummary
+from aiplane.controllers.modelinfer.plan_types import GroupSummary
 
 __all__ = [
     "AVAILABLE",
@@ -82,7 +83,10 @@ def _listed(groups: Iterable[GroupSummary]) -> str:
 def _time(now: str | datetime) -> datetime:
     if isinstance(now, datetime):
         return now
-    return datetime.fromisoformat(now.replace("Z", "+00:00")).astimezone(UTC)
+    moment = objects.parse_time(now)
+    if moment is None:
+        raise ValueError(f"not an RFC 3339 time: {now!r}")
+    return moment
 
 
 def next_current_revision(

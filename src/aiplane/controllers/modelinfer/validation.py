@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.selectors import compile_selector, validate_label_key, validate_label_value
 from aiplane.controllers.modelinfer.naming import MAX_NAME_LENGTH, pod_name
 from aiplane.controllers.modelinfer.objects import role_replicas, worker_count
@@ -136,7 +137,7 @@ def resolve_max_surge(value: int | str | None, replicas: int) -> int:
 
 def rolling_update_configuration(mi: Mapping[str, Any]) -> Mapping[str, Any]:
     """``spec.rolloutStrategy.rollingUpdateConfiguration``, or ``{}`` when absent."""
-    strategy = _mapping(_mapping(mi.get("spec")).get("rolloutStrategy"))
+    strategy = _mapping(objects.spec(mi).get("rolloutStrategy"))
     return _mapping(strategy.get("rollingUpdateConfiguration"))
 
 
@@ -177,26 +178,19 @@ def _rollout(mi: Mapping[str, Any], replicas: int, out: list[Problem]) -> int:
 
 
 def _metadata_problems(path: str, template: Mapping[str, Any], out: list[Problem]) -> None:
-    md = template.get("metadata")
-    if not isinstance(md, Mapping):
-        return
-    labels = md.get("labels")
-    if isinstance(labels, Mapping):
-        for key, value in labels.items():
-            try:
-                validate_label_key(str(key))
-                validate_label_value(str(value))
-            except ValueError as exc:
-                out.append(Problem(f"{path}.metadata.labels[{key}]", str(exc)))
-    annotations = md.get("annotations")
-    if isinstance(annotations, Mapping):
-        for key in annotations:
-            try:
-                validate_label_key(str(key))
-            except ValueError as exc:
-                out.append(
-                    Problem(f"{path}.metadata.annotations[{key}]", str(exc).replace("label", "annotation"))
-                )
+    for key, value in objects.labels(template).items():
+        try:
+            validate_label_key(str(key))
+            validate_label_value(str(value))
+        except ValueError as exc:
+            out.append(Problem(f"{path}.metadata.labels[{key}]", str(exc)))
+    for key in objects.annotations(template):
+        try:
+            validate_label_key(str(key))
+        except ValueError as exc:
+            out.append(
+                Problem(f"{path}.metadata.annotations[{key}]", str(exc).replace("label", "annotation"))
+            )
 
 
 def _role_problems(i: int, role: Mapping[str, Any], out: list[Problem]) -> None:
@@ -309,7 +303,7 @@ def validate(mi: Mapping[str, Any]) -> list[Problem]:
     gang, rollout, names, topology spread); ``[]`` if the controller can build every object the
     spec describes."""
     out: list[Problem] = []
-    md, spec = _mapping(mi.get("metadata")), _mapping(mi.get("spec"))
+    spec = objects.spec(mi)
     template = _mapping(spec.get("template"))
     raw_roles = template.get("roles")
     roles = [r for r in raw_roles if isinstance(r, Mapping)] if isinstance(raw_roles, list) else []
@@ -330,8 +324,8 @@ def validate(mi: Mapping[str, Any]) -> list[Problem]:
 
     surge = _rollout(mi, replicas, out)
 
-    name = md.get("name")
-    if not isinstance(name, str) or not name:
+    name = objects.name(mi)
+    if not name:
         out.append(Problem("metadata.name", "Required value"))
     else:
         _name_problems(name, roles, max(replicas + surge - 1, 0), out)
