@@ -33,6 +33,7 @@ from aiplane.kube.informer import (
 from aiplane.kube.resources import CONFIGMAPS, NODES
 from aiplane.sim.apiserver import watch
 from aiplane.sim.apiserver.errors import ApiError as SimApiError
+from aiplane.sim.apiserver.faults import FaultHandle, Faults
 from aiplane.sim.apiserver.resources import ResourceType
 from aiplane.sim.apiserver.rest import Api
 from aiplane.sim.client import InMemoryKubeClient
@@ -150,6 +151,76 @@ async def http_client(cluster: EmbeddedCluster) -> HttpKubeClient:
 # --- over HTTPS, with faults ---------------------------------------------------------------------------
 
 
+class Churn:
+    """Seeded writes to a fixed population of ConfigMaps, over HTTP and in process.
+
+    One generator for both paths keeps the whole write sequence reproducible from the seed.
+    """
+
+    def __init__(
+        self, http: HttpKubeClient, api: Api, rt: ResourceType, *, seed: int, population: int
+    ) -> None:
+        self.http = http
+        self.api = api
+        self.rt = rt
+        self.rng = random.Random(seed)
+        self.population = population
+        self.counter = 0
+
+    async def write_over_http(self) -> None:
+        self.counter += 1
+        name, op = f"cm{self.rng.randrange(self.population)}", self.rng.random()
+        try:
+            if op < 0.6:
+                await self.http.patch(CONFIGMAPS, name, {"data": {"v": str(self.counter)}}, namespace=NS)
+            elif op < 0.8:
+                await self.http.delete(CONFIGMAPS, name, namespace=NS)
+            else:
+                await self.http.create(CONFIGMAPS, cm(name, v=str(self.counter)))
+        except ApiError as err:
+            assert err.not_found or err.already_exists, err
+
+    def write_in_process(self, count: int) -> None:
+        """A burst the informer cannot see happen: no await between the writes."""
+        api, rt, rng = self.api, self.rt, self.rng
+        for _ in range(count):
+            self.counter += 1
+            name = f"cm{rng.randrange(self.population)}"
+            with contextlib.suppress(SimApiError):
+                if rng.random() < 0.85:
+                    api.update(rt, NS, name, cm(name, v=str(self.counter)))
+                else:
+                    api.delete(rt, NS, name)
+                continue
+            with contextlib.suppress(SimApiError):
+                api.create(rt, NS, cm(name, v=str(self.counter)))
+
+    async def round(self, round_: int, faults: Faults) -> None:
+        """Three HTTP writes, then one of four watch disruptions in turn."""
+        for _ in range(3):
+            await self.write_over_http()
+        step = round_ % 4
+        if step == 0:  # dropped watch, resumable: fewer writes than the history holds
+            faults.close_watches("configmaps")
+            self.write_in_process(2)
+        elif step == 1:  # dropped watch, then more writes than the history holds: 410 on re-watch
+            faults.close_watches("configmaps")
+            self.write_in_process(8)
+        elif step == 2:  # a burst the open watch must deliver in full
+            self.write_in_process(8)
+        else:
+            await asyncio.sleep(0.005)
+
+
+def inject_watch_faults(faults: Faults) -> list[FaultHandle]:
+    return [
+        faults.add(verb="watch", resource="configmaps", error=500, nth=4),  # a watch request fails
+        faults.add(verb="list", resource="configmaps", error=500, nth=3),  # and a relist
+        faults.add(verb="watch", resource="configmaps", error=429, retry_after=0, nth=9),
+        faults.add(resource="configmaps", close_watches=0.05, after=12, count=4),  # short-lived watches
+    ]
+
+
 async def test_no_update_is_missed_or_duplicated_across_dropped_watches_410s_and_errors() -> None:
     cluster = EmbeddedCluster(history_size=4, install_crds=False)
     await cluster.start()
@@ -157,9 +228,8 @@ async def test_no_update_is_missed_or_duplicated_across_dropped_watches_410s_and
     api = cluster.api
     rt = api.resource("v1", "ConfigMap")
     faults = cluster.server.faults
-    rng = random.Random(20260301)
-    counter = 0
     population = 25
+    churn = Churn(http, api, rt, seed=20260301, population=population)
     informer = Informer(http, CONFIGMAPS, NS, page_size=5, backoff=fast_backoff())
     try:
         await make_namespace(api)
@@ -169,55 +239,9 @@ async def test_no_update_is_missed_or_duplicated_across_dropped_watches_410s_and
         informer.start()
         assert await informer.wait_synced(10)
 
-        async def write_over_http() -> None:
-            nonlocal counter
-            counter += 1
-            name, op = f"cm{rng.randrange(population)}", rng.random()
-            try:
-                if op < 0.6:
-                    await http.patch(CONFIGMAPS, name, {"data": {"v": str(counter)}}, namespace=NS)
-                elif op < 0.8:
-                    await http.delete(CONFIGMAPS, name, namespace=NS)
-                else:
-                    await http.create(CONFIGMAPS, cm(name, v=str(counter)))
-            except ApiError as err:
-                assert err.not_found or err.already_exists, err
-
-        def write_in_process(count: int) -> None:
-            """A burst the informer cannot see happen: no await between the writes."""
-            nonlocal counter
-            for _ in range(count):
-                counter += 1
-                name = f"cm{rng.randrange(population)}"
-                with contextlib.suppress(SimApiError):
-                    if rng.random() < 0.85:
-                        api.update(rt, NS, name, cm(name, v=str(counter)))
-                    else:
-                        api.delete(rt, NS, name)
-                    continue
-                with contextlib.suppress(SimApiError):
-                    api.create(rt, NS, cm(name, v=str(counter)))
-
-        injected = [
-            faults.add(verb="watch", resource="configmaps", error=500, nth=4),  # a watch request fails
-            faults.add(verb="list", resource="configmaps", error=500, nth=3),  # and a relist
-            faults.add(verb="watch", resource="configmaps", error=429, retry_after=0, nth=9),
-            faults.add(resource="configmaps", close_watches=0.05, after=12, count=4),  # short-lived watches
-        ]
+        injected = inject_watch_faults(faults)
         for round_ in range(48):
-            for _ in range(3):
-                await write_over_http()
-            step = round_ % 4
-            if step == 0:  # dropped watch, resumable: fewer writes than the history holds
-                faults.close_watches("configmaps")
-                write_in_process(2)
-            elif step == 1:  # dropped watch, then more writes than the history holds: 410 on re-watch
-                faults.close_watches("configmaps")
-                write_in_process(8)
-            elif step == 2:  # a burst the open watch must deliver in full
-                write_in_process(8)
-            else:
-                await asyncio.sleep(0.005)
+            await churn.round(round_, faults)
         applied = [f.applied for f in injected]
         faults.clear()
 

@@ -134,13 +134,72 @@ def _blocked(plan: dict[str, Any]) -> bool:
     return False
 
 
-async def _run(s: Scenario) -> None:
-    cluster = EmbeddedCluster(fleet=_fleet(s), agents=True, ready_delay=0.0, dcm_delay=s.dcm_delay)
-    await cluster.start()
-    client = InMemoryKubeClient.for_cluster(cluster)
-    nodes = {n["metadata"]["name"]: n for n in (await client.list(NODES))["items"]}
-    amd = [f"amd{i}-0" for i in range(len(s.pools))]
-    assert set(amd) <= set(nodes)
+async def _settled(client: InMemoryKubeClient, s: Scenario, selected: set[str]) -> dict[str, str] | None:
+    """Every selected node's phase once the rollout has come to rest, or None while it is still moving."""
+    nps = (await client.list(node_partitionings_resource()))["items"]
+    phases = {np["spec"]["nodeName"]: (np.get("status") or {}).get("phase") or "Pending" for np in nps}
+    if set(phases) != selected or any(p in IN_PROGRESS for p in phases.values()):
+        return None
+    plan = await client.get(PLANS, "p")
+    failed = sum(1 for p in phases.values() if p == "Failed")
+    if "Pending" in phases.values() and not (failed >= s.max_unavailable and _blocked(plan)):
+        return None
+    # A plan that selects no node stays Pending (docs/partitioning.md), never "Completed".
+    ended = ("Pending",) if not selected else ("Completed", "Degraded", "Failed")
+    if (plan.get("status") or {}).get("observedGeneration") != 1 or plan["status"].get("phase") not in ended:
+        return None
+    return phases
+
+
+async def _wait_settled(client: InMemoryKubeClient, s: Scenario, selected: set[str]) -> dict[str, str]:
+    end = time.monotonic() + 60
+    phases = None
+    while time.monotonic() < end and phases is None:
+        phases = await _settled(client, s, selected)
+        if phases is None:
+            await asyncio.sleep(0.02)
+    assert phases is not None, f"did not settle: {await client.list(node_partitionings_resource())}"
+    return phases
+
+
+def _assert_phases(s: Scenario, phases: dict[str, str], fail_nodes: set[str]) -> None:
+    for node, phase in phases.items():
+        if phase == "Pending":
+            continue  # halted by failures using up maxUnavailable (checked in _settled())
+        if s.dry_run:
+            assert phase == "Skipped", (node, phase)
+        elif node in fail_nodes:
+            # Unless the node already had the desired profile (no DCM call needed).
+            assert phase in ("Failed", "Succeeded"), (node, phase)
+        else:
+            assert phase == "Succeeded", (node, phase)
+
+
+def _assert_nodes_left_clean(
+    s: Scenario, after: dict[str, Any], before: dict[str, Any], amd: list[str], selected: set[str]
+) -> None:
+    """Nothing of ours stays on a node, an admin's cordon does, and unselected nodes keep their labels."""
+    for name, node in after.items():
+        ours = {
+            k
+            for k in (node["metadata"].get("annotations") or {})
+            if k.startswith("infrastructure.silogen.ai/")
+        }
+        assert not {k for k in ours if k.endswith(("cordoned-by", "tainted-by"))}, (name, ours)
+        assert not any(t.get("key") == "amd-dcm" for t in node["spec"].get("taints") or []), name
+        was_cordoned = name in {amd[i] for i in s.precordoned}
+        assert bool(node["spec"].get("unschedulable")) == was_cordoned, (name, s)
+        if name not in selected:
+            assert node["metadata"].get("labels") == before[name]["metadata"].get("labels"), name
+
+
+async def _prepare_cluster(
+    cluster: EmbeddedCluster, client: InMemoryKubeClient, s: Scenario, amd: list[str]
+) -> LimitWatch:
+    """The scenario's failing DCMs, admin cordons and transient node-write faults, and the limit watch.
+
+    The watch subscribes after the admin cordons, before anything of ours can change a node.
+    """
     cluster.agents.amd.fail_nodes = {amd[i] for i in s.failing}  # type: ignore[union-attr]
     for i in s.precordoned:
         await client.patch(NODES, amd[i], {"spec": {"unschedulable": True}})
@@ -149,6 +208,10 @@ async def _run(s: Scenario) -> None:
     if s.node_faults:
         cluster.server.faults.add_spec(f"verb=patch,resource=nodes,error=500,count={s.node_faults}")
         cluster.server.faults.add_spec(f"verb=update,resource=nodes,error=500,count={s.node_faults}")
+    return limits
+
+
+async def _manager(cluster: EmbeddedCluster, s: Scenario) -> Manager:
     manager = Manager(
         InMemoryKubeClient.for_cluster(cluster),
         leader_election=None,
@@ -157,66 +220,32 @@ async def _run(s: Scenario) -> None:
     )
     for setup in (profile_controller.setup, plan_controller.setup, node_controller.setup):
         await setup(manager)
+    return manager
+
+
+async def _run(s: Scenario) -> None:
+    cluster = EmbeddedCluster(fleet=_fleet(s), agents=True, ready_delay=0.0, dcm_delay=s.dcm_delay)
+    await cluster.start()
+    client = InMemoryKubeClient.for_cluster(cluster)
+    nodes = {n["metadata"]["name"]: n for n in (await client.list(NODES))["items"]}
+    amd = [f"amd{i}-0" for i in range(len(s.pools))]
+    assert set(amd) <= set(nodes)
+    limits = await _prepare_cluster(cluster, client, s, amd)
+    manager = await _manager(cluster, s)
     task = asyncio.create_task(manager.run())
     try:
         for name, dcm, gpus in (("to-cpx", "cpx", "64"), ("to-dpx", "dpx", "16"), ("to-spx", "spx", "8")):
             await client.create(profiles_resource(), profile(name, dcm, gpus))
         await client.create(PLANS, _plan(s))
         selected = {amd[i] for i, pool in enumerate(s.pools) if pool in {p for p, _ in s.rules}}
-
-        async def settled() -> dict[str, str] | None:
-            nps = (await client.list(node_partitionings_resource()))["items"]
-            phases = {
-                np["spec"]["nodeName"]: (np.get("status") or {}).get("phase") or "Pending" for np in nps
-            }
-            if set(phases) != selected or any(p in IN_PROGRESS for p in phases.values()):
-                return None
-            plan = await client.get(PLANS, "p")
-            failed = sum(1 for p in phases.values() if p == "Failed")
-            if "Pending" in phases.values() and not (failed >= s.max_unavailable and _blocked(plan)):
-                return None
-            # A plan that selects no node stays Pending (docs/partitioning.md), never "Completed".
-            ended = ("Pending",) if not selected else ("Completed", "Degraded", "Failed")
-            if (plan.get("status") or {}).get("observedGeneration") != 1 or plan["status"].get(
-                "phase"
-            ) not in ended:
-                return None
-            return phases
-
-        end = time.monotonic() + 60
-        phases = None
-        while time.monotonic() < end and phases is None:
-            phases = await settled()
-            if phases is None:
-                await asyncio.sleep(0.02)
-        assert phases is not None, f"did not settle: {await client.list(node_partitionings_resource())}"
+        phases = await _wait_settled(client, s, selected)
 
         busy, down = limits.worst.get("p", (0, 0))
         assert busy <= s.max_parallel, (busy, s)
         assert down <= s.max_unavailable, (down, s)
-        for node, phase in phases.items():
-            if phase == "Pending":
-                continue  # halted by failures using up maxUnavailable (checked in settled())
-            if s.dry_run:
-                assert phase == "Skipped", (node, phase)
-            elif node in cluster.agents.amd.fail_nodes:  # type: ignore[union-attr]
-                # Unless the node already had the desired profile (no DCM call needed).
-                assert phase in ("Failed", "Succeeded"), (node, phase)
-            else:
-                assert phase == "Succeeded", (node, phase)
+        _assert_phases(s, phases, cluster.agents.amd.fail_nodes)  # type: ignore[union-attr]
         after = {n["metadata"]["name"]: n for n in (await client.list(NODES))["items"]}
-        for name, node in after.items():
-            ours = {
-                k
-                for k in (node["metadata"].get("annotations") or {})
-                if k.startswith("infrastructure.silogen.ai/")
-            }
-            assert not {k for k in ours if k.endswith(("cordoned-by", "tainted-by"))}, (name, ours)
-            assert not any(t.get("key") == "amd-dcm" for t in node["spec"].get("taints") or []), name
-            was_cordoned = name in {amd[i] for i in s.precordoned}
-            assert bool(node["spec"].get("unschedulable")) == was_cordoned, (name, s)
-            if name not in selected:
-                assert node["metadata"].get("labels") == nodes[name]["metadata"].get("labels"), name
+        _assert_nodes_left_clean(s, after, nodes, amd, selected)
     finally:
         manager.stop()
         await task

@@ -60,30 +60,37 @@ def _norm(text: str) -> str:
     return " ".join(text.split())
 
 
-def _check_field(
-    type_name: str, fld: SeedField, parent: dict[str, Any], problems: list[str]
-) -> dict[str, Any] | None:
-    where = f"{type_name}.{fld.name}"
-    node = parent.get("properties", {}).get(fld.name)
-    if node is None:
-        problems.append(f"{where}: missing from the CRD")
-        return None
+# Seed validation markers whose value is a number, and the schema key that must carry it.
+_NUMERIC_MARKERS = {
+    "Minimum": "minimum",
+    "Maximum": "maximum",
+    "MinLength": "minLength",
+    "MaxLength": "maxLength",
+    "MinItems": "minItems",
+    "MaxItems": "maxItems",
+}
+
+# Seed validation markers that are flags, the schema extension that must be set, and what to say if not.
+_FLAG_MARKERS = {
+    "XIntOrString": ("x-kubernetes-int-or-string", "seed says int-or-string"),
+    "EmbeddedResource": ("x-kubernetes-embedded-resource", "seed says EmbeddedResource"),
+}
+
+
+def _check_documentation(where: str, fld: SeedField, node: dict[str, Any], problems: list[str]) -> None:
     if fld.description and _norm(fld.description) not in _norm(node.get("description", "")):
         problems.append(f"{where}: description differs from the seed")
     if fld.default:
         expected = _parse_default(fld.default)
         if node.get("default") != expected:
             problems.append(f"{where}: default {node.get('default')!r}, seed says {expected!r}")
+
+
+def _check_markers(
+    where: str, fld: SeedField, node: dict[str, Any], parent: dict[str, Any], problems: list[str]
+) -> None:
     v = fld.validation
-    checks = {
-        "Minimum": "minimum",
-        "Maximum": "maximum",
-        "MinLength": "minLength",
-        "MaxLength": "maxLength",
-        "MinItems": "minItems",
-        "MaxItems": "maxItems",
-    }
-    for marker, key in checks.items():
+    for marker, key in _NUMERIC_MARKERS.items():
         if marker in v and node.get(key) != int(v[marker]):
             problems.append(f"{where}: {key} is {node.get(key)!r}, seed says {v[marker]}")
     if "Enum" in v:
@@ -96,11 +103,15 @@ def _check_field(
             problems.append(f"{where}: pattern {node.get('pattern')!r}, seed says {pattern!r}")
     if "Required" in v and fld.name not in parent.get("required", []):
         problems.append(f"{where}: seed says Required, CRD does not require it")
-    if "XIntOrString" in v and not node.get("x-kubernetes-int-or-string"):
-        problems.append(f"{where}: seed says int-or-string")
-    if "EmbeddedResource" in v and not node.get("x-kubernetes-embedded-resource"):
-        problems.append(f"{where}: seed says EmbeddedResource")
-    # type
+    for marker, (key, message) in _FLAG_MARKERS.items():
+        if marker in v and not node.get(key):
+            problems.append(f"{where}: {message}")
+
+
+def _check_type(
+    where: str, fld: SeedField, node: dict[str, Any], problems: list[str]
+) -> dict[str, Any] | None:
+    """The schema the walk continues into (array items, map values, the node itself), or None on a mismatch."""
     if fld.is_array:
         if node.get("type") != "array":
             problems.append(f"{where}: seed says array, CRD type is {node.get('type')!r}")
@@ -117,6 +128,19 @@ def _check_field(
     if "Quantity" in (fld.external_type, fld.linked_type) and not node.get("x-kubernetes-int-or-string"):
         problems.append(f"{where}: a Quantity must be int-or-string")
     return node
+
+
+def _check_field(
+    type_name: str, fld: SeedField, parent: dict[str, Any], problems: list[str]
+) -> dict[str, Any] | None:
+    where = f"{type_name}.{fld.name}"
+    node = parent.get("properties", {}).get(fld.name)
+    if node is None:
+        problems.append(f"{where}: missing from the CRD")
+        return None
+    _check_documentation(where, fld, node, problems)
+    _check_markers(where, fld, node, parent, problems)
+    return _check_type(where, fld, node, problems)
 
 
 def _walk(

@@ -122,37 +122,45 @@ OPS = st.one_of(
 )
 
 
-async def _interleave(ops: list[tuple[object, ...]]) -> None:
-    clock = FakeClock()
-    queue = WorkQueue[str](clock=clock)
-    events = itertools.count()
-    last_add: dict[str, int] = {}
-    last_start: dict[str, int] = {}
-    pending_after: dict[str, float] = {}  # model of add_after: earliest deadline wins
-    held: dict[int, str] = {}  # worker -> item it is processing
-    gates: dict[int, asyncio.Event] = {}
-    violations: list[str] = []
+class _Interleaving:
+    """A queue with N gated workers and a model of what it must hold after every step.
 
-    async def worker(n: int) -> None:
-        while (item := await queue.get()) is not None:
-            if item in held.values():
-                violations.append(f"{item} handed to worker {n} while another worker holds it")
-            held[n] = item
-            last_start[item] = next(events)
-            gates[n] = gate = asyncio.Event()
+    Workers block on a per-worker gate after taking an item, so a ``finish`` op decides when each
+    item is done and the random op order decides the interleaving.
+    """
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.queue = WorkQueue[str](clock=self.clock)
+        self.events = itertools.count()
+        self.last_add: dict[str, int] = {}
+        self.last_start: dict[str, int] = {}
+        self.pending_after: dict[str, float] = {}  # model of add_after: earliest deadline wins
+        self.held: dict[int, str] = {}  # worker -> item it is processing
+        self.gates: dict[int, asyncio.Event] = {}
+        self.violations: list[str] = []
+
+    async def worker(self, n: int) -> None:
+        while (item := await self.queue.get()) is not None:
+            if item in self.held.values():
+                self.violations.append(f"{item} handed to worker {n} while another worker holds it")
+            self.held[n] = item
+            self.last_start[item] = next(self.events)
+            self.gates[n] = gate = asyncio.Event()
             await gate.wait()
-            del held[n]
-            queue.done(item)
+            del self.held[n]
+            self.queue.done(item)
 
-    def fire_due() -> None:
-        for item, deadline in list(pending_after.items()):
-            if deadline <= clock.now():
-                last_add[item] = next(events)
-                del pending_after[item]
+    def fire_due(self) -> None:
+        for item, deadline in list(self.pending_after.items()):
+            if deadline <= self.clock.now():
+                self.last_add[item] = next(self.events)
+                del self.pending_after[item]
 
-    def check() -> None:
+    def check(self) -> None:
+        queue, held = self.queue, self.held
         queued = list(queue._queue)
-        assert not violations, violations
+        assert not self.violations, self.violations
         assert len(queued) == len(set(queued)), f"duplicate in queue: {queued}"
         assert not set(queued) & queue._processing, "an item is both queued and processing"
         assert set(queued) <= queue._dirty
@@ -160,48 +168,56 @@ async def _interleave(ops: list[tuple[object, ...]]) -> None:
         assert len(held) == len(set(held.values()))
         if len(held) < N_WORKERS:
             assert not queued, "a worker is idle while work is waiting"
-        assert set(queue._waiting) == set(pending_after)
+        assert set(queue._waiting) == set(self.pending_after)
 
-    workers = [asyncio.create_task(worker(n)) for n in range(N_WORKERS)]
-    await settle()
-    for op in ops:
+    def apply(self, op: tuple[object, ...]) -> None:
         match op:
             case ("add", str(item)):
-                last_add[item] = next(events)
-                queue.add(item)
+                self.last_add[item] = next(self.events)
+                self.queue.add(item)
             case ("add_after", str(item), float(delay)):
                 if delay <= 0:
-                    last_add[item] = next(events)
+                    self.last_add[item] = next(self.events)
                 else:
-                    deadline = clock.now() + delay
-                    pending_after[item] = min(deadline, pending_after.get(item, deadline))
-                queue.add_after(item, delay)
+                    deadline = self.clock.now() + delay
+                    self.pending_after[item] = min(deadline, self.pending_after.get(item, deadline))
+                self.queue.add_after(item, delay)
             case ("finish", int(n)):
-                if n in held:
-                    gates[n].set()
+                if n in self.held:
+                    self.gates[n].set()
             case ("tick", float(seconds)):
-                clock.advance(seconds)
-                fire_due()
-        await settle()
-        check()
-        assert clock.pending_timers <= 1, "delayed items share one timer"
+                self.clock.advance(seconds)
+                self.fire_due()
 
-    # Let everything finish: fire every delayed add, release every worker, until quiet.
-    for _ in range(100):
-        clock.advance(10.0)
-        fire_due()
-        for gate in list(gates.values()):
-            gate.set()
-        await settle()
-        check()
-        if not held and not len(queue) and not queue.num_delayed:
-            break
-    else:
+    async def drain(self) -> None:
+        """Let everything finish: fire every delayed add, release every worker, until quiet."""
+        for _ in range(100):
+            self.clock.advance(10.0)
+            self.fire_due()
+            for gate in list(self.gates.values()):
+                gate.set()
+            await settle()
+            self.check()
+            if not self.held and not len(self.queue) and not self.queue.num_delayed:
+                return
         raise AssertionError("the queue never went quiet")
-    for item, added in last_add.items():
-        assert last_start.get(item, -1) > added, f"{item} was not processed after its last add"
 
-    assert await queue.shutdown_with_drain(timeout=1.0)
+
+async def _interleave(ops: list[tuple[object, ...]]) -> None:
+    world = _Interleaving()
+    workers = [asyncio.create_task(world.worker(n)) for n in range(N_WORKERS)]
+    await settle()
+    for op in ops:
+        world.apply(op)
+        await settle()
+        world.check()
+        assert world.clock.pending_timers <= 1, "delayed items share one timer"
+
+    await world.drain()
+    for item, added in world.last_add.items():
+        assert world.last_start.get(item, -1) > added, f"{item} was not processed after its last add"
+
+    assert await world.queue.shutdown_with_drain(timeout=1.0)
     await asyncio.wait_for(asyncio.gather(*workers), 1.0)
 
 

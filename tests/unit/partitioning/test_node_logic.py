@@ -1058,16 +1058,12 @@ def to_drain(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" in kept]
 
 
-def execute(world: World, d: Decision, fail_at: int | None) -> None:
-    """Apply a decision in the documented order; ``fail_at`` = the stage whose API call fails."""
-    np = world.np
-    assert np is not None
-    if fail_at == 1:
-        return
-    if d.finalizer == "add":
-        np["metadata"].setdefault("finalizers", []).append(FINALIZER)
-    if fail_at == 2:
-        return
+def _is_daemonset_pod(pod_obj: dict[str, Any]) -> bool:
+    return any(ref.get("kind") == "DaemonSet" for ref in pod_obj["metadata"].get("ownerReferences") or [])
+
+
+def _apply_node_mutations(world: World, d: Decision) -> None:
+    """Write the node, checking the label is set only after the drain and the taint only after eviction."""
     before = world.node
     after = apply_node_actions(before, d.node_mutations)
     set_label = after["metadata"].get("labels", {}).get(PROFILE_LABEL)
@@ -1075,21 +1071,17 @@ def execute(world: World, d: Decision, fail_at: int | None) -> None:
         assert not to_drain(world.pod_objs()), "profile label set before the drain completed"
         assert carries_dcm_taint(after) and after["spec"].get("unschedulable") is True
     if carries_dcm_taint(after) and not carries_dcm_taint(before):
-        workload = [
-            p
-            for p in to_drain(world.pod_objs())
-            if not any(ref.get("kind") == "DaemonSet" for ref in p["metadata"].get("ownerReferences") or [])
-        ]
+        workload = [p for p in to_drain(world.pod_objs()) if not _is_daemonset_pod(p)]
         assert not workload, "tainted NoExecute while workload pods remain (the taint manager ignores PDBs)"
     world.node = after
-    if fail_at == 3:
-        return
+
+
+def _apply_evictions(world: World, d: Decision) -> None:
+    """Evict through the simulated PDBs, checking cordon-before-evict and taint-before-DaemonSet-evict."""
     for ev in d.evictions:
         assert world.node["spec"].get("unschedulable") is True, "evicted before cordon"
         evicted = next((p.obj for p in world.pods if p.obj["metadata"]["name"] == ev.name), None)
-        if evicted is not None and any(
-            ref.get("kind") == "DaemonSet" for ref in evicted["metadata"].get("ownerReferences") or []
-        ):
+        if evicted is not None and _is_daemonset_pod(evicted):
             assert carries_dcm_taint(world.node), "a DaemonSet pod evicted before the taint"
         for p in world.pods:
             if p.obj["metadata"]["name"] == ev.name and p.terminating_for is None:
@@ -1099,8 +1091,10 @@ def execute(world: World, d: Decision, fail_at: int | None) -> None:
                     world.evicted += 1
                 elif p.pdb_rejections > 0:
                     p.pdb_rejections -= 1
-    if fail_at == 4:
-        return
+
+
+def _apply_np_writes(world: World, np: dict[str, Any], d: Decision, fail_at: int | None) -> None:
+    """Status and events, then the finalizer removal that lets a deleted NodePartitioning go."""
     if d.status is not None:
         np["status"] = copy.deepcopy(d.status)
     world.np_events.extend(e.reason for e in d.events)
@@ -1112,50 +1106,79 @@ def execute(world: World, d: Decision, fail_at: int | None) -> None:
         world.np = None
 
 
-def evolve(world: World, advance: int) -> None:
-    """Everything that is not the controller: pods terminate, DCM and the device plugin act."""
+def execute(world: World, d: Decision, fail_at: int | None) -> None:
+    """Apply a decision in the documented order; ``fail_at`` = the stage whose API call fails."""
+    np = world.np
+    assert np is not None
+    if fail_at == 1:
+        return
+    if d.finalizer == "add":
+        np["metadata"].setdefault("finalizers", []).append(FINALIZER)
+    if fail_at == 2:
+        return
+    _apply_node_mutations(world, d)
+    if fail_at == 3:
+        return
+    _apply_evictions(world, d)
+    if fail_at == 4:
+        return
+    _apply_np_writes(world, np, d, fail_at)
+
+
+def _terminate_pods(world: World) -> None:
     for p in list(world.pods):
         if p.terminating_for is not None:
             if p.terminating_for == 0:
                 world.pods.remove(p)
             else:
                 p.terminating_for -= 1
-    labels = world.node["metadata"].setdefault("labels", {})
+
+
+def _dcm_emit(world: World, reason: str, message: str, type_: str = "Warning") -> None:
+    world.events.append(dcm_event(reason, json.dumps({"Reason": message}), at=world.now, type_=type_))
+
+
+def _start_dcm_on_label_change(world: World, labels: dict[str, Any]) -> None:
+    """DCM picks up a new profile (or apply trigger) label and starts the next scripted job."""
     current = (labels.get(PROFILE_LABEL), labels.get(APPLY_TRIGGER_LABEL))
     changed = any(
         now_ is not None and now_ != was for now_, was in zip(current, world.seen_labels, strict=True)
     )
     world.seen_labels = current
-
-    def emit(reason: str, message: str, type_: str = "Warning") -> None:
-        world.events.append(dcm_event(reason, json.dumps({"Reason": message}), at=world.now, type_=type_))
-
     if changed and current[0]:
         outcome, steps = world.dcm_outcomes[len(world.events) % len(world.dcm_outcomes)]
         world.dcm_job = DcmJob(outcome, steps)
         if outcome != "never" and steps % 2:
             labels[PROFILE_STATE_LABEL] = "in-progress"
+
+
+def _step_dcm_job(world: World, labels: dict[str, Any]) -> None:
+    """One step of the running DCM job: count down, then finish with its scripted outcome."""
     job = world.dcm_job
-    if job is not None and job.outcome != "never":
-        if job.steps > 0:
-            job.steps -= 1
-        elif job.outcome == "success":
-            world.hw_profile = str(labels.get(PROFILE_LABEL))
-            labels[PROFILE_STATE_LABEL] = "success"
-            emit("SuccessfullyPartitioned", "All GPUs were successfully partitioned", "Normal")
-            world.dcm_job = None
-        elif job.outcome == "failure":
-            emit("PartitionFailure", "Partition failed with reason: Device busy.")
-            labels[PROFILE_STATE_LABEL] = "failure"
-            world.dcm_job = None
-        elif job.outcome == "silent":
-            labels[PROFILE_STATE_LABEL] = "failure"
-            world.dcm_job = None
-        elif job.outcome == "retry":
-            labels[PROFILE_STATE_LABEL] = "failure"
-            emit("PartitionRetrying", "Partition retrying for profile: cpx")
-            world.dcm_job = DcmJob("success", 2)
-    # Device plugin: republishes once DCM partitioned and the taint that evicted it is gone.
+    if job is None or job.outcome == "never":
+        return
+    if job.steps > 0:
+        job.steps -= 1
+    elif job.outcome == "success":
+        world.hw_profile = str(labels.get(PROFILE_LABEL))
+        labels[PROFILE_STATE_LABEL] = "success"
+        _dcm_emit(world, "SuccessfullyPartitioned", "All GPUs were successfully partitioned", "Normal")
+        world.dcm_job = None
+    elif job.outcome == "failure":
+        _dcm_emit(world, "PartitionFailure", "Partition failed with reason: Device busy.")
+        labels[PROFILE_STATE_LABEL] = "failure"
+        world.dcm_job = None
+    elif job.outcome == "silent":
+        labels[PROFILE_STATE_LABEL] = "failure"
+        world.dcm_job = None
+    elif job.outcome == "retry":
+        labels[PROFILE_STATE_LABEL] = "failure"
+        _dcm_emit(world, "PartitionRetrying", "Partition retrying for profile: cpx")
+        world.dcm_job = DcmJob("success", 2)
+
+
+def _step_device_plugin(world: World) -> None:
+    """The device plugin republishes once DCM partitioned and the taint that evicted it is gone."""
     target = {"cpx": "64"}.get(world.hw_profile, "8")
     if world.node["status"]["allocatable"].get("amd.com/gpu") != target and not carries_dcm_taint(world.node):
         if world.plugin_wait is None:
@@ -1165,6 +1188,15 @@ def evolve(world: World, advance: int) -> None:
         elif not world.plugin_broken:
             world.node["status"]["allocatable"]["amd.com/gpu"] = target
             world.plugin_wait = None
+
+
+def evolve(world: World, advance: int) -> None:
+    """Everything that is not the controller: pods terminate, DCM and the device plugin act."""
+    _terminate_pods(world)
+    labels = world.node["metadata"].setdefault("labels", {})
+    _start_dcm_on_label_change(world, labels)
+    _step_dcm_job(world, labels)
+    _step_device_plugin(world)
     world.now += timedelta(seconds=advance)
 
 

@@ -1311,6 +1311,109 @@ def _check_limits(
     return counts.in_progress, counts.unavailable
 
 
+def _outside_events(
+    plan: dict[str, Any],
+    profs: dict[str, dict[str, Any]],
+    step: int,
+    edit_at: int | None,
+    pause_window: tuple[int, int] | None,
+) -> None:
+    """What users and the profile controller do meanwhile: edit a profile, validate it, pause the plan."""
+    if edit_at is not None and step == edit_at:  # a profile edit: new hash for its nodes
+        cpx = profs["mi300x-cpx"]
+        cpx["spec"]["expectedResources"] = {"amd.com/cpx_nps4": "64"}
+        cpx["metadata"]["generation"] += 1
+    if edit_at is not None and step == edit_at + 2:  # the profile controller validates it
+        cpx = profs["mi300x-cpx"]
+        cpx["status"]["conditions"][0]["observedGeneration"] = cpx["metadata"]["generation"]
+    if pause_window is not None:
+        plan["spec"]["paused"] = pause_window[0] <= step < pause_window[0] + pause_window[1]
+
+
+def _write_children(
+    plan: dict[str, Any], sel: Selection, profs: dict[str, dict[str, Any]], store: dict[str, dict[str, Any]]
+) -> bool:
+    """The plan reconcile's child writes: create/update, delete stale, revoke, admit. True if any."""
+    changed = False
+    for body in desired_node_partitionings(plan, sel, profs).values():
+        existing = store.get(body["metadata"]["name"])
+        if np_needs_update(existing, body):
+            merged = copy.deepcopy(body)
+            if existing is not None:
+                merged["metadata"]["annotations"] = existing["metadata"].get("annotations", {})
+                merged["status"] = existing.get("status", {})
+            store[body["metadata"]["name"]] = merged
+            changed = True
+    for name in stale_node_partitionings(plan, sel, store.values()):
+        del store[name]  # the finalizer would restore the node first
+        changed = True
+    children = children_by_node(plan, store.values())
+    for node in revoke(plan, children, eligible=sel.admissible):
+        store[children[node]["metadata"]["name"]]["metadata"]["annotations"].pop(ADMITTED_ANNOTATION)
+        changed = True
+    admitted = admit(plan, children, eligible=sel.admissible)
+    if plan["spec"]["paused"]:
+        assert admitted == []
+    for node in admitted:
+        np = store[children[node]["metadata"]["name"]]
+        np["metadata"].setdefault("annotations", {})[ADMITTED_ANNOTATION] = np["spec"]["desiredHash"]
+        changed = True
+    return changed
+
+
+def _reconcile_nodes(
+    rng: random.Random,
+    model: NodeModel,
+    plan: Mapping[str, Any],
+    store: dict[str, dict[str, Any]],
+    seen: tuple[int, int],
+) -> tuple[bool, tuple[int, int]]:
+    """NodePartitioning reconciles in random order, the limits checked after each one."""
+    changed = False
+    for name in rng.sample(sorted(store), len(store)):
+        if rng.random() < 0.6 and model.step(store[name]):
+            changed = True
+        seen = _check_limits(plan, store.values(), seen)
+    return changed, seen
+
+
+def _assert_settled(
+    plan: Mapping[str, Any],
+    sel: Selection,
+    store: dict[str, dict[str, Any]],
+    previous_status: dict[str, Any] | None,
+    dry_run: bool,
+) -> None:
+    """Every target ended Succeeded/Failed/Skipped (or Pending behind a safety stop), and the plan says so."""
+    children = children_by_node(plan, store.values())
+    assert set(children) == (set(sel.targets) if sel.valid else set())
+    failed = sum(1 for child in children.values() if np_phase(child) == "Failed")
+    limits = rollout_limits(plan)
+    for node, child in children.items():
+        phase = np_phase(child)
+        want = sel.rules[sel.targets[node]].desired_hash
+        if phase == "Pending":  # only when failures (or maxUnavailable: 0) stop the rollout
+            assert not dry_run
+            assert failed >= limits.max_unavailable
+        else:
+            assert phase in {"Succeeded", "Failed", "Skipped"}
+            assert phase != "Skipped" or dry_run
+            assert child["spec"]["desiredHash"] == want
+            if phase == "Succeeded":
+                assert child["status"]["currentHash"] == want
+    assert previous_status is not None
+    if (
+        sel.valid
+        and sel.targets
+        and all(np_phase(np) in {"Succeeded", "Skipped"} for np in children.values())
+    ):
+        assert previous_status["phase"] == "Completed"
+    if failed and sel.valid:
+        assert previous_status["phase"] == "Degraded"
+    for np in store.values():
+        assert np_phase(np) not in IN_PROGRESS_PHASES
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     nodes=fleets(gpu_bias=4).map(lambda random_nodes: [*fleet()[:5], *random_nodes]),
@@ -1346,48 +1449,14 @@ def test_simulated_rollout_never_exceeds_limits_and_settles(
     now = T0
     for step in range(2000):
         now += timedelta(seconds=1)
-        if edit_at is not None and step == edit_at:  # a profile edit: new hash for its nodes
-            cpx = profs["mi300x-cpx"]
-            cpx["spec"]["expectedResources"] = {"amd.com/cpx_nps4": "64"}
-            cpx["metadata"]["generation"] += 1
-        if edit_at is not None and step == edit_at + 2:  # the profile controller validates it
-            cpx = profs["mi300x-cpx"]
-            cpx["status"]["conditions"][0]["observedGeneration"] = cpx["metadata"]["generation"]
-        if pause_window is not None:
-            plan["spec"]["paused"] = pause_window[0] <= step < pause_window[0] + pause_window[1]
+        _outside_events(plan, profs, step, edit_at, pause_window)
 
         sel = select_nodes(plan, nodes, profs, store.values())
-        changed = False
-        for body in desired_node_partitionings(plan, sel, profs).values():
-            existing = store.get(body["metadata"]["name"])
-            if np_needs_update(existing, body):
-                merged = copy.deepcopy(body)
-                if existing is not None:
-                    merged["metadata"]["annotations"] = existing["metadata"].get("annotations", {})
-                    merged["status"] = existing.get("status", {})
-                store[body["metadata"]["name"]] = merged
-                changed = True
-        for name in stale_node_partitionings(plan, sel, store.values()):
-            del store[name]  # the finalizer would restore the node first
-            changed = True
-        children = children_by_node(plan, store.values())
-        for node in revoke(plan, children, eligible=sel.admissible):
-            store[children[node]["metadata"]["name"]]["metadata"]["annotations"].pop(ADMITTED_ANNOTATION)
-            changed = True
-        admitted = admit(plan, children, eligible=sel.admissible)
-        if plan["spec"]["paused"]:
-            assert admitted == []
-        for node in admitted:
-            np = store[children[node]["metadata"]["name"]]
-            np["metadata"].setdefault("annotations", {})[ADMITTED_ANNOTATION] = np["spec"]["desiredHash"]
-            changed = True
+        changed = _write_children(plan, sel, profs, store)
         seen = _check_limits(plan, store.values(), seen)
         peak = max(peak, seen[0])
-
-        for name in rng.sample(sorted(store), len(store)):  # NodePartitioning reconciles, random order
-            if rng.random() < 0.6 and model.step(store[name]):
-                changed = True
-            seen = _check_limits(plan, store.values(), seen)
+        nodes_changed, seen = _reconcile_nodes(rng, model, plan, store, seen)
+        changed = changed or nodes_changed
 
         status, status_changed = plan_status(plan, sel, list(store.values()), now, previous_status)
         again, again_changed = plan_status(plan, sel, list(store.values()), now + timedelta(hours=1), status)
@@ -1403,36 +1472,10 @@ def test_simulated_rollout_never_exceeds_limits_and_settles(
         pytest.fail("the rollout never settled")
 
     sel = select_nodes(plan, nodes, profs, store.values())
-    children = children_by_node(plan, store.values())
-    assert set(children) == (set(sel.targets) if sel.valid else set())
     # Statistics (pytest --hypothesis-show-statistics) show the runs are not vacuous.
     event(f"final phase {previous_status and previous_status['phase']}")
     event(f"maxParallel reached: {peak >= rollout_limits(plan).max_parallel}")
-    failed = sum(1 for child in children.values() if np_phase(child) == "Failed")
-    limits = rollout_limits(plan)
-    for node, child in children.items():
-        phase = np_phase(child)
-        want = sel.rules[sel.targets[node]].desired_hash
-        if phase == "Pending":  # only when failures (or maxUnavailable: 0) stop the rollout
-            assert not dry_run
-            assert failed >= limits.max_unavailable
-        else:
-            assert phase in {"Succeeded", "Failed", "Skipped"}
-            assert phase != "Skipped" or dry_run
-            assert child["spec"]["desiredHash"] == want
-            if phase == "Succeeded":
-                assert child["status"]["currentHash"] == want
-    assert previous_status is not None
-    if (
-        sel.valid
-        and sel.targets
-        and all(np_phase(np) in {"Succeeded", "Skipped"} for np in children.values())
-    ):
-        assert previous_status["phase"] == "Completed"
-    if failed and sel.valid:
-        assert previous_status["phase"] == "Degraded"
-    for np in store.values():
-        assert np_phase(np) not in IN_PROGRESS_PHASES
+    _assert_settled(plan, sel, store, previous_status, dry_run)
 
 
 def test_selection_type_is_exported() -> None:
