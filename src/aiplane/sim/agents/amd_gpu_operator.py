@@ -45,18 +45,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity
-from aiplane.sim.agents import (
+from aiplane.sim.agents.base import (
     NODES,
     PODS,
     AgentLoop,
     Obj,
     PodIndex,
     Work,
-    labels_of,
-    meta_of,
     pod_terminal,
-    pod_terminating,
     record_event,
     write_status,
 )
@@ -389,7 +387,7 @@ def gpu_busy_pods(pods: Sequence[Mapping[str, Any]]) -> list[str]:
     return [
         f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
         for pod in pods
-        if not pod_terminating(dict(pod)) and not pod_terminal(dict(pod)) and requests_gpu(pod)
+        if not objects.is_deleting(dict(pod)) and not pod_terminal(dict(pod)) and requests_gpu(pod)
     ]
 
 
@@ -728,7 +726,7 @@ class AmdGpuOperator(AgentLoop):
         self._sync_daemonsets(owner)
 
     def _owner_ref(self, dc: Obj) -> dict[str, Any]:
-        meta = meta_of(dc)
+        meta = objects.meta(dc)
         return {
             "apiVersion": "amd.com/v1alpha1",
             "kind": "DeviceConfig",
@@ -740,7 +738,7 @@ class AmdGpuOperator(AgentLoop):
 
     def _sync_daemonsets(self, dc: Obj | None) -> None:
         """The operator's DaemonSets follow the DeviceConfig (owned by it; DCM only while enabled)."""
-        if dc is None or meta_of(dc).get("deletionTimestamp"):
+        if dc is None or objects.is_deleting(dc):
             return
         opts = WriteOptions(field_manager=OPERATOR)
         wanted = {DEVICE_PLUGIN: device_plugin_daemonset(self.resource_naming_strategy)}
@@ -764,9 +762,9 @@ class AmdGpuOperator(AgentLoop):
 
     @staticmethod
     def _dcm_enabled(dc: Obj | None) -> bool:
-        if dc is None or meta_of(dc).get("deletionTimestamp"):
+        if dc is None or objects.is_deleting(dc):
             return False
-        return bool(((dc.get("spec") or {}).get("configManager") or {}).get("enable"))
+        return bool((objects.spec(dc).get("configManager") or {}).get("enable"))
 
     @staticmethod
     def _config_map_name(dc: Obj | None) -> str:
@@ -781,19 +779,19 @@ class AmdGpuOperator(AgentLoop):
         return None if value is None else str(value)
 
     def _is_amd(self, node: Obj) -> bool:
-        labels = labels_of(node)
+        labels = objects.labels(node)
         dc = self._device_config()
         selector = ((dc or {}).get("spec") or {}).get("selector") or {AMD_NODE_LABEL: "true"}
         return all(labels.get(k) == v for k, v in selector.items())
 
     def _state(self, node: Obj) -> _Node:
         """The sim's record of a node's GPUs, made the first time the node is looked at."""
-        name = meta_of(node)["name"]
+        name = objects.name(node)
         state = self._nodes.get(name)
         if state is None:
-            labels = labels_of(node)
+            labels = objects.labels(node)
             model = gpu_model(labels)
-            capacity = (node.get("status") or {}).get("capacity") or {}
+            capacity = objects.status(node).get("capacity") or {}
             logical = _int(capacity.get(RESOURCE), 0)
             count = _int(labels.get(PHYSICAL_COUNT_LABEL), logical)
             modes = initial_modes(count, logical, model)
@@ -816,7 +814,7 @@ class AmdGpuOperator(AgentLoop):
         for node in self.store.items(NODES):
             if self._is_amd(node):
                 self._state(node)
-                self.enqueue(("plugin", meta_of(node)["name"]))
+                self.enqueue(("plugin", objects.name(node)))
 
     def on_event(self, event: Event) -> None:
         if event.key == NODES:
@@ -824,11 +822,11 @@ class AmdGpuOperator(AgentLoop):
         elif event.key == PODS:
             for obj in (event.obj, event.old):
                 if obj is not None and self._is_plugin_pod(obj):
-                    node = (obj.get("spec") or {}).get("nodeName")
+                    node = objects.spec(obj).get("nodeName")
                     if node:
                         self.enqueue(("plugin", str(node)))
         elif event.key == self.cm_rt.storage_key:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             if (
                 meta.get("namespace") == NAMESPACE
                 and meta["name"] == self._config_map_name(self._device_config())
@@ -837,16 +835,16 @@ class AmdGpuOperator(AgentLoop):
             ):
                 self.enqueue(("configmap",))  # DCM's file watcher: re-apply every node's profile
         elif event.key == self.dc_rt.storage_key:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             if meta.get("namespace") == NAMESPACE and meta["name"] == DEVICE_CONFIG:
                 self.enqueue(("deviceconfig",))
         elif event.key == self.ds_rt.storage_key and event.type == DELETED:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             if meta.get("namespace") == NAMESPACE and meta["name"] in (DEVICE_PLUGIN, DCM_DAEMONSET):
                 self.enqueue(("deviceconfig",))  # the operator owns its DaemonSets: it puts them back
 
     def _on_node(self, event: Event) -> None:
-        name = meta_of(event.obj)["name"]
+        name = objects.name(event.obj)
         if event.type == DELETED:
             state = self._nodes.pop(name, None)
             if state is not None:
@@ -855,7 +853,7 @@ class AmdGpuOperator(AgentLoop):
             return
         if event.type != "MODIFIED" or event.old is None or not self._is_amd(event.obj):
             return
-        new, old = labels_of(event.obj), labels_of(event.old)
+        new, old = objects.labels(event.obj), objects.labels(event.old)
         profile = new.get(PROFILE_LABEL, "")
         changed = bool(profile) and profile != old.get(PROFILE_LABEL, "")
         trigger = new.get(TRIGGER_LABEL, "")
@@ -866,7 +864,8 @@ class AmdGpuOperator(AgentLoop):
     @staticmethod
     def _is_plugin_pod(pod: Obj) -> bool:
         return bool(
-            meta_of(pod).get("namespace") == NAMESPACE and labels_of(pod).get(APP_LABEL) == DEVICE_PLUGIN
+            objects.meta(pod).get("namespace") == NAMESPACE
+            and objects.labels(pod).get(APP_LABEL) == DEVICE_PLUGIN
         )
 
     # --- work -------------------------------------------------------------------------------------
@@ -885,9 +884,9 @@ class AmdGpuOperator(AgentLoop):
             self._report(work[1], work[2])
         elif kind == "configmap":
             for node in self.store.items(NODES):
-                profile = labels_of(node).get(PROFILE_LABEL, "")
+                profile = objects.labels(node).get(PROFILE_LABEL, "")
                 if profile and self._is_amd(node):
-                    self._trigger(meta_of(node)["name"], profile)
+                    self._trigger(objects.name(node), profile)
         elif kind == "deviceconfig":
             self._sync_daemonsets(self._device_config())
 
@@ -1000,10 +999,10 @@ class AmdGpuOperator(AgentLoop):
             p
             for p in self.pods.on_node(node_name)
             if self._is_plugin_pod(p)
-            and not pod_terminating(p)
-            and (p.get("status") or {}).get("phase") == "Running"
+            and not objects.is_deleting(p)
+            and objects.status(p).get("phase") == "Running"
         ]
-        uid = str(meta_of(running[0])["uid"]) if running else None
+        uid = objects.uid(running[0]) if running else None
         if uid == state.plugin_uid:
             return
         self.cancel(state.plugin_timer)
@@ -1030,7 +1029,7 @@ class AmdGpuOperator(AgentLoop):
         node = self.store.get(NODES, "", node_name)
         if node is None:
             return
-        status = dict(node.get("status") or {})
+        status = dict(objects.status(node))
         capacity = dict(status.get("capacity") or {})
         allocatable = dict(status.get("allocatable") or {})
         ours = {k for k in capacity if k == RESOURCE or _MIXED_RESOURCE.match(k)}
@@ -1058,7 +1057,7 @@ class AmdGpuOperator(AgentLoop):
         node = self.store.get(NODES, "", node_name)
         if node is None:
             return
-        meta = dict(meta_of(node))
+        meta = dict(objects.meta(node))
         current = dict(meta.get("labels") or {})
         wanted = {**{k: v for k, v in current.items() if k not in remove}, **labels}
         if wanted == current:
@@ -1083,7 +1082,7 @@ class AmdGpuOperator(AgentLoop):
         involved: Obj = node
         if self.event_target == "pod":
             dcm_pods = [
-                p for p in self.pods.on_node(node_name) if labels_of(p).get(APP_LABEL) == DCM_DAEMONSET
+                p for p in self.pods.on_node(node_name) if objects.labels(p).get(APP_LABEL) == DCM_DAEMONSET
             ]
             if dcm_pods:
                 involved = dcm_pods[0]

@@ -61,13 +61,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity
-from aiplane.sim.agents import (
+from aiplane.sim.agents.base import (
     PODS,
     Obj,
     Work,
-    meta_of,
-    pod_terminating,
     record_event,
     write_status,
 )
@@ -134,14 +133,14 @@ ALLOCATED = frozenset({"Allocated", "Binding", "Bound", "Running"})
 
 def task_status(pod: Obj) -> str:
     """Volcano's ``TaskStatus`` of a pod: Pending, Bound, Running, Releasing, Succeeded, Failed."""
-    phase = (pod.get("status") or {}).get("phase")
+    phase = objects.status(pod).get("phase")
     if phase == "Succeeded":
         return "Succeeded"
     if phase == "Failed":
         return "Failed"
-    if pod_terminating(pod):
+    if objects.is_deleting(pod):
         return "Releasing"
-    if (pod.get("spec") or {}).get("nodeName"):
+    if objects.spec(pod).get("nodeName"):
         return "Running" if phase == "Running" else "Bound"
     return "Pending"
 
@@ -337,15 +336,15 @@ def set_condition(
 
 def podgroup_name_for(pod: Obj) -> str:
     """``GeneratePodgroupName``: ``podgroup-`` + the uid of the pod's controller, or of the pod."""
-    for ref in meta_of(pod).get("ownerReferences") or []:
+    for ref in objects.meta(pod).get("ownerReferences") or []:
         if ref.get("controller"):
             return f"{PODGROUP_PREFIX}{ref.get('uid')}"
-    return f"{PODGROUP_PREFIX}{meta_of(pod).get('uid')}"
+    return f"{PODGROUP_PREFIX}{objects.uid(pod)}"
 
 
 def podgroup_for(pod: Obj, requests: Mapping[str, int]) -> Obj:
     """The PodGroup Volcano's controller creates for a Volcano pod without one (``minMember: 1``)."""
-    meta = meta_of(pod)
+    meta = objects.meta(pod)
     refs = meta.get("ownerReferences") or []
     if not any(ref.get("controller") for ref in refs):
         refs = [
@@ -363,7 +362,7 @@ def podgroup_for(pod: Obj, requests: Mapping[str, int]) -> Obj:
         for name, value in sorted(requests.items())
     }
     spec: Obj = {"minMember": 1, "minResources": minimum}
-    priority_class = (pod.get("spec") or {}).get("priorityClassName")
+    priority_class = objects.spec(pod).get("priorityClassName")
     if priority_class:
         spec["priorityClassName"] = priority_class
     return {
@@ -383,9 +382,9 @@ def podgroup_for(pod: Obj, requests: Mapping[str, int]) -> Obj:
 
 def group_of(pod: Obj) -> str | None:
     """The PodGroup a Volcano pod belongs to (``None`` for pods of other schedulers or without one)."""
-    if (pod.get("spec") or {}).get("schedulerName") != VOLCANO:
+    if objects.spec(pod).get("schedulerName") != VOLCANO:
         return None
-    name = (meta_of(pod).get("annotations") or {}).get(GROUP_NAME_KEY)
+    name = objects.annotations(pod).get(GROUP_NAME_KEY)
     return str(name) if name else None
 
 
@@ -394,12 +393,12 @@ def _gang_view(pod: Obj | None) -> tuple[Any, ...]:
     if pod is None:
         return ()
     return (
-        (pod.get("spec") or {}).get("nodeName"),
-        (pod.get("status") or {}).get("phase"),
-        meta_of(pod).get("deletionTimestamp"),
+        objects.spec(pod).get("nodeName"),
+        objects.status(pod).get("phase"),
+        objects.meta(pod).get("deletionTimestamp"),
         group_of(pod),
-        (pod.get("spec") or {}).get("schedulingGates"),
-        (pod.get("spec") or {}).get("tolerations"),
+        objects.spec(pod).get("schedulingGates"),
+        objects.spec(pod).get("tolerations"),
     )
 
 
@@ -440,7 +439,7 @@ class GangScheduler(SchedulingLoop):
     # --- index and events ---------------------------------------------------------------------------
 
     def _index(self, pod: Obj, removed: bool) -> None:
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         old = self._group.pop(key, None)
         if old is not None:
@@ -458,7 +457,7 @@ class GangScheduler(SchedulingLoop):
         for pod in self.store.items(PODS):
             self._index(pod, removed=False)
         for pg in self.store.items(PODGROUPS):
-            meta = meta_of(pg)
+            meta = objects.meta(pg)
             self.enqueue(("group", str(meta.get("namespace", "")), str(meta["name"])))
 
     def on_event(self, event: Event) -> None:
@@ -466,20 +465,20 @@ class GangScheduler(SchedulingLoop):
             pod = event.obj
             self._index(pod, removed=event.type == DELETED)
             if event.type == DELETED:
-                self.reporter.forget(str(meta_of(pod).get("uid", "")))
+                self.reporter.forget(objects.uid(pod))
             if self.create_podgroups and event.type != DELETED and self._needs_podgroup(pod):
-                meta = meta_of(pod)
+                meta = objects.meta(pod)
                 self.enqueue(("adopt", str(meta.get("namespace", "")), str(meta.get("name", ""))))
             groups = {group_of(event.old) if event.old is not None else None, group_of(pod)} - {None}
             if groups and (event.type in (ADDED, DELETED) or _gang_view(event.old) != _gang_view(pod)):
-                namespace = str(meta_of(pod).get("namespace", ""))
+                namespace = objects.namespace(pod)
                 for group in sorted(str(g) for g in groups):
                     if event.type == ADDED:
                         self._settle((namespace, group))
                     else:
                         self.enqueue(("group", namespace, group))
         elif event.key == PODGROUPS:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
             old = event.old or {}
             if event.type == ADDED:
@@ -515,16 +514,16 @@ class GangScheduler(SchedulingLoop):
             for namespace, name in self._waiting:
                 pg = self.store.get(PODGROUPS, namespace, name)
                 if pg is not None:
-                    groups.append((str(meta_of(pg).get("creationTimestamp") or ""), namespace, name))
+                    groups.append((str(objects.meta(pg).get("creationTimestamp") or ""), namespace, name))
             for _, namespace, name in sorted(groups):
                 self.enqueue(("group", namespace, name))
 
     @staticmethod
     def _needs_podgroup(pod: Obj) -> bool:
         return (
-            (pod.get("spec") or {}).get("schedulerName") == VOLCANO
-            and not (meta_of(pod).get("annotations") or {}).get(GROUP_NAME_KEY)
-            and not pod_terminating(pod)
+            objects.spec(pod).get("schedulerName") == VOLCANO
+            and not objects.annotations(pod).get(GROUP_NAME_KEY)
+            and not objects.is_deleting(pod)
             and task_status(pod) not in ("Succeeded", "Failed")
         )
 
@@ -549,7 +548,7 @@ class GangScheduler(SchedulingLoop):
                     return  # its namespace is going away
                 if err.code != 409:
                     raise
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         annotations = {**(meta.get("annotations") or {}), GROUP_NAME_KEY: group}
         try:
             self.api.update(
@@ -574,7 +573,7 @@ class GangScheduler(SchedulingLoop):
             pg = self.store.get(PODGROUPS, namespace, name)
             if pg is None:
                 continue
-            if (pg.get("status") or {}).get("phase") in (None, "", "Pending"):
+            if objects.status(pg).get("phase") in (None, "", "Pending"):
                 self.enqueue(("group", namespace, name))
                 continue
             for pod in self._members_of(namespace, name):
@@ -599,15 +598,13 @@ class GangScheduler(SchedulingLoop):
             self._waiting.pop(key, None)
             return
         spec = pg.get("spec") or {}
-        status = dict(pg.get("status") or {})
+        status = dict(objects.status(pg))
         min_member = int(spec.get("minMember") or 0)
         min_task = {str(k): int(v or 0) for k, v in (spec.get("minTaskMember") or {}).items()}
         members = self._members_of(namespace, group)
         statuses = Counter(task_status(p) for p in members)
         pending_pods = [
-            p
-            for p in members
-            if task_status(p) == "Pending" and not (p.get("spec") or {}).get("schedulingGates")
+            p for p in members if task_status(p) == "Pending" and not objects.spec(p).get("schedulingGates")
         ]
         infos = {id(p): self.cache.pod_info(p) for p in members}
         ready_by_task: Counter[str] = Counter()
@@ -653,7 +650,7 @@ class GangScheduler(SchedulingLoop):
                         members,
                         statuses,
                         scheduling_order(infos[id(p)] for p in pending_pods),
-                        {(namespace, str(meta_of(p)["name"])): p for p in pending_pods},
+                        {(namespace, objects.name(p)): p for p in pending_pods},
                         GangPlan(ready=False),
                         [],
                         min_member,
@@ -675,7 +672,7 @@ class GangScheduler(SchedulingLoop):
                     total_tasks=len(members),
                     taint_details=self.taint_details,
                 )
-                pods_by_key = {(namespace, str(meta_of(p)["name"])): p for p in pending_pods}
+                pods_by_key = {(namespace, objects.name(p)): p for p in pending_pods}
                 if plan.ready:
                     for pod_key, node in plan.assignments.items():
                         self._bind(pods_by_key[pod_key], node)
@@ -718,7 +715,7 @@ class GangScheduler(SchedulingLoop):
         for field_name, state in (("running", "Running"), ("succeeded", "Succeeded"), ("failed", "Failed")):
             if statuses.get(state):
                 new_status[field_name] = statuses[state]
-        if new_status != (pg.get("status") or {}):
+        if new_status != objects.status(pg):
             self._write_status(pg, new_status)
         if waiting:
             self._waiting[key] = None
@@ -791,13 +788,13 @@ class GangScheduler(SchedulingLoop):
             for name, value in (self.cache.requested.get(node.name) or {}).items():
                 used[name] += value
         reserved: ResourceList = Counter()
-        own = meta_of(pg)
+        own = objects.meta(pg)
         for other in self.store.items(PODGROUPS):
-            meta = meta_of(other)
+            meta = objects.meta(other)
             if (meta.get("namespace"), meta.get("name")) == (own.get("namespace"), own.get("name")):
                 continue
-            other_phase = (other.get("status") or {}).get("phase")
-            other_min = (other.get("spec") or {}).get("minResources")
+            other_phase = objects.status(other).get("phase")
+            other_min = objects.spec(other).get("minResources")
             # Only Inqueue jobs hold a reservation beyond what they have allocated (Volcano's
             # overcommit plugin counts inqueue jobs); a Running group's pods are already in ``used``.
             if other_phase != "Inqueue" or other_min is None:
@@ -812,7 +809,7 @@ class GangScheduler(SchedulingLoop):
         return enqueueable(minimum, total, used, reserved, self.overcommit_factor)
 
     def _group_event(self, pg: Obj, type_: str, reason: str, message: str) -> None:
-        meta = meta_of(pg)
+        meta = objects.meta(pg)
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         if self._group_events.get(key) == (reason, message):
             return
@@ -830,7 +827,7 @@ class GangScheduler(SchedulingLoop):
             write_status(self.api, self._podgroup_rt(), pg, status, FIELD_MANAGER)
         except ApiError as err:
             if err.code == 409:
-                meta = meta_of(pg)
+                meta = objects.meta(pg)
                 self.later(0.05, ("group", str(meta.get("namespace", "")), str(meta["name"])))
             elif err.code != 404:
                 raise

@@ -48,17 +48,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity
-from aiplane.sim.agents import (
+from aiplane.sim.agents.base import (
     NODES,
     PODS,
     AgentLoop,
     Obj,
     StoreIndex,
     Work,
-    meta_of,
     pod_terminal,
-    pod_terminating,
     record_event,
     write_status,
 )
@@ -173,7 +172,7 @@ class NodeInfo:
 
     @classmethod
     def from_node(cls, node: Obj) -> NodeInfo:
-        meta = meta_of(node)
+        meta = objects.meta(node)
         spec = node.get("spec") or {}
         status = node.get("status") or {}
         ready = "Unknown"
@@ -343,7 +342,7 @@ class PodInfo:
 
     @classmethod
     def from_pod(cls, pod: Obj, requests: Mapping[str, int] | None = None) -> PodInfo:
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         spec = pod.get("spec") or {}
         annotations = meta.get("annotations") or {}
         labels = meta.get("labels") or {}
@@ -540,7 +539,7 @@ def pod_counts_on_node(pod: Obj | None) -> str | None:
     """The node whose capacity ``pod`` uses: its ``spec.nodeName`` unless it is Succeeded or Failed."""
     if pod is None or pod_terminal(pod):
         return None
-    node = (pod.get("spec") or {}).get("nodeName")
+    node = objects.spec(pod).get("nodeName")
     return str(node) if node else None
 
 
@@ -576,7 +575,7 @@ class SchedulerCache(StoreIndex):
     def _on_event(self, event: Event) -> None:
         if event.key == NODES:
             if event.type == DELETED:
-                self.nodes.pop(str(meta_of(event.obj).get("name")), None)
+                self.nodes.pop(objects.name(event.obj), None)
             else:
                 self._set_node(event.obj)
         elif event.key == PODS:
@@ -587,16 +586,16 @@ class SchedulerCache(StoreIndex):
         self.nodes[info.name] = info
 
     def requests_of(self, pod: Obj) -> ResourceList:
-        uid = str(meta_of(pod).get("uid", ""))
+        uid = objects.uid(pod)
         cached = self._requests.get(uid) if uid else None
         if cached is None:
-            cached = pod_requests(pod.get("spec") or {})
+            cached = pod_requests(objects.spec(pod))
             if uid:
                 self._requests[uid] = cached
         return cached
 
     def _update_pod(self, pod: Obj, *, removed: bool) -> None:
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         previous = self._bound.pop(key, None)
         if previous is not None:
@@ -643,7 +642,7 @@ def capacity_node(event: Event) -> str | None:
             or event.old is None
             or node_scheduling_view(event.old) != node_scheduling_view(event.obj)
         ):
-            return str(meta_of(event.obj).get("name", ""))
+            return objects.name(event.obj)
         return None
     if event.key == PODS:
         before = pod_counts_on_node(event.obj if event.type == DELETED else event.old)
@@ -689,7 +688,7 @@ def with_pod_scheduled_false(
 
 
 def binding_for(pod: Obj, node: str) -> Obj:
-    meta = meta_of(pod)
+    meta = objects.meta(pod)
     return {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -714,7 +713,7 @@ class PendingPodReporter:
     def report(self, pod: Obj, reason: str, message: str, *, event: bool = True) -> bool:
         """Set the condition (when it differs) and send a ``FailedScheduling`` event (when the message
         differs from the last one sent). False when the pod changed meanwhile (retry later)."""
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         uid = str(meta.get("uid", ""))
         status = with_pod_scheduled_false(pod.get("status") or {}, reason, message, rfc3339(self.api.clock()))
         written = pod
@@ -736,7 +735,7 @@ class PendingPodReporter:
 
 def is_pending(pod: Obj) -> bool:
     """Unbound, not being deleted, not finished: a pod a scheduler may still place."""
-    return not (pod.get("spec") or {}).get("nodeName") and not pod_terminating(pod) and not pod_terminal(pod)
+    return not objects.spec(pod).get("nodeName") and not objects.is_deleting(pod) and not pod_terminal(pod)
 
 
 class SchedulingLoop(AgentLoop):
@@ -782,7 +781,7 @@ class SchedulingLoop(AgentLoop):
     def _bind(self, pod: Obj, node: str) -> bool:
         """Bind ``pod`` to ``node`` (``pods/binding``) with a ``Scheduled`` event; ``False`` if the pod was
         deleted or changed meanwhile (its own event brings it back if still pending)."""
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         namespace, name = str(meta["namespace"]), str(meta["name"])
         try:
             self.api.bind(
@@ -825,14 +824,14 @@ class Scheduler(SchedulingLoop):
 
     @staticmethod
     def responsible_for(pod: Obj) -> bool:
-        return (pod.get("spec") or {}).get("schedulerName") in (None, "", DEFAULT_SCHEDULER)
+        return objects.spec(pod).get("schedulerName") in (None, "", DEFAULT_SCHEDULER)
 
     # --- events -----------------------------------------------------------------------------------
 
     def resync(self) -> None:
         for pod in self.store.items(PODS):
             if self.responsible_for(pod) and is_pending(pod):
-                meta = meta_of(pod)
+                meta = objects.meta(pod)
                 key = (str(meta["namespace"]), str(meta["name"]))
                 self._pending[key] = None
                 self.enqueue(("pod", *key))
@@ -840,7 +839,7 @@ class Scheduler(SchedulingLoop):
     def on_event(self, event: Event) -> None:
         if event.key == PODS:
             pod = event.obj
-            meta = meta_of(pod)
+            meta = objects.meta(pod)
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
             if event.type == DELETED or not self.responsible_for(pod) or not is_pending(pod):
                 self._forget(key)
@@ -887,7 +886,7 @@ class Scheduler(SchedulingLoop):
             self._forget(key)
             return
         self._pending[key] = None
-        if (pod.get("spec") or {}).get("schedulingGates"):
+        if objects.spec(pod).get("schedulingGates"):
             self._unschedulable.pop(key, None)
             self.reporter.report(pod, "SchedulingGated", SCHEDULING_GATED_MESSAGE, event=False)
             return
