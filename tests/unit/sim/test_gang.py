@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiplane.sim.agents.gang import (
+from aiplane.sim.agents.gang_plan import (
     enqueueable,
     job_fit_error,
     plan_gang,
