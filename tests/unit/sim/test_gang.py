@@ -21,7 +21,7 @@ from aiplane.sim.agents.gang_plan import (
     volcano_filter_node,
     volcano_fit_error,
 )
-from aiplane.sim.agents.scheduler import Ledger, NodeInfo, NodeStatus, PodInfo
+from aiplane.sim.agents.scheduler_filters import Ledger, NodeInfo, NodeStatus, PodInfo
 
 Obj = dict[str, Any]
 

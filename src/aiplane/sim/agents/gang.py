@@ -105,13 +105,12 @@ from aiplane.sim.agents.gang_plan import (
     task_status,
     volcano_fit_error,
 )
-from aiplane.sim.agents.scheduler import (
+from aiplane.sim.agents.scheduler import SchedulerCache, SchedulingLoop
+from aiplane.sim.agents.scheduler_filters import (
     NodeInfo,
     PodInfo,
     PodKey,
     ResourceList,
-    SchedulerCache,
-    SchedulingLoop,
     fits_on_any,
     resource_list,
     scheduling_order,

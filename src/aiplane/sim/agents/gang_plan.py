@@ -16,7 +16,7 @@ from typing import Any
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity
 from aiplane.sim.agents.base import Obj
-from aiplane.sim.agents.scheduler import (
+from aiplane.sim.agents.scheduler_filters import (
     ERR_NODE_AFFINITY,
     ERR_NODE_UNSCHEDULABLE,
     TAINT_UNSCHEDULABLE,
