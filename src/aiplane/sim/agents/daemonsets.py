@@ -512,16 +512,25 @@ class DaemonSetController(AgentLoop):
         placement.count_all(self.pods.owned_by(uid))  # as stored after this sync's writes
         self._update_status(ds, placement)
 
-    def sync_node(self, namespace: str, name: str, node_name: str) -> None:
-        """What the full sync does for one node, then a status refresh."""
+    def _placed(self, namespace: str, name: str) -> tuple[Obj, Obj, str, Placement] | None:
+        """The DaemonSet, its template and hash, and a placement still valid for them; ``None`` when
+        the DaemonSet is gone, or when there is no such placement (a full sync has then been done)."""
         current = self._current(namespace, name)
         if current is None:
-            return
+            return None
         ds, template, current_hash = current
         placement = self._valid_placement(ds, current_hash)
         if placement is None:
             self.sync(namespace, name)
+            return None
+        return ds, template, current_hash, placement
+
+    def sync_node(self, namespace: str, name: str, node_name: str) -> None:
+        """What the full sync does for one node, then a status refresh."""
+        found = self._placed(namespace, name)
+        if found is None:
             return
+        ds, template, current_hash, placement = found
         self._ensure_revision(ds, template, current_hash)
         existing = _by_creation(
             p for p in self.pods.owned_on_node(placement.uid, node_name) if not objects.is_deleting(p)
@@ -550,15 +559,9 @@ class DaemonSetController(AgentLoop):
 
     def refresh_status(self, namespace: str, name: str) -> None:
         """Write the status from the placement (a full sync when there is none to use)."""
-        current = self._current(namespace, name)
-        if current is None:
-            return
-        ds, _, current_hash = current
-        placement = self._valid_placement(ds, current_hash)
-        if placement is None:
-            self.sync(namespace, name)
-            return
-        self._update_status(ds, placement)
+        found = self._placed(namespace, name)
+        if found is not None:
+            self._update_status(found[0], found[3])
 
     def _rolling_update(self, ds: Obj, keep: dict[str, Obj], run: set[str], current_hash: str) -> list[Obj]:
         """Outdated pods to delete now: unavailable ones at once, others within ``maxUnavailable``."""

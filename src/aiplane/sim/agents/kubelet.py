@@ -82,10 +82,9 @@ def internal_ip(node: Obj | None) -> str | None:
 
 def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, ready: bool) -> dict[str, Any]:
     """The status a kubelet reports for ``pod`` once its containers have started (pure)."""
-    spec = pod.get("spec") or {}
-    old = pod.get("status") or {}
-    meta = objects.meta(pod)
-    seed = f"{meta.get('uid', '')}"
+    spec = objects.spec(pod)
+    old = objects.status(pod)
+    seed = objects.uid(pod)
 
     def container_id(name: str) -> str:
         return f"{RUNTIME}://" + hashlib.sha256(f"{seed}/{name}".encode()).hexdigest()
@@ -96,6 +95,19 @@ def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, read
     def image_of(container: Obj) -> str:
         image = str(container.get("image") or "")
         return image if ("/" in image.split(":", 1)[0]) else f"docker.io/library/{image}"
+
+    def container_status(c: Obj, state: dict[str, Any], *, started: bool) -> dict[str, Any]:
+        return {
+            "name": c["name"],
+            "state": state,
+            "lastState": {},
+            "ready": True,
+            "restartCount": 0,
+            "image": image_of(c),
+            "imageID": image_id(image_of(c)),
+            "containerID": container_id(c["name"]),
+            "started": started,
+        }
 
     ready_text = "True" if ready else "False"
     conditions = {
@@ -115,17 +127,7 @@ def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, read
             {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": since or now}
         )
     containers = [
-        {
-            "name": c["name"],
-            "state": {"running": {"startedAt": now}},
-            "lastState": {},
-            "ready": True,
-            "restartCount": 0,
-            "image": image_of(c),
-            "imageID": image_id(image_of(c)),
-            "containerID": container_id(c["name"]),
-            "started": True,
-        }
+        container_status(c, {"running": {"startedAt": now}}, started=True)
         for c in spec.get("containers") or []
     ]
     status: dict[str, Any] = {
@@ -141,30 +143,23 @@ def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, read
         status["hostIPs"] = [{"ip": host_ip}]
     if spec.get("initContainers"):
         status["initContainerStatuses"] = [
-            {
-                "name": c["name"],
-                "state": {
-                    "terminated": {
-                        "exitCode": 0,
-                        "reason": "Completed",
-                        "startedAt": now,
-                        "finishedAt": now,
-                        "containerID": container_id(c["name"]),
-                    }
-                },
-                "lastState": {},
-                "ready": True,
-                "restartCount": 0,
-                "image": image_of(c),
-                "imageID": image_id(image_of(c)),
-                "containerID": container_id(c["name"]),
-                "started": False,
-            }
+            container_status(c, {"terminated": _completed(now, container_id(c["name"]))}, started=False)
             for c in spec["initContainers"]
         ]
     if old.get("qosClass"):
         status["qosClass"] = old["qosClass"]
     return status
+
+
+def _completed(now: str, container_id: str) -> dict[str, Any]:
+    """The ``terminated`` state of an init container that ran to completion at once."""
+    return {
+        "exitCode": 0,
+        "reason": "Completed",
+        "startedAt": now,
+        "finishedAt": now,
+        "containerID": container_id,
+    }
 
 
 def with_ready(status: dict[str, Any], ready: bool, now: str) -> dict[str, Any]:

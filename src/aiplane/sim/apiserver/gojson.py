@@ -17,6 +17,7 @@ import orjson
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.values import go_quote
+from aiplane.sim.apiserver import gofmt
 from aiplane.sim.apiserver.errors import ApiError
 
 #: The Go type kube decodes a patched object into.
@@ -191,17 +192,13 @@ class _Scanner:
             self.i += 1
 
 
+#: The word Go's ``UnmarshalTypeError`` uses for each kind of decoded value (``null`` never gets there).
+_JSON_KINDS: Final = {"map": "object", "slice": "array", "string": "string", "bool": "bool"}
+
+
 def json_kind(value: Any) -> str:
     """The word Go's ``UnmarshalTypeError`` uses for a JSON value."""
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    return "number"
+    return _JSON_KINDS.get(gofmt.kind(value), "number")
 
 
 def go_json_decode(raw: bytes, target: str | None = None) -> Any:
