@@ -24,7 +24,7 @@ import yaml
 
 from aiplane.kube.client import ApiError
 from aiplane.kube.resources import CONFIGMAPS, DAEMONSETS, DEVICECONFIGS, EVENTS, NODES, PODS
-from aiplane.sim.agents import amd_gpu_operator as amd
+from aiplane.sim.agents import amd_gpu
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration.sim_helpers import agent_cluster, events, until
@@ -35,7 +35,7 @@ Obj = dict[str, Any]
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 AMD_NODES = ["mi300x-0", "mi300x-1", "mi300x-2", "mi300x-3", "mi300x-train-0", "mi300x-train-1"]
 DCM_TAINT = {"key": "amd-dcm", "value": "up", "effect": "NoExecute"}
-PROFILE, STATE, TRIGGER = amd.PROFILE_LABEL, amd.STATE_LABEL, amd.TRIGGER_LABEL
+PROFILE, STATE, TRIGGER = amd_gpu.PROFILE_LABEL, amd_gpu.STATE_LABEL, amd_gpu.TRIGGER_LABEL
 
 
 @pytest.fixture
@@ -76,8 +76,8 @@ async def pods_on(client: InMemoryKubeClient, name: str, namespace: str | None =
 async def plugin_pods(client: InMemoryKubeClient, node_name: str) -> list[Obj]:
     return [
         p
-        for p in await pods_on(client, node_name, amd.NAMESPACE)
-        if p["metadata"]["labels"].get(amd.APP_LABEL) == amd.DEVICE_PLUGIN
+        for p in await pods_on(client, node_name, amd_gpu.NAMESPACE)
+        if p["metadata"]["labels"].get(amd_gpu.APP_LABEL) == amd_gpu.DEVICE_PLUGIN
     ]
 
 
@@ -127,7 +127,9 @@ async def running(client: InMemoryKubeClient, name: str, namespace: str = "defau
 async def test_every_amd_node_runs_a_device_plugin_and_nothing_else_does(client: InMemoryKubeClient) -> None:
     async def all_running() -> list[Obj] | None:
         pods = (
-            await client.list(PODS, amd.NAMESPACE, label_selector=f"{amd.APP_LABEL}={amd.DEVICE_PLUGIN}")
+            await client.list(
+                PODS, amd_gpu.NAMESPACE, label_selector=f"{amd_gpu.APP_LABEL}={amd_gpu.DEVICE_PLUGIN}"
+            )
         )["items"]
         return pods if len(pods) == 6 and all(p["status"].get("phase") == "Running" for p in pods) else None
 
@@ -137,14 +139,14 @@ async def test_every_amd_node_runs_a_device_plugin_and_nothing_else_does(client:
         assert pod["metadata"]["name"].startswith("amd-gpu-device-plugin-")
         assert len(pod["metadata"]["name"]) == len("amd-gpu-device-plugin-") + 5
         ref = pod["metadata"]["ownerReferences"][0]
-        assert (ref["kind"], ref["name"], ref["controller"]) == ("DaemonSet", amd.DEVICE_PLUGIN, True)
+        assert (ref["kind"], ref["name"], ref["controller"]) == ("DaemonSet", amd_gpu.DEVICE_PLUGIN, True)
         assert {"controller-revision-hash", "pod-template-generation"} <= set(pod["metadata"]["labels"])
         assert all(c["ready"] for c in pod["status"]["containerStatuses"])
     for other in ("h100-0", "h100-1", "control-0"):
         assert await pods_on(client, other) == []
 
     async def ds_status() -> Obj | None:
-        ds = await client.get(DAEMONSETS, amd.DEVICE_PLUGIN, amd.NAMESPACE)
+        ds = await client.get(DAEMONSETS, amd_gpu.DEVICE_PLUGIN, amd_gpu.NAMESPACE)
         return ds if ds.get("status", {}).get("numberReady") == 6 else None
 
     status = (await until(ds_status, "device plugin DaemonSet status"))["status"]
@@ -157,7 +159,7 @@ async def test_every_amd_node_runs_a_device_plugin_and_nothing_else_does(client:
         "updatedNumberScheduled": 6,
         "numberAvailable": 6,
     }
-    config = await client.get(CONFIGMAPS, amd.CONFIG_MAP, amd.NAMESPACE)
+    config = await client.get(CONFIGMAPS, amd_gpu.CONFIG_MAP, amd_gpu.NAMESPACE)
     assert set(json.loads(config["data"]["config.json"])["gpu-config-profiles"]) >= {
         "spx",
         "dpx",
@@ -183,7 +185,7 @@ async def test_partitioning_a_drained_node_to_cpx(client: InMemoryKubeClient) ->
     await until(drained, "the taint evicting the device plugin")
     dcm_pods = [
         p
-        for p in await pods_on(client, name, amd.NAMESPACE)
+        for p in await pods_on(client, name, amd_gpu.NAMESPACE)
         if "device-config-manager" in p["metadata"]["name"]
     ]
     assert len(dcm_pods) == 1, "DCM tolerates amd-dcm=up:NoExecute and stays"
@@ -301,9 +303,9 @@ async def test_a_partitioning_taint_removes_and_restores_the_device_plugin(
         return not await plugin_pods(client, name)
 
     await until(gone, "the device plugin evicted")
-    evictions = await events(client, first["metadata"]["name"], "TaintManagerEviction", amd.NAMESPACE)
+    evictions = await events(client, first["metadata"]["name"], "TaintManagerEviction", amd_gpu.NAMESPACE)
     assert evictions and evictions[0]["source"]["component"] == "taint-eviction-controller"
-    ds = await client.get(DAEMONSETS, amd.DEVICE_PLUGIN, amd.NAMESPACE)
+    ds = await client.get(DAEMONSETS, amd_gpu.DEVICE_PLUGIN, amd_gpu.NAMESPACE)
     assert ds["status"]["desiredNumberScheduled"] == 5
     await taint(client, name, [])
 
@@ -316,27 +318,29 @@ async def test_a_partitioning_taint_removes_and_restores_the_device_plugin(
 
 
 async def test_the_operator_follows_its_device_config(client: InMemoryKubeClient) -> None:
-    await client.delete(DAEMONSETS, amd.DEVICE_PLUGIN, namespace=amd.NAMESPACE)
+    await client.delete(DAEMONSETS, amd_gpu.DEVICE_PLUGIN, namespace=amd_gpu.NAMESPACE)
 
     async def daemonsets() -> set[str]:
-        return {d["metadata"]["name"] for d in (await client.list(DAEMONSETS, amd.NAMESPACE))["items"]}
+        return {d["metadata"]["name"] for d in (await client.list(DAEMONSETS, amd_gpu.NAMESPACE))["items"]}
 
     await until(
-        lambda: _eq(daemonsets(), {amd.DEVICE_PLUGIN, amd.DCM_DAEMONSET}), "the plugin DaemonSet back"
+        lambda: _eq(daemonsets(), {amd_gpu.DEVICE_PLUGIN, amd_gpu.DCM_DAEMONSET}), "the plugin DaemonSet back"
     )
     await client.patch(
         DEVICECONFIGS,
-        amd.DEVICE_CONFIG,
+        amd_gpu.DEVICE_CONFIG,
         {"spec": {"configManager": {"enable": False}}},
-        namespace=amd.NAMESPACE,
+        namespace=amd_gpu.NAMESPACE,
     )
-    await until(lambda: _eq(daemonsets(), {amd.DEVICE_PLUGIN}), "DCM's DaemonSet gone with configManager off")
+    await until(
+        lambda: _eq(daemonsets(), {amd_gpu.DEVICE_PLUGIN}), "DCM's DaemonSet gone with configManager off"
+    )
     await label(client, "mi300x-0", {PROFILE: "cpx", STATE: None})
     await label(client, "mi300x-0", {"example.com/poke": "1"})  # another event; DCM must stay silent
     await asyncio.sleep(0.1)
     assert STATE not in await labels(client, "mi300x-0"), "no DCM, no answer"
 
-    await client.delete(DEVICECONFIGS, amd.DEVICE_CONFIG, namespace=amd.NAMESPACE)
+    await client.delete(DEVICECONFIGS, amd_gpu.DEVICE_CONFIG, namespace=amd_gpu.NAMESPACE)
     await until(lambda: _eq(daemonsets(), set()), "the DaemonSets garbage-collected with their DeviceConfig")
 
 
@@ -512,7 +516,7 @@ async def test_plugin_refresh_on_restart_and_refresh_delay(
     )
     (pod,) = await plugin_pods(client, name)
     dcm.plugin_refresh_delay = 0.2
-    await client.delete(PODS, pod["metadata"]["name"], namespace=amd.NAMESPACE)
+    await client.delete(PODS, pod["metadata"]["name"], namespace=amd_gpu.NAMESPACE)
 
     async def refreshed() -> bool:
         return await allocatable(client, name) == ("16", "16")
@@ -538,7 +542,7 @@ async def test_retry_loop_in_progress_label_and_events_on_the_dcm_pod(
     await until(lambda: state_is(client, name, "failure"), "failure while the GPU is busy")
 
     async def dcm_events(reason: str) -> list[Obj]:
-        items = (await client.list(EVENTS, amd.NAMESPACE, field_selector=f"reason={reason}"))["items"]
+        items = (await client.list(EVENTS, amd_gpu.NAMESPACE, field_selector=f"reason={reason}"))["items"]
         return [e for e in items if e["source"].get("host") == name]
 
     (retrying,) = await until(lambda: dcm_events("PartitionRetrying"), "PartitionRetrying")
@@ -553,9 +557,9 @@ async def test_retry_loop_in_progress_label_and_events_on_the_dcm_pod(
 
 async def _any_dcm_pod_running(client: InMemoryKubeClient, node_name: str) -> bool:
     return any(
-        p["metadata"]["labels"].get(amd.APP_LABEL) == amd.DCM_DAEMONSET
+        p["metadata"]["labels"].get(amd_gpu.APP_LABEL) == amd_gpu.DCM_DAEMONSET
         and p["status"].get("phase") == "Running"
-        for p in await pods_on(client, node_name, amd.NAMESPACE)
+        for p in await pods_on(client, node_name, amd_gpu.NAMESPACE)
     )
 
 
@@ -563,11 +567,16 @@ async def test_config_map_changes_reapply_and_problems_fail(client: InMemoryKube
     name = "mi300x-1"
     await label(client, name, {PROFILE: "cpx", STATE: None})
     await until(lambda: state_is(client, name, "success"), "cpx")
-    config = json.loads((await client.get(CONFIGMAPS, amd.CONFIG_MAP, amd.NAMESPACE))["data"]["config.json"])
+    config = json.loads(
+        (await client.get(CONFIGMAPS, amd_gpu.CONFIG_MAP, amd_gpu.NAMESPACE))["data"]["config.json"]
+    )
     config["gpu-config-profiles"]["cpx"]["profiles"][0]["memoryPartition"] = "NPS4"
     await label(client, name, {STATE: None})
     await client.patch(
-        CONFIGMAPS, amd.CONFIG_MAP, {"data": {"config.json": json.dumps(config)}}, namespace=amd.NAMESPACE
+        CONFIGMAPS,
+        amd_gpu.CONFIG_MAP,
+        {"data": {"config.json": json.dumps(config)}},
+        namespace=amd_gpu.NAMESPACE,
     )
     await until(lambda: state_is(client, name, "success"), "the changed profile re-applied")
 
@@ -579,11 +588,11 @@ async def test_config_map_changes_reapply_and_problems_fail(client: InMemoryKube
     assert await events(client, "mi300x-0", "RequestedPartitionConfigAlreadyExists")
 
     await client.patch(
-        CONFIGMAPS, amd.CONFIG_MAP, {"data": {"config.json": "{oops"}}, namespace=amd.NAMESPACE
+        CONFIGMAPS, amd_gpu.CONFIG_MAP, {"data": {"config.json": "{oops"}}, namespace=amd_gpu.NAMESPACE
     )
     await until(lambda: state_is(client, name, "failure"), "invalid JSON")
     assert await events(client, name, "InvalidJSONInConfigMap")
-    await client.delete(CONFIGMAPS, amd.CONFIG_MAP, namespace=amd.NAMESPACE)
+    await client.delete(CONFIGMAPS, amd_gpu.CONFIG_MAP, namespace=amd_gpu.NAMESPACE)
     await label(client, name, {STATE: None, TRIGGER: "apply"})
     await until(lambda: state_is(client, name, "failure"), "no ConfigMap")
     assert await events(client, name, "ConfigMapNotPresent")
@@ -627,12 +636,12 @@ async def test_kubectl_shows_the_agents_work(
     listed = await kubectl(kubeconfig, "get", "events", "-n", "default")
     line = next(line for line in listed.splitlines() if "SuccessfullyPartitioned" in line)
     assert "node/mi300x-0" in line and "Normal" in line
-    ds = await kubectl(kubeconfig, "get", "ds", "-n", "kube-amd-gpu", amd.DEVICE_PLUGIN)
+    ds = await kubectl(kubeconfig, "get", "ds", "-n", "kube-amd-gpu", amd_gpu.DEVICE_PLUGIN)
     assert ds.splitlines()[1].split()[1:6] == ["6", "6", "6", "6", "6"]
 
 
 async def _all_operator_pods_running(client: InMemoryKubeClient) -> bool:
-    pods = (await client.list(PODS, amd.NAMESPACE))["items"]
+    pods = (await client.list(PODS, amd_gpu.NAMESPACE))["items"]
     return len(pods) == 12 and all(p["status"].get("phase") == "Running" for p in pods)
 
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from aiplane.apimachinery import objects
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import Api
 from aiplane.sim.apiserver.store import ADDED, Event
@@ -25,7 +26,7 @@ class NamespaceDefaults:
     def _on_event(self, event: Event) -> None:
         if event.key != "/namespaces" or event.type != ADDED:
             return
-        name = event.obj["metadata"]["name"]
+        name = objects.name(event.obj)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -37,7 +38,7 @@ class NamespaceDefaults:
     def populate(self, namespace: str) -> None:
         sa_rt = self.api.resource("v1", "ServiceAccount")
         cm_rt = self.api.resource("v1", "ConfigMap")
-        objects: list[tuple[Any, dict[str, Any]]] = [
+        defaults: list[tuple[Any, dict[str, Any]]] = [
             (sa_rt, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
             (
                 cm_rt,
@@ -58,6 +59,6 @@ class NamespaceDefaults:
                 },
             ),
         ]
-        for rt, body in objects:
+        for rt, body in defaults:
             with contextlib.suppress(ApiError):  # already there, or the namespace went away meanwhile
                 self.api.create(rt, namespace, body)

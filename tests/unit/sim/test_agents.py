@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.sim.agents import amd_gpu_operator as amd
+from aiplane.sim.agents import amd_dcm, amd_gpu
 from aiplane.sim.agents.daemonsets import (
     DAEMON_TOLERATIONS,
     daemon_pod_tolerations,
@@ -239,36 +239,38 @@ def test_min_toleration_seconds() -> None:
     ("profile", "logical"), [("spx", 8), ("dpx", 16), ("qpx", 32), ("cpx", 64), ("cpx_nps4", 64)]
 )
 def test_default_profiles_give_mi300x_partition_counts(profile: str, logical: int) -> None:
-    profiles = amd.parse_config(json.dumps(amd.DEFAULT_CONFIG))
-    targets = amd.validate_profile(profiles[profile], 8)
+    profiles = amd_dcm.parse_config(json.dumps(amd_gpu.DEFAULT_CONFIG))
+    targets = amd_dcm.validate_profile(profiles[profile], 8)
     modes = [t for t in targets if t is not None]
     assert len(modes) == 8
-    assert amd.logical_gpus(modes) == logical
-    assert amd.advertised_resources(modes) == {"amd.com/gpu": logical}
+    assert amd_gpu.logical_gpus(modes) == logical
+    assert amd_gpu.advertised_resources(modes) == {"amd.com/gpu": logical}
 
 
 def test_partitions_per_gpu_and_mixed_resource_names() -> None:
-    assert [amd.partitions_per_gpu(c) for c in ("SPX", "DPX", "QPX", "CPX")] == [1, 2, 4, 8]
-    assert amd.partitions_per_gpu("CPX", xcds=4) == 4
+    assert [amd_gpu.partitions_per_gpu(c) for c in ("SPX", "DPX", "QPX", "CPX")] == [1, 2, 4, 8]
+    assert amd_gpu.partitions_per_gpu("CPX", xcds=4) == 4
     modes = [("SPX", "NPS1")] * 5 + [("CPX", "NPS1")] * 3
-    assert amd.advertised_resources(modes, strategy="mixed") == {
+    assert amd_gpu.advertised_resources(modes, strategy="mixed") == {
         "amd.com/spx_nps1": 5,
         "amd.com/cpx_nps1": 24,
     }
-    assert amd.advertised_resources(modes) == {"amd.com/gpu": 29}
-    assert amd.advertised_resources([("CPX", "NPS4")] * 8, strategy="mixed") == {"amd.com/cpx_nps4": 64}
-    assert amd.advertised_resources([("", "")] * 4, amd.UNPARTITIONABLE, "mixed") == {"amd.com/gpu": 4}
+    assert amd_gpu.advertised_resources(modes) == {"amd.com/gpu": 29}
+    assert amd_gpu.advertised_resources([("CPX", "NPS4")] * 8, strategy="mixed") == {"amd.com/cpx_nps4": 64}
+    assert amd_gpu.advertised_resources([("", "")] * 4, amd_gpu.UNPARTITIONABLE, "mixed") == {
+        "amd.com/gpu": 4
+    }
 
 
 def test_initial_modes_follow_the_capacity() -> None:
-    assert amd.initial_modes(8, 8) == [("SPX", "NPS1")] * 8
-    assert amd.initial_modes(8, 64) == [("CPX", "NPS1")] * 8
-    assert amd.initial_modes(8, 16) == [("DPX", "NPS1")] * 8
-    assert amd.initial_modes(4, 4, amd.UNPARTITIONABLE) == [("", "")] * 4
+    assert amd_gpu.initial_modes(8, 8) == [("SPX", "NPS1")] * 8
+    assert amd_gpu.initial_modes(8, 64) == [("CPX", "NPS1")] * 8
+    assert amd_gpu.initial_modes(8, 16) == [("DPX", "NPS1")] * 8
+    assert amd_gpu.initial_modes(4, 4, amd_gpu.UNPARTITIONABLE) == [("", "")] * 4
 
 
 def test_the_default_config_map_has_the_documented_shape() -> None:
-    cm = amd.config_map()
+    cm = amd_gpu.config_map()
     config = json.loads(cm["data"]["config.json"])
     assert set(config["gpu-config-profiles"]) == {"spx", "dpx", "qpx", "cpx", "cpx_nps4"}
     assert config["gpuClientSystemdServices"] == {"names": ["amd-metrics-exporter", "gpuagent"]}
@@ -283,70 +285,78 @@ def test_the_default_config_map_has_the_documented_shape() -> None:
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        (None, amd.CONFIGMAP_NOT_PRESENT),
-        ("{", amd.INVALID_JSON),
-        ("[]", amd.INVALID_JSON),
-        ('{"gpu-config-profiles": []}', amd.INVALID_JSON),
-        ('{"gpu-config-profiles": {"a": {"profiles": [{"numGPUsAssigned": "8"}]}}}', amd.INVALID_JSON),
-        ('{"gpu-config-profiles": {"a": {"profiles": [{"numGPUsAssigned": -1}]}}}', amd.INVALID_JSON),
-        ('{"gpu-config-profiles": {"a": {"skippedGPUs": {"ids": [true]}}}}', amd.INVALID_JSON),
-        ('{"gpu-config-profiles": {"a": {}}, "gpuClientSystemdServices": {"names": [1]}}', amd.INVALID_JSON),
-        ('{"gpu-config-profiles": {"a": {}, "a": {}}}', amd.DUPLICATE_PROFILE),
+        (None, amd_gpu.CONFIGMAP_NOT_PRESENT),
+        ("{", amd_gpu.INVALID_JSON),
+        ("[]", amd_gpu.INVALID_JSON),
+        ('{"gpu-config-profiles": []}', amd_gpu.INVALID_JSON),
+        ('{"gpu-config-profiles": {"a": {"profiles": [{"numGPUsAssigned": "8"}]}}}', amd_gpu.INVALID_JSON),
+        ('{"gpu-config-profiles": {"a": {"profiles": [{"numGPUsAssigned": -1}]}}}', amd_gpu.INVALID_JSON),
+        ('{"gpu-config-profiles": {"a": {"skippedGPUs": {"ids": [true]}}}}', amd_gpu.INVALID_JSON),
+        (
+            '{"gpu-config-profiles": {"a": {}}, "gpuClientSystemdServices": {"names": [1]}}',
+            amd_gpu.INVALID_JSON,
+        ),
+        ('{"gpu-config-profiles": {"a": {}, "a": {}}}', amd_gpu.DUPLICATE_PROFILE),
     ],
 )
 def test_config_problems_are_dcms_reasons(text: str | None, reason: str) -> None:
-    with pytest.raises(amd.DcmError) as err:
-        amd.parse_config(text)
+    with pytest.raises(amd_dcm.DcmError) as err:
+        amd_dcm.parse_config(text)
     assert err.value.reason == reason
     assert not err.value.retryable
 
 
 def test_config_parsing_ignores_unknown_fields_like_go() -> None:
     text = '{"gpu-config-profiles": {"a": {"profiles": [{"computePartition": "CPX", "memoryPartition": "NPS1", "numGPUsAssigned": 8, "x": 1}]}}, "extra": 1}'
-    assert amd.parse_config(text) == {"a": amd.Profile((), (amd.ProfileEntry("CPX", "NPS1", 8),))}
-    assert amd.parse_config("{}") == {}
+    assert amd_dcm.parse_config(text) == {"a": amd_dcm.Profile((), (amd_dcm.ProfileEntry("CPX", "NPS1", 8),))}
+    assert amd_dcm.parse_config("{}") == {}
 
 
 @pytest.mark.parametrize(
     ("profile", "message"),
     [
-        (amd.Profile((), (amd.ProfileEntry("CPX", "NPS1", 4),)), "does not equal the total number of GPUs"),
-        (amd.Profile((9,), (amd.ProfileEntry("CPX", "NPS1", 7),)), "invalid gpu id"),
-        (amd.Profile(tuple(range(9)), ()), "list length is exceeding"),
-        (amd.Profile((), (amd.ProfileEntry("XPX", "NPS1", 8),)), "Invalid compute type"),
-        (amd.Profile((), (amd.ProfileEntry("CPX", "NPS3", 8),)), "Invalid memory type"),
         (
-            amd.Profile((), (amd.ProfileEntry("CPX", "NPS4", 4), amd.ProfileEntry("SPX", "NPS1", 4))),
+            amd_dcm.Profile((), (amd_dcm.ProfileEntry("CPX", "NPS1", 4),)),
+            "does not equal the total number of GPUs",
+        ),
+        (amd_dcm.Profile((9,), (amd_dcm.ProfileEntry("CPX", "NPS1", 7),)), "invalid gpu id"),
+        (amd_dcm.Profile(tuple(range(9)), ()), "list length is exceeding"),
+        (amd_dcm.Profile((), (amd_dcm.ProfileEntry("XPX", "NPS1", 8),)), "Invalid compute type"),
+        (amd_dcm.Profile((), (amd_dcm.ProfileEntry("CPX", "NPS3", 8),)), "Invalid memory type"),
+        (
+            amd_dcm.Profile(
+                (), (amd_dcm.ProfileEntry("CPX", "NPS4", 4), amd_dcm.ProfileEntry("SPX", "NPS1", 4))
+            ),
             "combination of NPS1, NPS2 and NPS4",
         ),
     ],
 )
-def test_invalid_profiles(profile: amd.Profile, message: str) -> None:
-    with pytest.raises(amd.DcmError) as err:
-        amd.validate_profile(profile, 8)
-    assert err.value.reason == amd.INVALID_PROFILE
+def test_invalid_profiles(profile: amd_dcm.Profile, message: str) -> None:
+    with pytest.raises(amd_dcm.DcmError) as err:
+        amd_dcm.validate_profile(profile, 8)
+    assert err.value.reason == amd_gpu.INVALID_PROFILE
     assert message in err.value.status_reason
     assert err.value.status_reason.startswith("Partition failed with reason: ")
 
 
 def test_skipped_gpus_keep_their_mode() -> None:
-    profile = amd.Profile((0, 1, 2), (amd.ProfileEntry("CPX", "NPS1", 5),))
-    targets = amd.validate_profile(profile, 8)
+    profile = amd_dcm.Profile((0, 1, 2), (amd_dcm.ProfileEntry("CPX", "NPS1", 5),))
+    targets = amd_dcm.validate_profile(profile, 8)
     assert targets[:3] == [None, None, None]
     assert targets[3:] == [("CPX", "NPS1")] * 5
 
 
 # --- DCM's decision -------------------------------------------------------------------------------
 
-CONFIG = json.dumps(amd.DEFAULT_CONFIG)
+CONFIG = json.dumps(amd_gpu.DEFAULT_CONFIG)
 SPX = [("SPX", "NPS1")] * 8
 
 
 def test_decide_partitions_when_the_gpus_are_free() -> None:
-    outcome = amd.decide("cpx", CONFIG, SPX)
+    outcome = amd_dcm.decide("cpx", CONFIG, SPX)
     assert outcome.kind == "partition"
     assert outcome.target == (("CPX", "NPS1"),) * 8
-    assert amd.logical_gpus(outcome.target) == 64
+    assert amd_gpu.logical_gpus(outcome.target) == 64
     message = json.loads(outcome.message)
     assert list(message) == ["SelectedProfile", "FinalStatus", "Reason", "GPUStatus"]
     assert message["FinalStatus"] == "Success" and len(message["GPUStatus"]) == 8
@@ -359,14 +369,22 @@ def test_decide_partitions_when_the_gpus_are_free() -> None:
 
 
 def test_decide_already_in_layout_is_success_without_work_even_when_busy() -> None:
-    outcome = amd.decide("spx", CONFIG, SPX, busy=["default/train"])
-    assert (outcome.kind, outcome.reason, outcome.event_type) == ("success", amd.ALREADY_EXISTS, "Warning")
+    outcome = amd_dcm.decide("spx", CONFIG, SPX, busy=["default/train"])
+    assert (outcome.kind, outcome.reason, outcome.event_type) == (
+        "success",
+        amd_gpu.ALREADY_EXISTS,
+        "Warning",
+    )
     assert outcome.target == tuple(SPX)
 
 
 def test_decide_busy_gpus_fail_with_device_busy() -> None:
-    outcome = amd.decide("cpx", CONFIG, SPX, busy=["default/train"])
-    assert (outcome.kind, outcome.reason, outcome.event_type) == ("failure", amd.PARTITION_FAILURE, "Warning")
+    outcome = amd_dcm.decide("cpx", CONFIG, SPX, busy=["default/train"])
+    assert (outcome.kind, outcome.reason, outcome.event_type) == (
+        "failure",
+        amd_gpu.PARTITION_FAILURE,
+        "Warning",
+    )
     assert outcome.retryable
     assert "Device busy" in outcome.message
     assert json.loads(outcome.message)["FinalStatus"] == "Failure"
@@ -375,13 +393,13 @@ def test_decide_busy_gpus_fail_with_device_busy() -> None:
 @pytest.mark.parametrize(
     ("profile", "text", "reason"),
     [
-        ("nope", CONFIG, amd.NON_EXISTENT_PROFILE),
-        ("cpx", None, amd.CONFIGMAP_NOT_PRESENT),
-        ("cpx", "{not json", amd.INVALID_JSON),
+        ("nope", CONFIG, amd_gpu.NON_EXISTENT_PROFILE),
+        ("cpx", None, amd_gpu.CONFIGMAP_NOT_PRESENT),
+        ("cpx", "{not json", amd_gpu.INVALID_JSON),
     ],
 )
 def test_decide_config_failures_are_not_retried(profile: str, text: str | None, reason: str) -> None:
-    outcome = amd.decide(profile, text, SPX, busy=["default/x"])
+    outcome = amd_dcm.decide(profile, text, SPX, busy=["default/x"])
     assert (outcome.kind, outcome.reason, outcome.retryable) == ("failure", reason, False)
     assert json.loads(outcome.message)["GPUStatus"] is None
 
@@ -389,28 +407,28 @@ def test_decide_config_failures_are_not_retried(profile: str, text: str | None, 
 def test_decide_checks_what_mi300x_supports() -> None:
     config = {
         "gpu-config-profiles": {
-            "dpx_nps2": amd._profile("DPX", "NPS2"),
-            "spx_nps4": amd._profile("SPX", "NPS4"),
-            "qpx_nps4": amd._profile("QPX", "NPS4"),
+            "dpx_nps2": amd_gpu._profile("DPX", "NPS2"),
+            "spx_nps4": amd_gpu._profile("SPX", "NPS4"),
+            "qpx_nps4": amd_gpu._profile("QPX", "NPS4"),
         }
     }
     text = json.dumps(config)
-    nps2 = amd.decide("dpx_nps2", text, SPX)
-    assert (nps2.kind, nps2.reason) == ("failure", amd.INVALID_PROFILE)
+    nps2 = amd_dcm.decide("dpx_nps2", text, SPX)
+    assert (nps2.kind, nps2.reason) == ("failure", amd_gpu.INVALID_PROFILE)
     assert "Unsupported memory partition type NPS2" in nps2.message and "[NPS1 NPS4]" in nps2.message
-    combo = amd.decide("spx_nps4", text, SPX)
-    assert (combo.kind, combo.reason) == ("failure", amd.INVALID_PROFILE)
+    combo = amd_dcm.decide("spx_nps4", text, SPX)
+    assert (combo.kind, combo.reason) == ("failure", amd_gpu.INVALID_PROFILE)
     assert "Unsupported compute partition combination SPX-NPS4" in combo.message
-    assert amd.decide("qpx_nps4", text, SPX).reason == amd.INVALID_PROFILE
-    assert amd.decide("cpx_nps4", CONFIG, SPX).kind == "partition"
+    assert amd_dcm.decide("qpx_nps4", text, SPX).reason == amd_gpu.INVALID_PROFILE
+    assert amd_dcm.decide("cpx_nps4", CONFIG, SPX).kind == "partition"
 
 
 def test_decide_on_unpartitionable_gpus_and_injected_failures() -> None:
-    mi210 = amd.decide("cpx", CONFIG, [("", "")] * 8, amd.UNPARTITIONABLE)
+    mi210 = amd_dcm.decide("cpx", CONFIG, [("", "")] * 8, amd_gpu.UNPARTITIONABLE)
     assert (mi210.kind, mi210.retryable) == ("failure", True)
     assert "Command not supported" in mi210.message
-    failed = amd.decide("spx", CONFIG, SPX, fail=True)
-    assert (failed.kind, failed.reason, failed.retryable) == ("failure", amd.PARTITION_FAILURE, True)
+    failed = amd_dcm.decide("spx", CONFIG, SPX, fail=True)
+    assert (failed.kind, failed.reason, failed.retryable) == ("failure", amd_gpu.PARTITION_FAILURE, True)
 
 
 def test_requests_gpu_and_busy_pods() -> None:
@@ -440,12 +458,12 @@ def test_requests_gpu_and_busy_pods() -> None:
             },
         ),
     ]
-    assert amd.gpu_busy_pods(pods) == ["ns/limits", "ns/mixed", "ns/init"]
+    assert amd_gpu.gpu_busy_pods(pods) == ["ns/limits", "ns/mixed", "ns/init"]
 
 
 def test_device_plugin_does_not_tolerate_the_partitioning_taint_and_dcm_does() -> None:
-    plugin = amd.device_plugin_daemonset()["spec"]["template"]["spec"]
-    dcm = amd.dcm_daemonset()["spec"]["template"]["spec"]
+    plugin = amd_gpu.device_plugin_daemonset()["spec"]["template"]["spec"]
+    dcm = amd_gpu.dcm_daemonset()["spec"]["template"]["spec"]
     assert plugin["nodeSelector"] == AMD and dcm["nodeSelector"] == AMD
     assert not tolerates([DCM_TAINT], daemon_pod_tolerations(plugin))
     assert tolerates([DCM_TAINT], daemon_pod_tolerations(dcm))

@@ -13,10 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiplane.sim.apiserver import apply as ssa
+from aiplane.sim.apiserver import managedfields
 from aiplane.sim.apiserver import patch as p
-from aiplane.sim.apiserver.apply import FieldSet, PathElement
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import Api, Result, WriteOptions
+from aiplane.sim.apiserver.smd import fieldpath, typed
+from aiplane.sim.apiserver.smd.fieldpath import FieldSet, PathElement
 from tests.unit.sim.test_patch import configmap, deployment, make_api, rt_of, widget
 
 F = PathElement.field
@@ -90,7 +92,7 @@ def test_fields_v1_encoding_follows_structured_merge_diff() -> None:
         }
     )
     assert FieldSet.from_json(encoded) == fs
-    assert [ssa.path_string(path) for path in fs.paths()] == [
+    assert [fieldpath.path_string(path) for path in fs.paths()] == [
         ".spec.replicas",
         ".spec.args[0]",
         '.spec.containers[name="app"]',
@@ -161,7 +163,7 @@ def test_to_field_set_follows_list_and_map_types(widget_schema: Any) -> None:
             "config": {"free": {"form": 1}},
         }
     )
-    assert ssa.to_field_set(obj, widget_schema).to_json() == {
+    assert typed.to_field_set(obj, widget_schema).to_json() == {
         "f:apiVersion": {},
         "f:kind": {},
         "f:metadata": {"f:name": {}},
@@ -191,7 +193,7 @@ def test_merge_keeps_live_items_and_orders_like_the_configuration(widget_schema:
             "args": ["2"],
         }
     }
-    merged = ssa.merge(live, config, widget_schema)
+    merged = typed.merge(live, config, widget_schema)
     assert merged["spec"]["items"] == [
         {"name": "b"},
         {"name": "c", "color": "red"},
@@ -205,7 +207,7 @@ def test_merge_keeps_live_items_and_orders_like_the_configuration(widget_schema:
 def test_compare_reports_added_modified_removed(widget_schema: Any) -> None:
     old = {"spec": {"replicas": 1, "items": [{"name": "a", "size": 1}], "labels": {"x": "1"}}}
     new = {"spec": {"replicas": 2, "items": [{"name": "b"}], "labels": {"x": "1", "y": "2"}}}
-    cmp = ssa.compare(old, new, widget_schema)
+    cmp = typed.compare(old, new, widget_schema)
     assert cmp.modified.to_json() == {"f:spec": {"f:replicas": {}}}
     assert cmp.added.to_json() == {
         "f:spec": {"f:items": {'k:{"name":"b"}': {"f:name": {}, ".": {}}}, "f:labels": {"f:y": {}}}
@@ -220,7 +222,7 @@ def test_remove_items_drops_subtrees_and_empties_become_null(widget_schema: Any)
     gone = FieldSet.of(
         (F("spec"), F("items"), PathElement.key([("name", "a")])), (F("spec"), F("labels"), F("k"))
     )
-    assert ssa.remove_items(obj, gone, widget_schema) == {
+    assert typed.remove_items(obj, gone, widget_schema) == {
         "spec": {"items": [{"name": "b"}], "labels": None, "replicas": 3}
     }
 
@@ -236,12 +238,12 @@ def test_merging_a_configuration_then_comparing_shows_only_its_own_changes(
     schema = ssa.resource_schema(rt_of(make_api(), "example.com/v1", "Widget"))
     live = {"spec": {"items": [{"name": n, "size": s} for n, s in live_sizes.items()]}}
     config = {"spec": {"items": [{"name": n, "size": s} for n, s in config_sizes.items()]}}
-    merged = ssa.merge(live, config, schema)
-    cmp = ssa.compare(live, merged, schema)
+    merged = typed.merge(live, config, schema)
+    cmp = typed.compare(live, merged, schema)
     assert cmp.removed.empty()
     changed = cmp.modified.union(cmp.added)
-    assert changed.difference(ssa.to_field_set(config, schema)).empty()
-    assert ssa.merge(merged, config, schema) == merged
+    assert changed.difference(typed.to_field_set(config, schema)).empty()
+    assert typed.merge(merged, config, schema) == merged
 
 
 # --- server-side apply -------------------------------------------------------------------------------
@@ -650,7 +652,7 @@ def test_the_manager_defaults_to_the_user_agent(api: Api) -> None:
     ],
 )
 def test_manager_from_user_agent(user_agent: str, manager: str) -> None:
-    assert ssa.manager_from_user_agent(user_agent) == manager
+    assert managedfields.manager_from_user_agent(user_agent) == manager
 
 
 def test_status_updates_are_recorded_with_the_subresource(api: Api) -> None:

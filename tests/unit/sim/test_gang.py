@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiplane.sim.agents.gang import (
+from aiplane.sim.agents.gang_plan import (
     enqueueable,
     job_fit_error,
     plan_gang,
@@ -21,7 +21,7 @@ from aiplane.sim.agents.gang import (
     volcano_filter_node,
     volcano_fit_error,
 )
-from aiplane.sim.agents.scheduler import Ledger, NodeInfo, NodeStatus, PodInfo
+from aiplane.sim.agents.scheduler_filters import Ledger, NodeInfo, NodeStatus, PodInfo
 
 Obj = dict[str, Any]
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiplane.sim.apiserver import apply as ssa
+from aiplane.sim.apiserver import gojson, json_patch, merge_patch, strategic
 from aiplane.sim.apiserver import patch as p
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import Registry, ResourceType
@@ -291,8 +292,8 @@ def test_patching_a_missing_object_is_404_before_the_body_is_read(api: Api, ctyp
     ],
 )
 def test_json_syntax_errors_read_like_go(raw: bytes, message: str) -> None:
-    with pytest.raises(p.GoJSONError) as caught:
-        p.go_json_decode(raw)
+    with pytest.raises(gojson.GoJSONError) as caught:
+        gojson.go_json_decode(raw)
     assert str(caught.value) == message
 
 
@@ -400,14 +401,14 @@ def test_malformed_patch_bodies(
 def test_json_patches_that_do_not_apply_are_kubes_generic_422(api: Api, ops: list[dict[str, Any]]) -> None:
     before = configmap(api)
     err = fails(do_patch, api, rt_of(api, "v1", "ConfigMap"), "cm", p.JSON_PATCH, ops)
-    assert (err.code, err.reason, err.message) == (422, "Invalid", p.GENERIC_422)
+    assert (err.code, err.reason, err.message) == (422, "Invalid", json_patch.GENERIC_422)
     assert err.status()["details"] == {}
     assert api.get(rt_of(api, "v1", "ConfigMap"), "default", "cm") == before
 
 
 def test_too_many_json_patch_operations_is_413(api: Api) -> None:
     configmap(api)
-    ops = [{"op": "test", "path": "/data/a", "value": "1"}] * (p.MAX_JSON_PATCH_OPERATIONS + 1)
+    ops = [{"op": "test", "path": "/data/a", "value": "1"}] * (json_patch.MAX_JSON_PATCH_OPERATIONS + 1)
     err = fails(do_patch, api, rt_of(api, "v1", "ConfigMap"), "cm", p.JSON_PATCH, ops)
     assert err.code == 413
     assert (
@@ -437,7 +438,7 @@ RFC7386 = [
 def test_merge_patch_rfc7386_examples(
     target: dict[str, Any], patch_doc: dict[str, Any], result: dict[str, Any]
 ) -> None:
-    assert p.merge_patch(copy.deepcopy(target), patch_doc) == result
+    assert merge_patch.merge_patch(copy.deepcopy(target), patch_doc) == result
 
 
 _keys = st.sampled_from(["a", "b", "c", "d"])
@@ -455,8 +456,8 @@ _objects = st.dictionaries(_keys, _json, max_size=4)
 def test_the_merge_patch_of_a_diff_reproduces_the_target(
     original: dict[str, Any], target: dict[str, Any]
 ) -> None:
-    diff = p.create_merge_patch(original, target)
-    assert p.merge_patch(copy.deepcopy(original), diff) == target
+    diff = merge_patch.create_merge_patch(original, target)
+    assert merge_patch.merge_patch(copy.deepcopy(original), diff) == target
 
 
 def test_merge_patch_through_the_api(api: Api) -> None:
@@ -787,15 +788,15 @@ def test_strategic_merge_patch_errors(
 
 
 def test_list_of_lists_is_kubes_generic_422() -> None:
-    schema = p.SmpSchema.for_kind(
+    schema = strategic.SmpSchema.for_kind(
         Registry().for_kind("apps/v1", "Deployment") or pytest.fail("no Deployment")
     )
-    with pytest.raises(p.SmpError) as caught:
-        p.strategic_merge_patch(
+    with pytest.raises(strategic.SmpError) as caught:
+        strategic.strategic_merge_patch(
             {"metadata": {"finalizers": []}}, {"metadata": {"finalizers": [["x"]]}}, schema
         )
-    err = p.smp_api_error(caught.value)
-    assert (err.code, err.message) == (422, p.GENERIC_422)
+    err = strategic.smp_api_error(caught.value)
+    assert (err.code, err.message) == (422, json_patch.GENERIC_422)
 
 
 def test_strategic_merge_patch_on_a_configmap_and_a_namespace(api: Api) -> None:
@@ -818,7 +819,7 @@ def test_strategic_merge_patch_on_a_configmap_and_a_namespace(api: Api) -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.dictionaries(st.sampled_from(["A", "B", "C", "D"]), st.text(max_size=3), max_size=4))
 def test_strategic_merge_of_env_is_by_name_and_keeps_patch_order(env: dict[str, str]) -> None:
-    schema = p.SmpSchema.for_kind(
+    schema = strategic.SmpSchema.for_kind(
         Registry().for_kind("apps/v1", "Deployment") or pytest.fail("no Deployment")
     )
     original = {
@@ -830,7 +831,7 @@ def test_strategic_merge_of_env_is_by_name_and_keeps_patch_order(env: dict[str, 
     patch_doc = {
         "spec": {"template": {"spec": {"containers": [{"name": "app", "env": copy.deepcopy(patch_env)}]}}}
     }
-    result = p.strategic_merge_patch(copy.deepcopy(original), patch_doc, schema)
+    result = strategic.strategic_merge_patch(copy.deepcopy(original), patch_doc, schema)
     merged = result["spec"]["template"]["spec"]["containers"][0]["env"]
     assert merged[0] == {"name": "Z", "value": "z"}
     assert merged[1:] == patch_env

@@ -19,7 +19,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aiplane.sim.apiserver import gc
 from aiplane.sim.apiserver import protobuf as pb
+from aiplane.sim.apiserver import protobuf_tables as tables
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import BUILTINS, ResourceType, types_from_crd
 from aiplane.sim.apiserver.server import ApiServer
@@ -102,12 +104,12 @@ _ZERO_PAYLOAD: dict[str, tuple[int, bytes | int]] = {
 def encode_message(message: str, obj: dict[str, Any]) -> bytes:
     """Encode ``obj`` (JSON form) as gogo-protobuf would: non-pointer fields always, pointers when set."""
     out = bytearray()
-    for f in pb.MESSAGES[message].values():
+    for f in tables.MESSAGES[message].values():
         if f.inline:
             out += ld(f.number, encode_message(f.type, obj))
             continue
         if f.name not in obj:
-            if f.pointer or f.repeated or f.map or f.type == pb.UNSUPPORTED:
+            if f.pointer or f.repeated or f.map or f.type == tables.UNSUPPORTED:
                 continue
             if f.type in _ZERO_PAYLOAD:
                 out += _field(f.number, *_ZERO_PAYLOAD[f.type])
@@ -133,7 +135,7 @@ def envelope(api_version: str, kind: str, raw: bytes) -> bytes:
 
 
 def encode_object(obj: dict[str, Any]) -> bytes:
-    message = pb.KINDS[(obj["apiVersion"], obj["kind"])]
+    message = tables.KINDS[(obj["apiVersion"], obj["kind"])]
     body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     return envelope(obj["apiVersion"], obj["kind"], encode_message(message, body))
 
@@ -1072,18 +1074,20 @@ def test_custom_resources_and_kinds_without_a_table_get_415() -> None:
 
 
 def test_the_tables_are_consistent() -> None:
-    for message, fields in pb.MESSAGES.items():
+    for message, fields in tables.MESSAGES.items():
         for f in fields.values():
-            assert f.type in pb.SCALARS | pb.SPECIALS | {pb.UNSUPPORTED} or f.type in pb.MESSAGES, (
+            assert (
+                f.type in tables.SCALARS | tables.SPECIALS | {tables.UNSUPPORTED} or f.type in tables.MESSAGES
+            ), (
                 message,
                 f,
             )
-    for (api_version, kind), message in pb.KINDS.items():
-        assert pb.MESSAGES[message][1].name == "metadata", (api_version, kind)
+    for (api_version, kind), message in tables.KINDS.items():
+        assert tables.MESSAGES[message][1].name == "metadata", (api_version, kind)
     for rt in BUILTINS:
         api_version, kind = pb.expected_kind(rt, None)
-        if (api_version, kind) in pb.KINDS:
-            assert pb.KINDS[(api_version, kind)] == kind
+        if (api_version, kind) in tables.KINDS:
+            assert tables.KINDS[(api_version, kind)] == kind
 
 
 # --- through the HTTP server -----------------------------------------------------------------------
@@ -1186,8 +1190,6 @@ async def test_delete_with_protobuf_delete_options(client: Any) -> None:
 async def test_eviction_bodies_reach_the_eviction_handler_decoded(
     client: Any, server: ApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aiplane.sim.apiserver import gc
-
     seen: list[dict[str, Any]] = []
 
     def evict(api: Any, rt: Any, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -1337,5 +1339,5 @@ def test_random_objects_round_trip(obj: dict[str, Any]) -> None:
 
 
 def test_no_regex_surprises_in_table_names() -> None:
-    for message in pb.MESSAGES:
+    for message in tables.MESSAGES:
         assert re.fullmatch(r"[A-Za-z][A-Za-z0-9.]*", message), message

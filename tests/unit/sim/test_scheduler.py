@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiplane.sim.agents.scheduler import (
+from aiplane.sim.agents.scheduler import capacity_node, with_pod_scheduled_false
+from aiplane.sim.agents.scheduler_filters import (
     ERR_NO_NODES,
     Ledger,
     NodeAffinity,
     NodeInfo,
     NodeStatus,
     PodInfo,
-    capacity_node,
     container_requests,
     filter_node,
     find_node,
@@ -27,7 +27,6 @@ from aiplane.sim.agents.scheduler import (
     pod_requests,
     quantity_int,
     scheduling_order,
-    with_pod_scheduled_false,
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import Api, WriteOptions

@@ -31,32 +31,72 @@ marks the devices unhealthy (allocatable 0). A partition change is re-registered
 (``plugin_refresh="auto"``) or only when the pod restarts (``"on-restart"``: the field problem of
 ROCm/gpu-operator#382/#420).
 
-The decisions are pure functions (:func:`parse_config`, :func:`validate_profile`, :func:`decide`,
-:func:`advertised_resources`), unit-tested without a cluster.
+The decisions are pure functions, unit-tested without a cluster: the hardware and the operator's
+objects in :mod:`aiplane.sim.agents.amd_gpu`, DCM's reading of its ConfigMap and its verdict in
+:mod:`aiplane.sim.agents.amd_dcm`. This module is the agent that acts on them.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from aiplane.apimachinery.quantity import Quantity
-from aiplane.sim.agents import (
+from aiplane.apimachinery import objects
+from aiplane.sim.agents.amd_dcm import (
+    DcmError,
+    decide,
+    parse_config,
+    status_message,
+    validate_profile,
+)
+from aiplane.sim.agents.amd_gpu import (
+    _MIXED_RESOURCE,
+    AMD_NODE_LABEL,
+    APP_LABEL,
+    COMPONENT,
+    CONFIG_KEY,
+    CONFIG_MAP,
+    DCM_DAEMONSET,
+    DEFAULT_CONFIG_MAP,
+    DEVICE_CONFIG,
+    DEVICE_PLUGIN,
+    KUBELET,
+    NAMESPACE,
+    OPERATOR,
+    PARTITION_FAILURE,
+    PARTITION_IN_PROGRESS,
+    PARTITION_RETRYING,
+    PHYSICAL_COUNT_LABEL,
+    PROFILE_LABEL,
+    RESOURCE,
+    STATE_FAILURE,
+    STATE_IN_PROGRESS,
+    STATE_LABEL,
+    STATE_SUCCESS,
+    SUCCESSFULLY_PARTITIONED,
+    TRIGGER_LABEL,
+    GpuModel,
+    Mode,
+    advertised_resources,
+    config_map,
+    dcm_daemonset,
+    device_config,
+    device_plugin_daemonset,
+    gpu_busy_pods,
+    gpu_model,
+    initial_modes,
+    logical_gpus,
+)
+from aiplane.sim.agents.base import (
     NODES,
     PODS,
     AgentLoop,
     Obj,
     PodIndex,
     Work,
-    labels_of,
-    meta_of,
-    pod_terminal,
-    pod_terminating,
     record_event,
     write_status,
 )
@@ -70,580 +110,6 @@ if TYPE_CHECKING:
     from aiplane.sim.apiserver.rest import Api
 
 log = logging.getLogger(__name__)
-
-NAMESPACE = "kube-amd-gpu"
-DEVICE_CONFIG = "gpu-operator"
-CONFIG_MAP = "config-manager-config"
-#: The ConfigMap the operator mounts when ``spec.configManager.config.name`` is empty.
-DEFAULT_CONFIG_MAP = "default-dcm-config"
-CONFIG_KEY = "config.json"
-DEVICE_PLUGIN = "amd-gpu-device-plugin"
-DCM_DAEMONSET = f"{DEVICE_CONFIG}-device-config-manager"
-APP_LABEL = "app.kubernetes.io/name"
-
-AMD_NODE_LABEL = "feature.node.kubernetes.io/amd-gpu"
-PROFILE_LABEL = "dcm.amd.com/gpu-config-profile"
-STATE_LABEL = "dcm.amd.com/gpu-config-profile-state"
-TRIGGER_LABEL = "dcm.amd.com/apply-gpu-config-profile"
-PHYSICAL_COUNT_LABEL = "beta.amd.com/gpu.family.AI"
-PRODUCT_LABEL = "amd.com/gpu.product-name"
-PARTITIONABLE_LABEL = "amd.com/gpu.compute-partitioning-supported"
-#: The taint the partitioning workflow puts on a node; DCM tolerates it, the device plugin does not.
-DCM_TAINT = {"key": "amd-dcm", "value": "up", "effect": "NoExecute"}
-
-STATE_SUCCESS = "success"
-STATE_FAILURE = "failure"
-STATE_IN_PROGRESS = "in-progress"
-
-RESOURCE = "amd.com/gpu"
-#: Resource names of the device plugin's ``mixed`` naming strategy (``amd.com/cpx_nps4``).
-_MIXED_RESOURCE = re.compile(r"^amd\.com/(spx|dpx|tpx|qpx|cpx)_nps[1248]$")
-
-#: Event source component (``globals.EventSourceComponentName``) and field manager of DCM's writes.
-COMPONENT = "amd-device-config-manager"
-KUBELET = "kubelet"
-OPERATOR = "amd-gpu-operator"
-
-# Event reasons (ROCm/device-config-manager pkg/config_manager/globals/constants.go).
-SUCCESSFULLY_PARTITIONED = "SuccessfullyPartitioned"
-ALREADY_EXISTS = "RequestedPartitionConfigAlreadyExists"
-PARTITION_FAILURE = "PartitionFailure"
-PARTITION_RETRYING = "PartitionRetrying"
-PARTITION_IN_PROGRESS = "PartitionInProgress"
-INVALID_PROFILE = "InvalidProfileInfo"
-NON_EXISTENT_PROFILE = "NonExistentProfile"
-CONFIGMAP_NOT_PRESENT = "ConfigMapNotPresent"
-INVALID_JSON = "InvalidJSONInConfigMap"
-DUPLICATE_PROFILE = "DuplicateProfileExists"
-AMDSMI_FAILURE = "AMDSMIAPIFailure"
-
-#: What DCM accepts in a profile (``ValidComputePartitions``/``ValidMemoryPartitions``); whether the GPU
-#: can do it is the hardware's business (:class:`GpuModel`).
-VALID_COMPUTE = ("SPX", "CPX", "DPX", "QPX")
-VALID_MEMORY = ("NPS1", "NPS2", "NPS4", "NPS8")
-
-#: amd-smi status strings DCM puts in its messages.
-DEVICE_BUSY = "Device busy."
-NOT_SUPPORTED = "Command not supported."
-API_CALL_FAILED = "API call failed."
-
-Mode = tuple[str, str]  # (compute partition, memory partition) of one physical GPU; ("", "") = none
-
-
-# --- hardware -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GpuModel:
-    """What one physical GPU can do: XCDs (CPX partitions), memory modes, valid compute/memory pairs."""
-
-    xcds: int
-    memory_modes: tuple[str, ...]
-    combinations: frozenset[Mode]
-    partitionable: bool = True
-
-
-#: MI300X (and, assumed alike, MI325X/MI308X): 8 XCDs; NPS1 with SPX/DPX/QPX/CPX, NPS4 only with CPX
-#: (AMD's MI300X partitioning docs; amdgpu's aqua_vanjaram tables also allow DPX/NPS2, which MI300X's
-#: memory does not offer).
-MI300_SERIES = GpuModel(
-    xcds=8,
-    memory_modes=("NPS1", "NPS4"),
-    combinations=frozenset(
-        {("SPX", "NPS1"), ("DPX", "NPS1"), ("QPX", "NPS1"), ("CPX", "NPS1"), ("CPX", "NPS4")}
-    ),
-)
-#: MI250X, MI210 …: no partitioning (amd-smi answers "Command not supported").
-UNPARTITIONABLE = GpuModel(xcds=1, memory_modes=(), combinations=frozenset(), partitionable=False)
-
-
-def gpu_model(labels: Mapping[str, str]) -> GpuModel:
-    """The model of a node's GPUs, from the node labeller's labels."""
-    if labels.get(PARTITIONABLE_LABEL, "false") != "true":
-        return UNPARTITIONABLE
-    return MI300_SERIES
-
-
-def partitions_per_gpu(compute: str, xcds: int = 8) -> int:
-    """Logical GPUs one physical GPU shows in ``compute`` mode (MI300X: SPX 1, DPX 2, QPX 4, CPX 8)."""
-    return {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": xcds}.get(compute, 1)
-
-
-def logical_gpus(modes: Sequence[Mode], model: GpuModel = MI300_SERIES) -> int:
-    """Logical GPUs of a node whose physical GPUs are in ``modes``."""
-    return sum(partitions_per_gpu(compute, model.xcds) for compute, _ in modes)
-
-
-def advertised_resources(
-    modes: Sequence[Mode], model: GpuModel = MI300_SERIES, strategy: str = "single"
-) -> dict[str, int]:
-    """The extended resources the device plugin registers (``resource_naming_strategy``): ``single``
-    → everything as ``amd.com/gpu``; ``mixed`` → ``amd.com/<compute>_<memory>`` per mode
-    (unpartitionable GPUs stay ``amd.com/gpu``)."""
-    if strategy != "mixed" or not model.partitionable:
-        return {RESOURCE: logical_gpus(modes, model)}
-    out: dict[str, int] = {}
-    for compute, memory in modes:
-        name = f"amd.com/{compute.lower()}_{memory.lower()}"
-        out[name] = out.get(name, 0) + partitions_per_gpu(compute, model.xcds)
-    return out
-
-
-def initial_modes(count: int, logical: int, model: GpuModel = MI300_SERIES) -> list[Mode]:
-    """The modes a node's GPUs are in when the sim starts, guessed from its ``amd.com/gpu`` capacity
-    (8 GPUs showing 64 → CPX; memory NPS1)."""
-    if not model.partitionable:
-        return [("", "")] * count
-    per_gpu = logical // count if count else 1
-    compute = {model.xcds: "CPX", 4: "QPX", 2: "DPX"}.get(per_gpu, "SPX")
-    return [(compute, "NPS1")] * count
-
-
-# --- the ConfigMap ------------------------------------------------------------------------------------
-
-
-def _profile(compute: str, memory: str, count: int = 8) -> dict[str, Any]:
-    return {
-        "skippedGPUs": {"ids": []},
-        "profiles": [{"computePartition": compute, "memoryPartition": memory, "numGPUsAssigned": count}],
-    }
-
-
-#: ``config.json`` of ``kube-amd-gpu/config-manager-config``: the layouts of an 8-GPU MI300X node, and the
-#: GPU clients DCM stops while partitioning (ROCm/gpu-operator#421: the metrics exporter keeps GPUs busy).
-DEFAULT_CONFIG: dict[str, Any] = {
-    "gpu-config-profiles": {
-        "spx": _profile("SPX", "NPS1"),
-        "dpx": _profile("DPX", "NPS1"),
-        "qpx": _profile("QPX", "NPS1"),
-        "cpx": _profile("CPX", "NPS1"),
-        "cpx_nps4": _profile("CPX", "NPS4"),
-    },
-    "gpuClientSystemdServices": {"names": ["amd-metrics-exporter", "gpuagent"]},
-}
-
-
-@dataclass(frozen=True)
-class ProfileEntry:
-    compute: str
-    memory: str
-    count: int
-
-
-@dataclass(frozen=True)
-class Profile:
-    """One ``gpu-config-profiles`` entry: GPUs left alone, and modes for the others in GPU-id order."""
-
-    skipped: tuple[int, ...]
-    entries: tuple[ProfileEntry, ...]
-
-
-class DcmError(Exception):
-    """A DCM answer other than partitioning: the event reason and ``partStatus.Reason``."""
-
-    def __init__(self, reason: str, status_reason: str, *, retryable: bool = False) -> None:
-        super().__init__(status_reason)
-        self.reason = reason
-        self.status_reason = status_reason
-        self.retryable = retryable
-
-
-class _Pairs(list[tuple[str, Any]]):
-    """A JSON object as its (key, value) pairs, so duplicate keys can be seen."""
-
-
-def _uint(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value > 2**32 - 1:
-        raise ValueError(value)
-    return value
-
-
-def _object(value: Any) -> dict[str, Any]:
-    if not isinstance(value, _Pairs):
-        raise ValueError(value)
-    return dict(value)
-
-
-def _profile_from(value: Any) -> Profile:
-    """Go's ``json.Unmarshal`` into DCM's ``GPUConfigProfile`` (unknown fields ignored; wrong types fail)."""
-    if value is None:
-        return Profile((), ())
-    obj = _object(value)
-    skipped: tuple[int, ...] = ()
-    if obj.get("skippedGPUs") is not None:
-        ids = _object(obj["skippedGPUs"]).get("ids")
-        if ids is not None:
-            if not isinstance(ids, list):
-                raise ValueError(ids)
-            skipped = tuple(_uint(i) for i in ids)
-    entries = []
-    profiles = obj.get("profiles")
-    if profiles is not None:
-        if not isinstance(profiles, list):
-            raise ValueError(profiles)
-        for item in profiles:
-            entry = _object(item) if item is not None else {}
-            compute = entry.get("computePartition", "") or ""
-            memory = entry.get("memoryPartition", "") or ""
-            if not isinstance(compute, str) or not isinstance(memory, str):
-                raise ValueError(entry)
-            entries.append(ProfileEntry(compute, memory, _uint(entry.get("numGPUsAssigned") or 0)))
-    return Profile(skipped, tuple(entries))
-
-
-def parse_config(text: str | None) -> dict[str, Profile]:
-    """``config.json`` → profiles by name, or the :class:`DcmError` DCM answers for the file.
-
-    ``None`` (no ConfigMap, or no ``config.json`` key) is ``ConfigMapNotPresent``; anything Go would
-    fail to unmarshal into DCM's structs is ``InvalidJSONInConfigMap``; a profile name given twice
-    is ``DuplicateProfileExists``.
-    """
-    if text is None:
-        raise DcmError(CONFIGMAP_NOT_PRESENT, "Configmap does not exist")
-    try:
-        top = json.loads(text, object_pairs_hook=_Pairs)
-        if not isinstance(top, _Pairs):
-            raise ValueError(top)
-        raw_profiles = dict(top).get("gpu-config-profiles")
-        names: list[tuple[str, Any]] = []
-        if raw_profiles is not None:
-            if not isinstance(raw_profiles, _Pairs):
-                raise ValueError(raw_profiles)
-            names = list(raw_profiles)
-        profiles = {name: _profile_from(value) for name, value in names}
-        services = dict(top).get("gpuClientSystemdServices")
-        if services is not None:
-            listed = _object(services).get("names")
-            if listed is not None and (
-                not isinstance(listed, list) or not all(isinstance(n, str) for n in listed)
-            ):
-                raise ValueError(listed)
-    except ValueError:  # json.JSONDecodeError is a ValueError
-        raise DcmError(INVALID_JSON, "Invalid JSON inside configmap") from None
-    seen: set[str] = set()
-    duplicates = []
-    for name, _ in names:
-        if name in seen:
-            duplicates.append(name)
-        seen.add(name)
-    if duplicates:
-        raise DcmError(DUPLICATE_PROFILE, "Duplicate Profile names exist in the configmap")
-    return profiles
-
-
-def validate_profile(profile: Profile, total: int) -> list[Mode | None]:
-    """DCM's ``validateProfile``: the target mode of every GPU (``None``: skipped), or
-    ``InvalidProfileInfo`` with DCM's message."""
-
-    def invalid(message: str) -> DcmError:
-        return DcmError(INVALID_PROFILE, f"Partition failed with reason: {message}")
-
-    if len(profile.skipped) > total:
-        raise invalid(
-            "GPU ID list specified in the device filter is invalid, list length is exceeding the total "
-            "number of GPUs available on this node"
-        )
-    if any(i + 1 > total for i in profile.skipped):
-        raise invalid("invalid gpu id")
-    if sum(e.count for e in profile.entries) + len(profile.skipped) != total:
-        raise invalid(
-            "the total of all numGPUsAssigned values across profiles, combined with the count of IDs in "
-            "the skippedGPUs list, does not equal the total number of GPUs available on this node"
-        )
-    first_memory = profile.entries[0].memory if profile.entries else ""
-    for entry in profile.entries:
-        if entry.compute not in VALID_COMPUTE:
-            raise invalid("not a valid profile. Invalid compute type")
-        if entry.memory not in VALID_MEMORY:
-            raise invalid("not a valid profile. Invalid memory type")
-        if entry.memory != first_memory:
-            raise invalid("profile cannot have combination of NPS1, NPS2 and NPS4 memory types")
-    targets: list[Mode | None] = [None] * total
-    usable = [i for i in range(total) if i not in set(profile.skipped)]
-    index = 0
-    for entry in profile.entries:
-        for _ in range(entry.count):
-            targets[usable[index]] = (entry.compute, entry.memory)
-            index += 1
-    return targets
-
-
-def requests_gpu(pod: Mapping[str, Any]) -> bool:
-    """Whether a pod asks for AMD GPUs (``amd.com/gpu`` or a mixed-strategy partition resource)."""
-    spec = pod.get("spec") or {}
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        resources = container.get("resources") or {}
-        for kind in ("limits", "requests"):
-            for name, value in (resources.get(kind) or {}).items():
-                if name == RESOURCE or _MIXED_RESOURCE.match(name):
-                    try:
-                        if Quantity(str(value)).sign() > 0:
-                            return True
-                    except ValueError:
-                        continue
-    return False
-
-
-def gpu_busy_pods(pods: Sequence[Mapping[str, Any]]) -> list[str]:
-    """``namespace/name`` of the pods holding GPUs: non-terminating, not finished, asking for GPUs."""
-    return [
-        f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
-        for pod in pods
-        if not pod_terminating(dict(pod)) and not pod_terminal(dict(pod)) and requests_gpu(pod)
-    ]
-
-
-# --- the decision -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What DCM does about one trigger.
-
-    ``kind``: ``partition`` (start; ``success`` after ``dcm_delay``), ``success`` (nothing to change),
-    ``failure``. ``reason``/``event_type``/``message``: the event (``message`` is DCM's JSON
-    ``PartitionStatus``). ``retryable``: DCM's retry loop would try again (amd-smi failures, busy GPUs).
-    ``target``: the GPUs' modes afterwards.
-    """
-
-    kind: Literal["partition", "success", "failure"]
-    reason: str
-    event_type: str
-    message: str
-    retryable: bool = False
-    target: tuple[Mode, ...] = ()
-    gpu_status: tuple[dict[str, Any], ...] = field(default=(), compare=False)
-
-
-def status_message(
-    profile: str, final: str, reason: str, gpus: Sequence[Mapping[str, Any]] | None = None
-) -> str:
-    """DCM's event message: its ``PartitionStatus`` as Go's ``json.Marshal`` writes it."""
-    return json.dumps(
-        {
-            "SelectedProfile": profile,
-            "FinalStatus": final,
-            "Reason": reason,
-            "GPUStatus": [dict(g) for g in gpus] if gpus else None,
-        },
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
-
-
-def _gpu_entry(gpu: int, mode: Mode, status: str, message: str) -> dict[str, Any]:
-    return {"GpuID": gpu, "PartitionType": f"{mode[0]}-{mode[1]}", "Status": status, "Message": message}
-
-
-def decide(
-    profile_name: str,
-    config_text: str | None,
-    modes: Sequence[Mode],
-    model: GpuModel = MI300_SERIES,
-    *,
-    busy: Sequence[str] = (),
-    fail: bool = False,
-) -> Outcome:
-    """DCM's ``PartitionGPU`` for one node, without the waiting (pure).
-
-    Order as in DCM: the ConfigMap (present, valid JSON, no duplicate names), the profile (exists;
-    ``fail`` stands for an amd-smi failure here), its layout (:func:`validate_profile`), GPUs already in
-    the requested modes (→ ``success``, ``RequestedPartitionConfigAlreadyExists``), what the hardware
-    supports, then ``busy`` (pods using GPUs: amd-smi's "Device busy").
-    """
-
-    def failed(err: DcmError, gpus: Sequence[Mapping[str, Any]] = ()) -> Outcome:
-        return Outcome(
-            "failure",
-            err.reason,
-            "Warning",
-            status_message(profile_name, "Failure", err.status_reason, gpus),
-            retryable=err.retryable,
-            gpu_status=tuple(dict(g) for g in gpus),
-        )
-
-    try:
-        profiles = parse_config(config_text)
-    except DcmError as err:
-        return failed(err)
-    profile = profiles.get(profile_name)
-    if profile is None:
-        return failed(DcmError(NON_EXISTENT_PROFILE, "Profile does not exist in the configmap"))
-    if fail:
-        return failed(
-            DcmError(PARTITION_FAILURE, f"Partition failed with reason: {API_CALL_FAILED}", retryable=True)
-        )
-    try:
-        targets = validate_profile(profile, len(modes))
-    except DcmError as err:
-        return failed(err)
-    new_modes = tuple(t if t is not None else m for t, m in zip(targets, modes, strict=True))
-    assigned = [(gpu, t) for gpu, t in enumerate(targets) if t is not None]
-    changes = [(gpu, t) for gpu, t in assigned if modes[gpu] != t]
-    if not changes:
-        gpus = [_gpu_entry(gpu, t, "Success", "Partition not required") for gpu, t in assigned]
-        return Outcome(
-            "success",
-            ALREADY_EXISTS,
-            "Warning",  # DCM reports it through its error path
-            status_message(
-                profile_name,
-                "Success",
-                "Existing GPU's partition configuration same as profile's partition config",
-                gpus,
-            ),
-            target=new_modes,
-            gpu_status=tuple(gpus),
-        )
-    for gpu, (compute, memory) in changes:
-        if not model.partitionable:
-            break
-        if modes[gpu][1] != memory and memory not in model.memory_modes:
-            supported = " ".join(model.memory_modes)
-            message = (
-                f"Unsupported memory partition type {memory} given in profile. "
-                f"List of supported memory partition types are [{supported}]"
-            )
-            entry = _gpu_entry(gpu, (compute, memory), "Failure", message)
-            return failed(DcmError(INVALID_PROFILE, f"Partition failed with reason: {message}"), [entry])
-        if (compute, memory) not in model.combinations:
-            message = (
-                f"Unsupported compute partition combination {compute}-{memory} given in profile. "
-                f"The memory partition {memory} does not support compute partition {compute}"
-            )
-            entry = _gpu_entry(gpu, (compute, memory), "Failure", message)
-            return failed(DcmError(INVALID_PROFILE, f"Partition failed with reason: {message}"), [entry])
-    problem = NOT_SUPPORTED if not model.partitionable else DEVICE_BUSY if busy else None
-    if problem is not None:
-        text = f"Partition failed with reason: {problem}"
-        changed = {gpu for gpu, _ in changes}
-        gpus = [
-            _gpu_entry(gpu, t, "Failure", text)
-            if gpu in changed
-            else _gpu_entry(gpu, t, "Success", "Partition not required")
-            for gpu, t in assigned
-        ]
-        return failed(DcmError(PARTITION_FAILURE, text, retryable=True), gpus)
-    changed = {gpu for gpu, _ in changes}
-    gpus = [
-        _gpu_entry(
-            gpu, t, "Success", "Successfully partitioned" if gpu in changed else "Partition not required"
-        )
-        for gpu, t in assigned
-    ]
-    return Outcome(
-        "partition",
-        SUCCESSFULLY_PARTITIONED,
-        "Normal",
-        status_message(profile_name, "Success", "All GPUs were successfully partitioned", gpus),
-        target=new_modes,
-        gpu_status=tuple(gpus),
-    )
-
-
-# --- objects the operator (and its user) create ----------------------------------------------------
-
-
-def _daemonset(
-    name: str, container: dict[str, Any], *, tolerations: list[dict[str, Any]] | None = None
-) -> Obj:
-    labels = {APP_LABEL: name, "daemonset-name": name}
-    spec: dict[str, Any] = {
-        "nodeSelector": {AMD_NODE_LABEL: "true"},
-        "priorityClassName": "system-node-critical",
-        "containers": [container],
-    }
-    if tolerations:
-        spec["tolerations"] = tolerations
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {APP_LABEL: name}},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "updateStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
-            },
-            "revisionHistoryLimit": 10,
-            "template": {"metadata": {"labels": labels}, "spec": spec},
-        },
-    }
-
-
-def device_plugin_daemonset(strategy: str = "single") -> Obj:
-    """The device plugin: no ``amd-dcm`` toleration (it must restart to see new partitions) and no
-    ``amd.com/gpu`` request (it provides them)."""
-    ds = _daemonset(
-        DEVICE_PLUGIN,
-        {
-            "name": "device-plugin",
-            "image": "docker.io/rocm/k8s-device-plugin:latest",
-            "args": [f"-resource_naming_strategy={strategy}"],
-            "securityContext": {"privileged": True},
-            "volumeMounts": [
-                {"name": "kubelet-device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"},
-                {"name": "sys", "mountPath": "/sys"},
-            ],
-        },
-    )
-    ds["spec"]["template"]["spec"]["volumes"] = [
-        {"name": "kubelet-device-plugins", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}},
-        {"name": "sys", "hostPath": {"path": "/sys"}},
-    ]
-    return ds
-
-
-def dcm_daemonset(config_map: str = CONFIG_MAP) -> Obj:
-    """DCM itself: tolerates the ``amd-dcm=up:NoExecute`` partitioning taint, mounts the ConfigMap."""
-    ds = _daemonset(
-        DCM_DAEMONSET,
-        {
-            "name": "device-config-manager",
-            "image": "docker.io/rocm/device-config-manager:v1.4.1",
-            "env": [{"name": "DS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
-            "securityContext": {"privileged": True},
-            "volumeMounts": [{"name": "config-manager", "mountPath": "/etc/config-manager"}],
-        },
-        tolerations=[{"key": "amd-dcm", "operator": "Equal", "value": "up", "effect": "NoExecute"}],
-    )
-    ds["spec"]["template"]["spec"]["volumes"] = [
-        {"name": "config-manager", "configMap": {"name": config_map, "optional": True}}
-    ]
-    return ds
-
-
-def device_config() -> Obj:
-    """The operator's custom resource, as a user enables DCM with it (ROCm/gpu-operator's example)."""
-    return {
-        "apiVersion": "amd.com/v1alpha1",
-        "kind": "DeviceConfig",
-        "metadata": {"name": DEVICE_CONFIG, "namespace": NAMESPACE},
-        "spec": {
-            "driver": {"enable": False},
-            "devicePlugin": {
-                "devicePluginImage": "docker.io/rocm/k8s-device-plugin:latest",
-                "enableNodeLabeller": True,
-            },
-            "configManager": {
-                "enable": True,
-                "image": "docker.io/rocm/device-config-manager:v1.4.1",
-                "config": {"name": CONFIG_MAP},
-            },
-            "selector": {AMD_NODE_LABEL: "true"},
-        },
-    }
-
-
-def config_map(config: Mapping[str, Any] | None = None) -> Obj:
-    """The profiles ConfigMap DCM reads; the user creates it on a real cluster (default: :data:`DEFAULT_CONFIG`)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": CONFIG_MAP, "namespace": NAMESPACE},
-        "data": {CONFIG_KEY: json.dumps(DEFAULT_CONFIG if config is None else config, indent=2) + "\n"},
-    }
-
 
 # --- the agent ----------------------------------------------------------------------------------------
 
@@ -728,7 +194,7 @@ class AmdGpuOperator(AgentLoop):
         self._sync_daemonsets(owner)
 
     def _owner_ref(self, dc: Obj) -> dict[str, Any]:
-        meta = meta_of(dc)
+        meta = objects.meta(dc)
         return {
             "apiVersion": "amd.com/v1alpha1",
             "kind": "DeviceConfig",
@@ -740,7 +206,7 @@ class AmdGpuOperator(AgentLoop):
 
     def _sync_daemonsets(self, dc: Obj | None) -> None:
         """The operator's DaemonSets follow the DeviceConfig (owned by it; DCM only while enabled)."""
-        if dc is None or meta_of(dc).get("deletionTimestamp"):
+        if dc is None or objects.is_deleting(dc):
             return
         opts = WriteOptions(field_manager=OPERATOR)
         wanted = {DEVICE_PLUGIN: device_plugin_daemonset(self.resource_naming_strategy)}
@@ -764,9 +230,9 @@ class AmdGpuOperator(AgentLoop):
 
     @staticmethod
     def _dcm_enabled(dc: Obj | None) -> bool:
-        if dc is None or meta_of(dc).get("deletionTimestamp"):
+        if dc is None or objects.is_deleting(dc):
             return False
-        return bool(((dc.get("spec") or {}).get("configManager") or {}).get("enable"))
+        return bool((objects.spec(dc).get("configManager") or {}).get("enable"))
 
     @staticmethod
     def _config_map_name(dc: Obj | None) -> str:
@@ -781,19 +247,19 @@ class AmdGpuOperator(AgentLoop):
         return None if value is None else str(value)
 
     def _is_amd(self, node: Obj) -> bool:
-        labels = labels_of(node)
+        labels = objects.labels(node)
         dc = self._device_config()
         selector = ((dc or {}).get("spec") or {}).get("selector") or {AMD_NODE_LABEL: "true"}
         return all(labels.get(k) == v for k, v in selector.items())
 
     def _state(self, node: Obj) -> _Node:
         """The sim's record of a node's GPUs, made the first time the node is looked at."""
-        name = meta_of(node)["name"]
+        name = objects.name(node)
         state = self._nodes.get(name)
         if state is None:
-            labels = labels_of(node)
+            labels = objects.labels(node)
             model = gpu_model(labels)
-            capacity = (node.get("status") or {}).get("capacity") or {}
+            capacity = objects.status(node).get("capacity") or {}
             logical = _int(capacity.get(RESOURCE), 0)
             count = _int(labels.get(PHYSICAL_COUNT_LABEL), logical)
             modes = initial_modes(count, logical, model)
@@ -816,7 +282,7 @@ class AmdGpuOperator(AgentLoop):
         for node in self.store.items(NODES):
             if self._is_amd(node):
                 self._state(node)
-                self.enqueue(("plugin", meta_of(node)["name"]))
+                self.enqueue(("plugin", objects.name(node)))
 
     def on_event(self, event: Event) -> None:
         if event.key == NODES:
@@ -824,11 +290,11 @@ class AmdGpuOperator(AgentLoop):
         elif event.key == PODS:
             for obj in (event.obj, event.old):
                 if obj is not None and self._is_plugin_pod(obj):
-                    node = (obj.get("spec") or {}).get("nodeName")
+                    node = objects.spec(obj).get("nodeName")
                     if node:
                         self.enqueue(("plugin", str(node)))
         elif event.key == self.cm_rt.storage_key:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             if (
                 meta.get("namespace") == NAMESPACE
                 and meta["name"] == self._config_map_name(self._device_config())
@@ -837,16 +303,16 @@ class AmdGpuOperator(AgentLoop):
             ):
                 self.enqueue(("configmap",))  # DCM's file watcher: re-apply every node's profile
         elif event.key == self.dc_rt.storage_key:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             if meta.get("namespace") == NAMESPACE and meta["name"] == DEVICE_CONFIG:
                 self.enqueue(("deviceconfig",))
         elif event.key == self.ds_rt.storage_key and event.type == DELETED:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             if meta.get("namespace") == NAMESPACE and meta["name"] in (DEVICE_PLUGIN, DCM_DAEMONSET):
                 self.enqueue(("deviceconfig",))  # the operator owns its DaemonSets: it puts them back
 
     def _on_node(self, event: Event) -> None:
-        name = meta_of(event.obj)["name"]
+        name = objects.name(event.obj)
         if event.type == DELETED:
             state = self._nodes.pop(name, None)
             if state is not None:
@@ -855,7 +321,7 @@ class AmdGpuOperator(AgentLoop):
             return
         if event.type != "MODIFIED" or event.old is None or not self._is_amd(event.obj):
             return
-        new, old = labels_of(event.obj), labels_of(event.old)
+        new, old = objects.labels(event.obj), objects.labels(event.old)
         profile = new.get(PROFILE_LABEL, "")
         changed = bool(profile) and profile != old.get(PROFILE_LABEL, "")
         trigger = new.get(TRIGGER_LABEL, "")
@@ -866,7 +332,8 @@ class AmdGpuOperator(AgentLoop):
     @staticmethod
     def _is_plugin_pod(pod: Obj) -> bool:
         return bool(
-            meta_of(pod).get("namespace") == NAMESPACE and labels_of(pod).get(APP_LABEL) == DEVICE_PLUGIN
+            objects.meta(pod).get("namespace") == NAMESPACE
+            and objects.labels(pod).get(APP_LABEL) == DEVICE_PLUGIN
         )
 
     # --- work -------------------------------------------------------------------------------------
@@ -885,9 +352,9 @@ class AmdGpuOperator(AgentLoop):
             self._report(work[1], work[2])
         elif kind == "configmap":
             for node in self.store.items(NODES):
-                profile = labels_of(node).get(PROFILE_LABEL, "")
+                profile = objects.labels(node).get(PROFILE_LABEL, "")
                 if profile and self._is_amd(node):
-                    self._trigger(meta_of(node)["name"], profile)
+                    self._trigger(objects.name(node), profile)
         elif kind == "deviceconfig":
             self._sync_daemonsets(self._device_config())
 
@@ -1000,10 +467,10 @@ class AmdGpuOperator(AgentLoop):
             p
             for p in self.pods.on_node(node_name)
             if self._is_plugin_pod(p)
-            and not pod_terminating(p)
-            and (p.get("status") or {}).get("phase") == "Running"
+            and not objects.is_deleting(p)
+            and objects.status(p).get("phase") == "Running"
         ]
-        uid = str(meta_of(running[0])["uid"]) if running else None
+        uid = objects.uid(running[0]) if running else None
         if uid == state.plugin_uid:
             return
         self.cancel(state.plugin_timer)
@@ -1030,7 +497,7 @@ class AmdGpuOperator(AgentLoop):
         node = self.store.get(NODES, "", node_name)
         if node is None:
             return
-        status = dict(node.get("status") or {})
+        status = dict(objects.status(node))
         capacity = dict(status.get("capacity") or {})
         allocatable = dict(status.get("allocatable") or {})
         ours = {k for k in capacity if k == RESOURCE or _MIXED_RESOURCE.match(k)}
@@ -1058,7 +525,7 @@ class AmdGpuOperator(AgentLoop):
         node = self.store.get(NODES, "", node_name)
         if node is None:
             return
-        meta = dict(meta_of(node))
+        meta = dict(objects.meta(node))
         current = dict(meta.get("labels") or {})
         wanted = {**{k: v for k, v in current.items() if k not in remove}, **labels}
         if wanted == current:
@@ -1083,7 +550,7 @@ class AmdGpuOperator(AgentLoop):
         involved: Obj = node
         if self.event_target == "pod":
             dcm_pods = [
-                p for p in self.pods.on_node(node_name) if labels_of(p).get(APP_LABEL) == DCM_DAEMONSET
+                p for p in self.pods.on_node(node_name) if objects.labels(p).get(APP_LABEL) == DCM_DAEMONSET
             ]
             if dcm_pods:
                 involved = dcm_pods[0]
@@ -1095,24 +562,3 @@ def _int(value: Any, default: int) -> int:
         return int(str(value))
     except (TypeError, ValueError):
         return default
-
-
-__all__ = [
-    "DEFAULT_CONFIG",
-    "MI300_SERIES",
-    "AmdGpuOperator",
-    "DcmError",
-    "GpuModel",
-    "Outcome",
-    "Profile",
-    "ProfileEntry",
-    "advertised_resources",
-    "decide",
-    "gpu_busy_pods",
-    "logical_gpus",
-    "parse_config",
-    "partitions_per_gpu",
-    "requests_gpu",
-    "status_message",
-    "validate_profile",
-]

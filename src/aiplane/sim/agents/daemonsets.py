@@ -30,11 +30,13 @@ import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from aiplane.apimachinery import objects
 from aiplane.apimachinery.selectors import required_node_affinity_matches
-from aiplane.sim.agents import (
+from aiplane.sim.agents.base import (
     NODES,
     PODS,
     AgentLoop,
@@ -42,10 +44,7 @@ from aiplane.sim.agents import (
     PodIndex,
     Work,
     controller_uid,
-    labels_of,
-    meta_of,
     pod_ready,
-    pod_terminating,
     record_event,
     write_status,
 )
@@ -158,11 +157,11 @@ def node_should_run(pod_spec: Mapping[str, Any], node: Mapping[str, Any]) -> tup
     matching its node selector or affinity, or got an untolerated ``NoExecute`` taint.
     """
     wanted_node = pod_spec.get("nodeName")
-    if wanted_node and wanted_node != (node.get("metadata") or {}).get("name"):
+    if wanted_node and wanted_node != objects.meta(node).get("name"):
         return False, False
     if not required_node_affinity_matches(pod_spec, node):
         return False, False
-    taints = (node.get("spec") or {}).get("taints") or []
+    taints = objects.spec(node).get("taints") or []
     tolerations = daemon_pod_tolerations(pod_spec)
     return tolerates(taints, tolerations, SCHEDULE_EFFECTS), tolerates(taints, tolerations, EXECUTE_EFFECTS)
 
@@ -184,8 +183,6 @@ def template_hash(template: Mapping[str, Any], collision_count: int = 0) -> str:
 
     kube hashes the Go struct with fnv; we hash canonical JSON, so values differ from a real
     cluster's but are as stable (the same template always gives the same hash)."""
-    import orjson
-
     digest = hashlib.blake2b(orjson.dumps(template, option=orjson.OPT_SORT_KEYS), digest_size=4)
     if collision_count:
         digest.update(str(collision_count).encode())
@@ -196,7 +193,7 @@ def template_hash(template: Mapping[str, Any], collision_count: int = 0) -> str:
 def max_unavailable(ds: Mapping[str, Any], desired: int) -> int:
     """``rollingUpdate.maxUnavailable`` as a number of pods (percentages round up; default 1; at least
     1 unless ``maxSurge`` is used, which we treat as 1 too)."""
-    rolling = ((ds.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
+    rolling = (objects.spec(ds).get("updateStrategy") or {}).get("rollingUpdate") or {}
     value = rolling.get("maxUnavailable", 1)
     if isinstance(value, str) and value.endswith("%"):
         try:
@@ -210,15 +207,6 @@ def max_unavailable(ds: Mapping[str, Any], desired: int) -> int:
         except (TypeError, ValueError):
             return 1
     return max(number, 1)
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 #: A node's part in the status counters: (currentNumberScheduled, numberMisscheduled, numberReady,
@@ -270,7 +258,7 @@ class Placement:
 
     def set_pods(self, node: str, pods: Iterable[Obj]) -> None:
         """Count the first live pod of ``pods`` (the DaemonSet's pods on ``node``, by name) there."""
-        pod = next((p for p in pods if not pod_terminating(p)), None)
+        pod = next((p for p in pods if not objects.is_deleting(p)), None)
         if pod is None:
             self.counted.pop(node, None)
         else:
@@ -283,8 +271,8 @@ class Placement:
         self.counted, self.counts, self.totals = {}, {}, _NO_COUNTS
         self.dirty.clear()
         for pod in pods:
-            node = str((pod.get("spec") or {}).get("nodeName") or "")
-            if node and not pod_terminating(pod):
+            node = str(objects.spec(pod).get("nodeName") or "")
+            if node and not objects.is_deleting(pod):
                 self.counted.setdefault(node, pod)
         for node in self.counted:
             self._recount(node)
@@ -294,7 +282,7 @@ class Placement:
         if pod is None:
             new = _NO_COUNTS
         elif node in self.run:
-            updated = labels_of(pod).get(REVISION_HASH_LABEL) == self.template_hash
+            updated = objects.labels(pod).get(REVISION_HASH_LABEL) == self.template_hash
             new = (1, 0, int(pod_ready(pod)), int(updated))
         elif node in self.nodes:
             new = (0, 1, 0, 0)
@@ -328,7 +316,7 @@ def _plan_node(
 
 
 def _by_creation(pods: Iterable[Obj]) -> list[Obj]:
-    return sorted(pods, key=lambda p: str(meta_of(p).get("creationTimestamp", "")))
+    return sorted(pods, key=lambda p: str(objects.meta(p).get("creationTimestamp", "")))
 
 
 class DaemonSetController(AgentLoop):
@@ -353,7 +341,7 @@ class DaemonSetController(AgentLoop):
     def resync(self) -> None:
         self.placements.clear()  # events may have been missed while stopped
         for ds in self.store.items(self.ds_rt.storage_key):
-            meta = meta_of(ds)
+            meta = objects.meta(ds)
             self._by_uid[str(meta.get("uid"))] = (meta["namespace"], meta["name"])
             self.enqueue(("ds", meta["namespace"], meta["name"]))
 
@@ -366,7 +354,7 @@ class DaemonSetController(AgentLoop):
                 where = self._by_uid.get(owner or "")
                 if where is None or obj is None:
                     continue
-                node_name = str((obj.get("spec") or {}).get("nodeName") or "")
+                node_name = str(objects.spec(obj).get("nodeName") or "")
                 placement = self._placement(where, owner)
                 if node_name and placement is not None:
                     placement.dirty.add(node_name)
@@ -374,7 +362,7 @@ class DaemonSetController(AgentLoop):
                 else:  # unbound pods (and DaemonSets without a placement) need a full sync
                     self.enqueue(("ds", *where))
         elif event.key == NODES and self._node_changed(event):
-            node_name = str(meta_of(event.obj)["name"])
+            node_name = objects.name(event.obj)
             for uid, where in list(self._by_uid.items()):
                 placement = self._placement(where, uid)
                 if placement is None:
@@ -383,7 +371,7 @@ class DaemonSetController(AgentLoop):
                     self.enqueue(("node", *where, node_name))
 
     def _on_daemonset(self, event: Event) -> None:
-        meta = meta_of(event.obj)
+        meta = objects.meta(event.obj)
         uid = str(meta.get("uid"))
         where = (meta["namespace"], meta["name"])
         if event.type == DELETED:
@@ -414,9 +402,8 @@ class DaemonSetController(AgentLoop):
         ``collisionCount`` the template hash includes."""
         return bool(
             old.get("spec") != new.get("spec")
-            or meta_of(old).get("deletionTimestamp") != meta_of(new).get("deletionTimestamp")
-            or (old.get("status") or {}).get("collisionCount")
-            != (new.get("status") or {}).get("collisionCount")
+            or objects.meta(old).get("deletionTimestamp") != objects.meta(new).get("deletionTimestamp")
+            or objects.status(old).get("collisionCount") != objects.status(new).get("collisionCount")
         )
 
     @staticmethod
@@ -426,8 +413,8 @@ class DaemonSetController(AgentLoop):
             return True
         old, new = event.old, event.obj
         return bool(
-            labels_of(old) != labels_of(new)
-            or (old.get("spec") or {}).get("taints") != (new.get("spec") or {}).get("taints")
+            objects.labels(old) != objects.labels(new)
+            or objects.spec(old).get("taints") != objects.spec(new).get("taints")
         )
 
     def _placement_changed(self, placement: Placement, event: Event, node_name: str) -> bool:
@@ -457,15 +444,15 @@ class DaemonSetController(AgentLoop):
     def _current(self, namespace: str, name: str) -> tuple[Obj, Obj, str] | None:
         """The DaemonSet (unless gone or being deleted), its template and the template's hash."""
         ds = self.store.get(self.ds_rt.storage_key, namespace, name)
-        if ds is None or meta_of(ds).get("deletionTimestamp"):
+        if ds is None or objects.is_deleting(ds):
             return None  # the garbage collector removes its pods through their ownerReferences
-        template = (ds.get("spec") or {}).get("template") or {}
+        template = objects.spec(ds).get("template") or {}
         status = ds.get("status") or {}
         return ds, template, template_hash(template, int(status.get("collisionCount") or 0))
 
     def _valid_placement(self, ds: Obj, current_hash: str) -> Placement | None:
         """The DaemonSet's placement if an incremental sync can use it (else a full sync is due)."""
-        meta = meta_of(ds)
+        meta = objects.meta(ds)
         placement = self._placement((meta["namespace"], meta["name"]), str(meta["uid"]))
         if placement is None or placement.template_hash != current_hash or placement.needs_full_sync:
             return None
@@ -481,20 +468,20 @@ class DaemonSetController(AgentLoop):
         pod_spec = template.get("spec") or {}
         self._ensure_revision(ds, template, current_hash)
 
-        uid = str(meta_of(ds)["uid"])
+        uid = objects.uid(ds)
         strategy = (spec.get("updateStrategy") or {}).get("type") or "RollingUpdate"
         placement = Placement(uid, current_hash, pod_spec, rolling=strategy == "RollingUpdate")
         pods_by_node: dict[str, list[Obj]] = {}
         for pod in self.pods.owned_by(uid):
-            if pod_terminating(pod):
+            if objects.is_deleting(pod):
                 continue
-            pods_by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
+            pods_by_node.setdefault(str(objects.spec(pod).get("nodeName") or ""), []).append(pod)
 
         create_on: list[str] = []
         delete: list[Obj] = []
         keep: dict[str, Obj] = {}
         for node in self.store.items(NODES):
-            node_name = meta_of(node)["name"]
+            node_name = objects.name(node)
             should_run, should_continue = node_should_run(pod_spec, node)
             placement.set_node(node_name, (should_run, should_continue))
             create, kept, doomed = _plan_node(
@@ -510,7 +497,7 @@ class DaemonSetController(AgentLoop):
 
         delete.extend(self._rolling_update(ds, keep, placement.run, current_hash))
         placement.outdated = {
-            n for n, pod in keep.items() if labels_of(pod).get(REVISION_HASH_LABEL) != current_hash
+            n for n, pod in keep.items() if objects.labels(pod).get(REVISION_HASH_LABEL) != current_hash
         }
         # in place before the writes, so that the events of this sync's pods cost a node sync each
         self.placements[(namespace, name)] = placement
@@ -525,19 +512,28 @@ class DaemonSetController(AgentLoop):
         placement.count_all(self.pods.owned_by(uid))  # as stored after this sync's writes
         self._update_status(ds, placement)
 
-    def sync_node(self, namespace: str, name: str, node_name: str) -> None:
-        """What the full sync does for one node, then a status refresh."""
+    def _placed(self, namespace: str, name: str) -> tuple[Obj, Obj, str, Placement] | None:
+        """The DaemonSet, its template and hash, and a placement still valid for them; ``None`` when
+        the DaemonSet is gone, or when there is no such placement (a full sync has then been done)."""
         current = self._current(namespace, name)
         if current is None:
-            return
+            return None
         ds, template, current_hash = current
         placement = self._valid_placement(ds, current_hash)
         if placement is None:
             self.sync(namespace, name)
+            return None
+        return ds, template, current_hash, placement
+
+    def sync_node(self, namespace: str, name: str, node_name: str) -> None:
+        """What the full sync does for one node, then a status refresh."""
+        found = self._placed(namespace, name)
+        if found is None:
             return
+        ds, template, current_hash, placement = found
         self._ensure_revision(ds, template, current_hash)
         existing = _by_creation(
-            p for p in self.pods.owned_on_node(placement.uid, node_name) if not pod_terminating(p)
+            p for p in self.pods.owned_on_node(placement.uid, node_name) if not objects.is_deleting(p)
         )
         node = self.store.get(NODES, "", node_name)
         if node is None:  # gone: its pods are leftovers
@@ -548,7 +544,7 @@ class DaemonSetController(AgentLoop):
             placement.set_node(node_name, (should_run, should_continue))
             create, kept, doomed = _plan_node(should_run, should_continue, existing)
         placement.outdated.discard(node_name)
-        if kept is not None and labels_of(kept).get(REVISION_HASH_LABEL) != current_hash:
+        if kept is not None and objects.labels(kept).get(REVISION_HASH_LABEL) != current_hash:
             placement.outdated.add(node_name)
         try:
             if create:
@@ -563,19 +559,13 @@ class DaemonSetController(AgentLoop):
 
     def refresh_status(self, namespace: str, name: str) -> None:
         """Write the status from the placement (a full sync when there is none to use)."""
-        current = self._current(namespace, name)
-        if current is None:
-            return
-        ds, _, current_hash = current
-        placement = self._valid_placement(ds, current_hash)
-        if placement is None:
-            self.sync(namespace, name)
-            return
-        self._update_status(ds, placement)
+        found = self._placed(namespace, name)
+        if found is not None:
+            self._update_status(found[0], found[3])
 
     def _rolling_update(self, ds: Obj, keep: dict[str, Obj], run: set[str], current_hash: str) -> list[Obj]:
         """Outdated pods to delete now: unavailable ones at once, others within ``maxUnavailable``."""
-        strategy = ((ds.get("spec") or {}).get("updateStrategy") or {}).get("type") or "RollingUpdate"
+        strategy = (objects.spec(ds).get("updateStrategy") or {}).get("type") or "RollingUpdate"
         if strategy != "RollingUpdate":
             return []  # OnDelete: new pods get the new template only when old ones are deleted
         desired = len(run)
@@ -583,7 +573,7 @@ class DaemonSetController(AgentLoop):
         budget = max_unavailable(ds, desired) - (desired - available)
         out: list[Obj] = []
         for node_name, pod in sorted(keep.items()):
-            if labels_of(pod).get(REVISION_HASH_LABEL) == current_hash:
+            if objects.labels(pod).get(REVISION_HASH_LABEL) == current_hash:
                 continue
             if not self._available(ds, pod):
                 out.append(pod)
@@ -599,25 +589,25 @@ class DaemonSetController(AgentLoop):
         """Ready for ``minReadySeconds`` (re-checked by a timer when that time is still to come)."""
         if not pod_ready(pod):
             return False
-        min_ready = int((ds.get("spec") or {}).get("minReadySeconds") or 0)
+        min_ready = int(objects.spec(ds).get("minReadySeconds") or 0)
         if min_ready <= 0:
             return True
         since = None
-        for cond in (pod.get("status") or {}).get("conditions") or []:
+        for cond in objects.status(pod).get("conditions") or []:
             if cond.get("type") == "Ready":
-                since = _parse_time(cond.get("lastTransitionTime"))
+                since = objects.parse_time(cond.get("lastTransitionTime"))
         if since is None:
             return True
         left = (since - self.api.clock()).total_seconds() + min_ready
         if left > 0:
-            meta = meta_of(ds)  # the refresh syncs fully while a rolling update waits for this pod
+            meta = objects.meta(ds)  # the refresh syncs fully while a rolling update waits for this pod
             self.later(left + 0.01, ("status", meta["namespace"], meta["name"]))
             return False
         return True
 
     def _ensure_revision(self, ds: Obj, template: Obj, current_hash: str) -> None:
         """The ControllerRevision ``<ds>-<hash>`` holding the template (``kubectl rollout history``)."""
-        meta = meta_of(ds)
+        meta = objects.meta(ds)
         name = f"{meta['name']}-{current_hash}"
         if self.store.get(self.rev_rt.storage_key, meta["namespace"], name) is not None:
             return
@@ -633,7 +623,7 @@ class DaemonSetController(AgentLoop):
             "metadata": {
                 "name": name,
                 "namespace": meta["namespace"],
-                "labels": {**labels_of(template), REVISION_HASH_LABEL: current_hash},
+                "labels": {**objects.labels(template), REVISION_HASH_LABEL: current_hash},
                 "ownerReferences": [self._owner_ref(ds)],
             },
             "data": {"spec": {"template": {**template, "$patch": "replace"}}},
@@ -647,7 +637,7 @@ class DaemonSetController(AgentLoop):
 
     @staticmethod
     def _owner_ref(ds: Obj) -> dict[str, Any]:
-        meta = meta_of(ds)
+        meta = objects.meta(ds)
         return {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
@@ -658,9 +648,9 @@ class DaemonSetController(AgentLoop):
         }
 
     def _create_pod(self, ds: Obj, template: Obj, node_name: str, current_hash: str) -> None:
-        meta = meta_of(ds)
+        meta = objects.meta(ds)
         tmeta = template.get("metadata") or {}
-        spec = dict(template.get("spec") or {})
+        spec = dict(objects.spec(template))
         spec["tolerations"] = daemon_pod_tolerations(spec)
         spec["affinity"] = replace_node_affinity(spec.get("affinity"), node_name)
         spec["nodeName"] = node_name
@@ -693,12 +683,12 @@ class DaemonSetController(AgentLoop):
             ds,
             "Normal",
             "SuccessfulCreate",
-            f"Created pod: {meta_of(created)['name']}",
+            f"Created pod: {objects.name(created)}",
             component=COMPONENT,
         )
 
     def _delete_pod(self, ds: Obj, pod: Obj) -> None:
-        pmeta = meta_of(pod)
+        pmeta = objects.meta(pod)
         try:
             self.api.delete(
                 self.pod_rt,
@@ -717,7 +707,7 @@ class DaemonSetController(AgentLoop):
     def _update_status(self, ds: Obj, placement: Placement) -> None:
         """The counters ``kubectl get ds`` prints, from the pods as stored now (the placement's counts,
         once the nodes whose pods changed are recounted)."""
-        meta = meta_of(ds)
+        meta = objects.meta(ds)
         fresh = self.store.get(self.ds_rt.storage_key, meta["namespace"], meta["name"])
         if fresh is None:
             return
@@ -725,7 +715,7 @@ class DaemonSetController(AgentLoop):
             placement.set_pods(node_name, self.pods.owned_on_node(placement.uid, node_name))
         desired = len(placement.run)
         current, misscheduled, ready, updated = placement.totals
-        if int((fresh.get("spec") or {}).get("minReadySeconds") or 0) > 0:
+        if int(objects.spec(fresh).get("minReadySeconds") or 0) > 0:
             available = sum(
                 self._available(fresh, pod)
                 for node, pod in placement.counted.items()
@@ -740,7 +730,7 @@ class DaemonSetController(AgentLoop):
             "desiredNumberScheduled": desired,
             "numberMisscheduled": misscheduled,
             "numberReady": ready,
-            "observedGeneration": int(meta_of(fresh).get("generation", 1)),
+            "observedGeneration": int(objects.meta(fresh).get("generation", 1)),
             "updatedNumberScheduled": updated,
             "numberAvailable": available,
         }

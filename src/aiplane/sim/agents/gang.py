@@ -50,45 +50,70 @@ A group waiting for capacity is retried when one of its pending pods passes the 
 that appeared or changed, or had a bound pod deleted or finished (:func:`.scheduler.capacity_node`);
 a group waiting for admission (``Pending``) on any such change; all of them every ``retry_interval``
 seconds (30).
+
+The rules (placement plan, admission, phase, conditions) are pure functions in
+:mod:`aiplane.sim.agents.gang_plan`; this module is the agent that applies them.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiplane.apimachinery.quantity import Quantity
-from aiplane.sim.agents import (
+from aiplane.apimachinery import objects
+from aiplane.sim.agents.base import (
     PODS,
     Obj,
     Work,
-    meta_of,
-    pod_terminating,
     record_event,
     write_status,
 )
-from aiplane.sim.agents.scheduler import (
-    ERR_NODE_AFFINITY,
-    ERR_NODE_UNSCHEDULABLE,
-    TAINT_UNSCHEDULABLE,
-    Ledger,
+from aiplane.sim.agents.gang_plan import (
+    ALLOCATED,
+    COMPONENT,
+    CONTROLLER_MANAGER,
+    FIELD_MANAGER,
+    GANG_READY_REASON,
+    GROUP_NAME_KEY,
+    NOT_ENOUGH_PODS_OF_TASK,
+    NOT_ENOUGH_RESOURCES,
+    NOT_ENOUGH_TASKS,
+    OVERUSED,
+    POD_GROUP_READY,
+    PODGROUP_API_VERSION,
+    PODGROUPS,
+    READY_STATES,
+    SCHEDULED,
+    UNSCHEDULABLE,
+    VALID_STATES,
+    VOLCANO,
+    GangPlan,
+    enqueueable,
+    gang_view,
+    group_of,
+    job_fit_error,
+    plan_gang,
+    podgroup_for,
+    podgroup_name_for,
+    podgroup_phase,
+    schedulable_message,
+    set_condition,
+    task_minimums_met,
+    task_status,
+    volcano_fit_error,
+)
+from aiplane.sim.agents.scheduler import SchedulerCache, SchedulingLoop
+from aiplane.sim.agents.scheduler_filters import (
     NodeInfo,
-    NodeStatus,
     PodInfo,
     PodKey,
     ResourceList,
-    SchedulerCache,
-    SchedulingLoop,
-    find_node,
     fits_on_any,
-    insufficient,
     resource_list,
     scheduling_order,
-    taint_reason,
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
@@ -100,307 +125,49 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VOLCANO = "volcano"
-#: Event source of the Volcano scheduler, and the field manager its status writes show.
-COMPONENT = "volcano"
-FIELD_MANAGER = "vc-scheduler"
-GROUP_NAME_KEY = "scheduling.k8s.io/group-name"
-PODGROUPS = "scheduling.volcano.sh/podgroups"
-PODGROUP_API_VERSION = "scheduling.volcano.sh/v1beta1"
-
-#: PodGroup condition types and reasons (volcano.sh/apis scheduling/v1beta1).
-UNSCHEDULABLE = "Unschedulable"
-SCHEDULED = "Scheduled"
-NOT_ENOUGH_RESOURCES = "NotEnoughResources"
-NOT_ENOUGH_TASKS = "NotEnoughTasks"
-NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
-GANG_READY_REASON = "tasks in gang are ready to be scheduled"
-POD_GROUP_NOT_READY = "pod group is not ready"
-POD_GROUP_READY = "pod group is ready"
-OVERUSED = "resource in cluster is overused"
-#: Volcano's predicate reason when a node runs as many pods as it may.
-ERR_POD_NUMBER_EXCEEDED = "node(s) pod number exceeded"
-
-#: What Volcano's PodGroup controller names the PodGroups it creates (``podgroup-<uid>``), and its manager.
-PODGROUP_PREFIX = "podgroup-"
-CONTROLLER_MANAGER = "vc-controller-manager"
-
-#: Volcano's task statuses that hold resources (``AllocatedStatus``) and count as "ready".
-ALLOCATED = frozenset({"Allocated", "Binding", "Bound", "Running"})
-
-
-# --- pure decisions ------------------------------------------------------------------------------------
-
-
-def task_status(pod: Obj) -> str:
-    """Volcano's ``TaskStatus`` of a pod: Pending, Bound, Running, Releasing, Succeeded, Failed."""
-    phase = (pod.get("status") or {}).get("phase")
-    if phase == "Succeeded":
-        return "Succeeded"
-    if phase == "Failed":
-        return "Failed"
-    if pod_terminating(pod):
-        return "Releasing"
-    if (pod.get("spec") or {}).get("nodeName"):
-        return "Running" if phase == "Running" else "Bound"
-    return "Pending"
-
-
-def volcano_filter_node(
-    pod: PodInfo, node: NodeInfo, requested: Mapping[str, int], pods: int, *, taint_details: bool = True
-) -> NodeStatus | None:
-    """Volcano's allocate-time checks: resources first (only the first insufficient one is named:
-    cpu, memory, then the others by name), then the pod count, ``NodeUnschedulable``, ``NodeAffinity``
-    and ``TaintToleration`` predicates."""
-    reasons = insufficient(pod, node, requested, pods)
-    resources = [r for r in reasons if r.startswith("Insufficient ")]
-    if resources:
-        return NodeStatus((resources[0],), resolvable=True)
-    if reasons:
-        return NodeStatus((ERR_POD_NUMBER_EXCEEDED,), resolvable=True)
-    if node.unschedulable and not pod.tolerates({"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"}):
-        return NodeStatus((ERR_NODE_UNSCHEDULABLE,))
-    if not pod.affinity.matches(node):
-        return NodeStatus((ERR_NODE_AFFINITY,))
-    for taint in node.taints:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not pod.tolerates(taint):
-            return NodeStatus((taint_reason(taint, taint_details),))
-    return None
-
-
-def volcano_fit_error(total_nodes: int, statuses: Sequence[NodeStatus]) -> str:
-    """``FitErrors.Error()``: ``0/N nodes are unavailable: <sorted "count reason" histogram>.``"""
-    head = f"0/{total_nodes} nodes are unavailable"
-    counts = Counter(r for s in statuses for r in s.reasons)
-    if not counts:
-        return head
-    return f"{head}: {', '.join(sorted(f'{n} {r}' for r, n in counts.items()))}."
-
-
-def _histogram(counts: Mapping[str, int]) -> str:
-    return ", ".join(sorted(f"{n} {k}" for k, n in counts.items() if n))
-
-
-def job_fit_error(
-    statuses: Mapping[str, int],
-    min_member: int,
-    pending_reasons: Mapping[str, int],
-    origin: tuple[str, str] | None = None,
-) -> str:
-    """``JobInfo.FitError()``: "pod group is not ready, 4 Pending, 4 minAvailable; Pending: 4 Unschedulable.
-    Origin reason is p-0: 0/9 nodes are unavailable: …" (histograms sorted as strings, as Go does)."""
-    message = f"{POD_GROUP_NOT_READY}, {_histogram({**statuses, 'minAvailable': min_member})}"
-    if any(pending_reasons.values()):
-        message += f"; Pending: {_histogram(pending_reasons)}"
-    if origin is not None:
-        message += f". Origin reason is {origin[0]}: {origin[1]}"
-    return message
-
-
-def schedulable_message(pod: PodInfo, node: str) -> str:
-    return (
-        f"Pod {pod.namespace}/{pod.name} can possibly be assigned to {node}, once minAvailable is satisfied"
-    )
-
-
-def task_minimums_met(counts: Mapping[str, int], min_member: int, min_task: Mapping[str, int]) -> bool:
-    """``CheckTaskReady``: every ``minTaskMember`` is met — skipped when ``minMember`` is below their sum."""
-    if min_member < sum(min_task.values()):
-        return True
-    return all(counts.get(task, 0) >= need for task, need in min_task.items() if need > 0)
-
 
 @dataclass
-class GangPlan:
-    """The outcome of one allocation pass over a gang's pending pods."""
+class _GroupSync:
+    """One look at a PodGroup: what its members are doing, and what the look has decided so far."""
 
-    #: Bind ``assignments`` now (the gang reaches minMember, or had already formed).
-    ready: bool
-    #: Tentative placements, in the order they were made.
-    assignments: dict[PodKey, str] = field(default_factory=dict)
-    #: Pods tried that fit nowhere, with every node's status.
-    failures: dict[PodKey, list[NodeStatus]] = field(default_factory=dict)
+    pg: Obj
+    namespace: str
+    members: list[Obj]
+    statuses: Counter[str]
+    infos: dict[int, PodInfo]
+    pending_pods: list[Obj]
+    min_member: int
+    min_task: dict[str, int]
+    now: str
+    conditions: list[dict[str, Any]]
+    phase: str
+    unschedulable: bool = False
+    waiting: bool = False
+
+    def tasks_in(self, states: frozenset[str]) -> Counter[str]:
+        """Members in ``states``, counted by task."""
+        return Counter(self.infos[id(p)].task for p in self.members if task_status(p) in states)
+
+    def pending(self) -> list[PodInfo]:
+        """The schedulable pending members, in scheduling order."""
+        return scheduling_order(self.infos[id(p)] for p in self.pending_pods)
+
+    def pods_by_key(self) -> dict[PodKey, Obj]:
+        return {(self.namespace, objects.name(p)): p for p in self.pending_pods}
 
 
-def plan_gang(
-    pending: Sequence[PodInfo],
-    ready_by_task: Mapping[str, int],
-    min_member: int,
-    min_task: Mapping[str, int],
-    nodes: Sequence[NodeInfo],
-    ledger: Ledger,
-    *,
-    total_tasks: int | None = None,
-    taint_details: bool = True,
-) -> GangPlan:
-    """Place ``pending`` (in that order) tentatively on ``nodes`` with running accounting in ``ledger``
-    and say whether the gang may be bound: ready pods (``ready_by_task``: bound, running or succeeded
-    per task) plus placed ones reach ``min_member`` and every task minimum (pure; ``ledger`` gets the
-    tentative placements)."""
-    total = len(pending) + sum(ready_by_task.values()) if total_tasks is None else total_tasks
-    formed = sum(ready_by_task.values()) >= min_member and task_minimums_met(
-        ready_by_task, min_member, min_task
-    )
-    plan = GangPlan(ready=False)
-    failed_tasks: set[str] = set()
-    for pod in pending:
-        if pod.task and pod.task in failed_tasks:
-            continue  # Volcano skips the rest of a task that already failed to fit
-        node, statuses = find_node(
-            pod, nodes, ledger, filter_fn=volcano_filter_node, taint_details=taint_details
+def _gang_gate(run: _GroupSync) -> tuple[str, str] | None:
+    """Volcano's gang check before any placement: (reason, message) when too few members can run."""
+    valid_by_task = run.tasks_in(VALID_STATES)
+    valid = sum(valid_by_task.values())
+    if valid < run.min_member:
+        return (
+            NOT_ENOUGH_TASKS,
+            f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {run.min_member}",
         )
-        if node is None:
-            plan.failures[pod.key] = statuses
-            if not formed and min_member >= total:
-                break  # every pod is needed: no point trying the others
-            failed_tasks.add(pod.task)
-            continue
-        ledger.add(node, pod.requests)
-        plan.assignments[pod.key] = node
-    counts = Counter(ready_by_task)
-    by_key = {p.key: p for p in pending}
-    for key in plan.assignments:
-        counts[by_key[key].task] += 1
-    plan.ready = formed or (
-        sum(counts.values()) >= min_member and task_minimums_met(counts, min_member, min_task)
-    )
-    return plan
-
-
-def gang_resource(name: str) -> bool:
-    """Whether a ``minResources`` key is a resource Volcano compares (not ``pods``, ``count/…``, or
-    quota-style ``requests.``/``limits.`` keys)."""
-    return name != "pods" and not name.startswith(("count/", "requests.", "limits."))
-
-
-def enqueueable(
-    min_resources: Mapping[str, int] | None,
-    total: Mapping[str, int],
-    used: Mapping[str, int],
-    reserved: Mapping[str, int],
-    overcommit_factor: float = 1.2,
-) -> bool:
-    """Volcano's ``overcommit`` enqueue check: ``reserved + minResources <= total * factor - used`` in each
-    dimension ``minResources`` names; no ``minResources``: always."""
-    if min_resources is None:
-        return True
-    for name, amount in min_resources.items():
-        if amount <= 0 or not gang_resource(name):
-            continue
-        idle = total.get(name, 0) * overcommit_factor - used.get(name, 0)
-        if reserved.get(name, 0) + amount > idle:
-            return False
-    return True
-
-
-def podgroup_phase(current: str, statuses: Mapping[str, int], min_member: int, unschedulable: bool) -> str:
-    """Volcano's ``jobStatus`` phase: ``Unknown`` if pods run but the gang is unschedulable now; ``Running``
-    when allocated + finished pods reach ``minMember`` (``Completed`` when all of them succeeded); else
-    ``Inqueue`` stays, anything else becomes ``Pending``."""
-    if statuses.get("Running", 0) and unschedulable:
-        return "Unknown"
-    allocated = sum(n for s, n in statuses.items() if s in ALLOCATED or s in ("Succeeded", "Failed"))
-    if allocated and allocated >= min_member:
-        return "Completed" if statuses.get("Succeeded", 0) == allocated else "Running"
-    return "Inqueue" if current == "Inqueue" else "Pending"
-
-
-def set_condition(
-    conditions: Sequence[Mapping[str, Any]], kind: str, reason: str, message: str, now: str
-) -> list[dict[str, Any]]:
-    """``UpdatePodGroupCondition`` with ``status: True``; an unchanged condition keeps its time and
-    ``transitionID``."""
-    out = [dict(c) for c in conditions]
-    new = {
-        "type": kind,
-        "status": "True",
-        "lastTransitionTime": now,
-        "transitionID": str(uuid.uuid4()),
-        "reason": reason,
-    }
-    if message:
-        new["message"] = message
-    for i, cond in enumerate(out):
-        if cond.get("type") != kind:
-            continue
-        if (
-            cond.get("status") == "True"
-            and cond.get("reason") == reason
-            and (cond.get("message") or "") == message
-        ):
-            return out
-        out[i] = new
-        return out
-    out.append(new)
-    return out
-
-
-def podgroup_name_for(pod: Obj) -> str:
-    """``GeneratePodgroupName``: ``podgroup-`` + the uid of the pod's controller, or of the pod."""
-    for ref in meta_of(pod).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return f"{PODGROUP_PREFIX}{ref.get('uid')}"
-    return f"{PODGROUP_PREFIX}{meta_of(pod).get('uid')}"
-
-
-def podgroup_for(pod: Obj, requests: Mapping[str, int]) -> Obj:
-    """The PodGroup Volcano's controller creates for a Volcano pod without one (``minMember: 1``)."""
-    meta = meta_of(pod)
-    refs = meta.get("ownerReferences") or []
-    if not any(ref.get("controller") for ref in refs):
-        refs = [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": meta.get("name"),
-                "uid": meta.get("uid"),
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ]
-    minimum = {
-        name: Quantity.from_milli(value).canonical() if name == "cpu" else str(value)
-        for name, value in sorted(requests.items())
-    }
-    spec: Obj = {"minMember": 1, "minResources": minimum}
-    priority_class = (pod.get("spec") or {}).get("priorityClassName")
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": PODGROUP_API_VERSION,
-        "kind": "PodGroup",
-        "metadata": {
-            "name": podgroup_name_for(pod),
-            "namespace": meta.get("namespace"),
-            "ownerReferences": [dict(r) for r in refs],
-        },
-        "spec": spec,
-    }
-
-
-# --- the agent -------------------------------------------------------------------------------------------
-
-
-def group_of(pod: Obj) -> str | None:
-    """The PodGroup a Volcano pod belongs to (``None`` for pods of other schedulers or without one)."""
-    if (pod.get("spec") or {}).get("schedulerName") != VOLCANO:
-        return None
-    name = (meta_of(pod).get("annotations") or {}).get(GROUP_NAME_KEY)
-    return str(name) if name else None
-
-
-def _gang_view(pod: Obj | None) -> tuple[Any, ...]:
-    """The parts of a member pod whose change matters to its group (not its conditions)."""
-    if pod is None:
-        return ()
-    return (
-        (pod.get("spec") or {}).get("nodeName"),
-        (pod.get("status") or {}).get("phase"),
-        meta_of(pod).get("deletionTimestamp"),
-        group_of(pod),
-        (pod.get("spec") or {}).get("schedulingGates"),
-        (pod.get("spec") or {}).get("tolerations"),
-    )
+    if not task_minimums_met(valid_by_task, run.min_member, run.min_task):
+        return NOT_ENOUGH_PODS_OF_TASK, "Not enough valid pods of each task for gang-scheduling"
+    return None
 
 
 class GangScheduler(SchedulingLoop):
@@ -440,7 +207,7 @@ class GangScheduler(SchedulingLoop):
     # --- index and events ---------------------------------------------------------------------------
 
     def _index(self, pod: Obj, removed: bool) -> None:
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         old = self._group.pop(key, None)
         if old is not None:
@@ -458,7 +225,7 @@ class GangScheduler(SchedulingLoop):
         for pod in self.store.items(PODS):
             self._index(pod, removed=False)
         for pg in self.store.items(PODGROUPS):
-            meta = meta_of(pg)
+            meta = objects.meta(pg)
             self.enqueue(("group", str(meta.get("namespace", "")), str(meta["name"])))
 
     def on_event(self, event: Event) -> None:
@@ -466,20 +233,20 @@ class GangScheduler(SchedulingLoop):
             pod = event.obj
             self._index(pod, removed=event.type == DELETED)
             if event.type == DELETED:
-                self.reporter.forget(str(meta_of(pod).get("uid", "")))
+                self.reporter.forget(objects.uid(pod))
             if self.create_podgroups and event.type != DELETED and self._needs_podgroup(pod):
-                meta = meta_of(pod)
+                meta = objects.meta(pod)
                 self.enqueue(("adopt", str(meta.get("namespace", "")), str(meta.get("name", ""))))
             groups = {group_of(event.old) if event.old is not None else None, group_of(pod)} - {None}
-            if groups and (event.type in (ADDED, DELETED) or _gang_view(event.old) != _gang_view(pod)):
-                namespace = str(meta_of(pod).get("namespace", ""))
+            if groups and (event.type in (ADDED, DELETED) or gang_view(event.old) != gang_view(pod)):
+                namespace = objects.namespace(pod)
                 for group in sorted(str(g) for g in groups):
                     if event.type == ADDED:
                         self._settle((namespace, group))
                     else:
                         self.enqueue(("group", namespace, group))
         elif event.key == PODGROUPS:
-            meta = meta_of(event.obj)
+            meta = objects.meta(event.obj)
             key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
             old = event.old or {}
             if event.type == ADDED:
@@ -515,16 +282,16 @@ class GangScheduler(SchedulingLoop):
             for namespace, name in self._waiting:
                 pg = self.store.get(PODGROUPS, namespace, name)
                 if pg is not None:
-                    groups.append((str(meta_of(pg).get("creationTimestamp") or ""), namespace, name))
+                    groups.append((str(objects.meta(pg).get("creationTimestamp") or ""), namespace, name))
             for _, namespace, name in sorted(groups):
                 self.enqueue(("group", namespace, name))
 
     @staticmethod
     def _needs_podgroup(pod: Obj) -> bool:
         return (
-            (pod.get("spec") or {}).get("schedulerName") == VOLCANO
-            and not (meta_of(pod).get("annotations") or {}).get(GROUP_NAME_KEY)
-            and not pod_terminating(pod)
+            objects.spec(pod).get("schedulerName") == VOLCANO
+            and not objects.annotations(pod).get(GROUP_NAME_KEY)
+            and not objects.is_deleting(pod)
             and task_status(pod) not in ("Succeeded", "Failed")
         )
 
@@ -549,7 +316,7 @@ class GangScheduler(SchedulingLoop):
                     return  # its namespace is going away
                 if err.code != 409:
                     raise
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         annotations = {**(meta.get("annotations") or {}), GROUP_NAME_KEY: group}
         try:
             self.api.update(
@@ -574,7 +341,7 @@ class GangScheduler(SchedulingLoop):
             pg = self.store.get(PODGROUPS, namespace, name)
             if pg is None:
                 continue
-            if (pg.get("status") or {}).get("phase") in (None, "", "Pending"):
+            if objects.status(pg).get("phase") in (None, "", "Pending"):
                 self.enqueue(("group", namespace, name))
                 continue
             for pod in self._members_of(namespace, name):
@@ -593,120 +360,95 @@ class GangScheduler(SchedulingLoop):
         return out
 
     def _sync(self, namespace: str, group: str) -> None:
+        """One Volcano session for one PodGroup: gate, enqueue, place the gang, then write its status."""
         key = (namespace, group)
         pg = self.store.get(PODGROUPS, namespace, group)
         if pg is None:
             self._waiting.pop(key, None)
             return
-        spec = pg.get("spec") or {}
-        status = dict(pg.get("status") or {})
-        min_member = int(spec.get("minMember") or 0)
-        min_task = {str(k): int(v or 0) for k, v in (spec.get("minTaskMember") or {}).items()}
-        members = self._members_of(namespace, group)
-        statuses = Counter(task_status(p) for p in members)
-        pending_pods = [
-            p
-            for p in members
-            if task_status(p) == "Pending" and not (p.get("spec") or {}).get("schedulingGates")
-        ]
-        infos = {id(p): self.cache.pod_info(p) for p in members}
-        ready_by_task: Counter[str] = Counter()
-        valid_by_task: Counter[str] = Counter()
-        for pod in members:
-            state = task_status(pod)
-            if state in ALLOCATED or state == "Succeeded":
-                ready_by_task[infos[id(pod)].task] += 1
-            if state in ALLOCATED or state in ("Succeeded", "Pending"):
-                valid_by_task[infos[id(pod)].task] += 1
-        now = rfc3339(self.api.clock())
-        conditions: list[dict[str, Any]] = [dict(c) for c in status.get("conditions") or []]
-        phase = str(status.get("phase") or "Pending")
-        unschedulable = False
-        waiting = False
-        valid = sum(valid_by_task.values())
-        if valid < min_member:
-            conditions = set_condition(
-                conditions,
-                UNSCHEDULABLE,
-                NOT_ENOUGH_TASKS,
-                f"Not enough valid tasks for gang-scheduling, valid: {valid}, min: {min_member}",
-                now,
-            )
-        elif not task_minimums_met(valid_by_task, min_member, min_task):
-            conditions = set_condition(
-                conditions,
-                UNSCHEDULABLE,
-                NOT_ENOUGH_PODS_OF_TASK,
-                "Not enough valid pods of each task for gang-scheduling",
-                now,
-            )
+        run = self._begin(pg, namespace, group)
+        gate = _gang_gate(run)
+        if gate is not None:
+            run.conditions = set_condition(run.conditions, UNSCHEDULABLE, *gate, run.now)
         else:
-            if phase == "Pending":
-                if self._enqueueable(pg, members):
-                    phase = "Inqueue"
-                else:
-                    unschedulable = waiting = True
-                    self._group_event(pg, "Normal", UNSCHEDULABLE, OVERUSED)
-                    conditions = self._report_unschedulable(
-                        pg,
-                        conditions,
-                        members,
-                        statuses,
-                        scheduling_order(infos[id(p)] for p in pending_pods),
-                        {(namespace, str(meta_of(p)["name"])): p for p in pending_pods},
-                        GangPlan(ready=False),
-                        [],
-                        min_member,
-                        now,
-                    )
-            if phase != "Pending" and pending_pods:
-                pending = scheduling_order(infos[id(p)] for p in pending_pods)
-                formed = sum(ready_by_task.values()) >= min_member and task_minimums_met(
-                    ready_by_task, min_member, min_task
-                )
-                nodes = [n for n in self.cache.nodes.values() if n.ready == "True"]
-                plan = plan_gang(
-                    pending,
-                    ready_by_task,
-                    min_member,
-                    min_task,
-                    nodes,
-                    self.cache.ledger(),
-                    total_tasks=len(members),
-                    taint_details=self.taint_details,
-                )
-                pods_by_key = {(namespace, str(meta_of(p)["name"])): p for p in pending_pods}
-                if plan.ready:
-                    for pod_key, node in plan.assignments.items():
-                        self._bind(pods_by_key[pod_key], node)
-                    for pod_key, failed in plan.failures.items():
-                        self.reporter.report(
-                            pods_by_key[pod_key], "Unschedulable", volcano_fit_error(len(nodes), failed)
-                        )
-                    waiting = bool(plan.failures)
-                    if not formed:
-                        conditions = set_condition(conditions, SCHEDULED, GANG_READY_REASON, "", now)
-                        self._group_event(pg, "Normal", SCHEDULED, POD_GROUP_READY)
-                else:
-                    unschedulable = waiting = True
-                    conditions = self._report_unschedulable(
-                        pg,
-                        conditions,
-                        members,
-                        statuses,
-                        pending,
-                        pods_by_key,
-                        plan,
-                        nodes,
-                        min_member,
-                        now,
-                    )
-        # status after any bindings
+            if run.phase == "Pending":
+                self._admit(run)
+            if run.phase != "Pending" and run.pending_pods:
+                self._place(run)
+        self._conclude(key, group, run)
+
+    def _begin(self, pg: Obj, namespace: str, group: str) -> _GroupSync:
+        spec = objects.spec(pg)
+        status = objects.status(pg)
         members = self._members_of(namespace, group)
+        return _GroupSync(
+            pg=pg,
+            namespace=namespace,
+            members=members,
+            statuses=Counter(task_status(p) for p in members),
+            infos={id(p): self.cache.pod_info(p) for p in members},
+            pending_pods=[
+                p
+                for p in members
+                if task_status(p) == "Pending" and not objects.spec(p).get("schedulingGates")
+            ],
+            min_member=int(spec.get("minMember") or 0),
+            min_task={str(k): int(v or 0) for k, v in (spec.get("minTaskMember") or {}).items()},
+            now=rfc3339(self.api.clock()),
+            conditions=[dict(c) for c in status.get("conditions") or []],
+            phase=str(status.get("phase") or "Pending"),
+        )
+
+    def _admit(self, run: _GroupSync) -> None:
+        """Volcano's enqueue action: ``Pending`` → ``Inqueue`` when the cluster can hold the gang."""
+        if self._enqueueable(run.pg, run.members):
+            run.phase = "Inqueue"
+            return
+        run.unschedulable = run.waiting = True
+        self._group_event(run.pg, "Normal", UNSCHEDULABLE, OVERUSED)
+        self._report_unschedulable(run, run.pending(), GangPlan(ready=False), [])
+
+    def _place(self, run: _GroupSync) -> None:
+        """Volcano's allocate action: bind the whole gang, or report why it does not fit."""
+        pending = run.pending()
+        ready_by_task = run.tasks_in(READY_STATES)
+        formed = sum(ready_by_task.values()) >= run.min_member and task_minimums_met(
+            ready_by_task, run.min_member, run.min_task
+        )
+        nodes = [n for n in self.cache.nodes.values() if n.ready == "True"]
+        plan = plan_gang(
+            pending,
+            ready_by_task,
+            run.min_member,
+            run.min_task,
+            nodes,
+            self.cache.ledger(),
+            total_tasks=len(run.members),
+            taint_details=self.taint_details,
+        )
+        if not plan.ready:
+            run.unschedulable = run.waiting = True
+            self._report_unschedulable(run, pending, plan, nodes)
+            return
+        pods_by_key = run.pods_by_key()
+        for pod_key, node in plan.assignments.items():
+            self._bind(pods_by_key[pod_key], node)
+        for pod_key, failed in plan.failures.items():
+            self.reporter.report(pods_by_key[pod_key], "Unschedulable", volcano_fit_error(len(nodes), failed))
+        run.waiting = bool(plan.failures)
+        if not formed:
+            run.conditions = set_condition(run.conditions, SCHEDULED, GANG_READY_REASON, "", run.now)
+            self._group_event(run.pg, "Normal", SCHEDULED, POD_GROUP_READY)
+
+    def _conclude(self, key: tuple[str, str], group: str, run: _GroupSync) -> None:
+        """The PodGroup's status after any bindings, and whether it waits for a retry."""
+        members = self._members_of(run.namespace, group)
         statuses = Counter(task_status(p) for p in members)
-        phase = podgroup_phase(phase, statuses, min_member, unschedulable)
+        phase = podgroup_phase(run.phase, statuses, run.min_member, run.unschedulable)
+        conditions = run.conditions
         if phase in ("Running", "Completed") and not any(c.get("type") == SCHEDULED for c in conditions):
-            conditions = set_condition(conditions, SCHEDULED, GANG_READY_REASON, "", now)
+            conditions = set_condition(conditions, SCHEDULED, GANG_READY_REASON, "", run.now)
+        status = objects.status(run.pg)
         new_status: dict[str, Any] = {
             k: v
             for k, v in status.items()
@@ -718,27 +460,18 @@ class GangScheduler(SchedulingLoop):
         for field_name, state in (("running", "Running"), ("succeeded", "Succeeded"), ("failed", "Failed")):
             if statuses.get(state):
                 new_status[field_name] = statuses[state]
-        if new_status != (pg.get("status") or {}):
-            self._write_status(pg, new_status)
-        if waiting:
+        if new_status != status:
+            self._write_status(run.pg, new_status)
+        if run.waiting:
             self._waiting[key] = None
             self._schedule_periodic_retry()
         else:
             self._waiting.pop(key, None)
 
     def _report_unschedulable(
-        self,
-        pg: Obj,
-        conditions: list[dict[str, Any]],
-        members: list[Obj],
-        statuses: Mapping[str, int],
-        pending: list[PodInfo],
-        pods_by_key: Mapping[PodKey, Obj],
-        plan: GangPlan,
-        nodes: Sequence[NodeInfo],
-        min_member: int,
-        now: str,
-    ) -> list[dict[str, Any]]:
+        self, run: _GroupSync, pending: list[PodInfo], plan: GangPlan, nodes: Sequence[NodeInfo]
+    ) -> None:
+        """The gang does not fit: the PodGroup's condition and event, and each pending pod's reason."""
         origin = None
         fit_errors: dict[PodKey, str] = {}
         for pod_key, failed in plan.failures.items():
@@ -746,22 +479,23 @@ class GangScheduler(SchedulingLoop):
             if origin is None:
                 origin = (pod_key[1], fit_errors[pod_key])
         reasons = Counter("Schedulable" if p.key in plan.assignments else "Unschedulable" for p in pending)
-        job_fit = job_fit_error(statuses, min_member, reasons, origin)
-        ready = sum(n for s, n in statuses.items() if s in ALLOCATED or s == "Succeeded")
-        unready = min_member - ready - len(plan.assignments)
-        conditions = set_condition(
-            conditions,
+        job_fit = job_fit_error(run.statuses, run.min_member, reasons, origin)
+        ready = sum(n for s, n in run.statuses.items() if s in READY_STATES)
+        unready = run.min_member - ready - len(plan.assignments)
+        run.conditions = set_condition(
+            run.conditions,
             UNSCHEDULABLE,
             NOT_ENOUGH_RESOURCES,
-            f"{unready}/{len(members)} tasks in gang unschedulable: {job_fit}",
-            now,
+            f"{unready}/{len(run.members)} tasks in gang unschedulable: {job_fit}",
+            run.now,
         )
         self._group_event(
-            pg,
+            run.pg,
             "Warning",
             UNSCHEDULABLE,
-            f"{len(pending)}/{len(members)} tasks in gang unschedulable: {job_fit}",
+            f"{len(pending)}/{len(run.members)} tasks in gang unschedulable: {job_fit}",
         )
+        pods_by_key = run.pods_by_key()
         for info in pending:
             pod = pods_by_key[info.key]
             if info.key in plan.assignments:
@@ -772,7 +506,6 @@ class GangScheduler(SchedulingLoop):
                 self.reporter.report(pod, "Unschedulable", fit_errors[info.key])
             else:
                 self.reporter.report(pod, "Unschedulable", job_fit)
-        return conditions
 
     # --- helpers ---------------------------------------------------------------------------------------
 
@@ -791,13 +524,13 @@ class GangScheduler(SchedulingLoop):
             for name, value in (self.cache.requested.get(node.name) or {}).items():
                 used[name] += value
         reserved: ResourceList = Counter()
-        own = meta_of(pg)
+        own = objects.meta(pg)
         for other in self.store.items(PODGROUPS):
-            meta = meta_of(other)
+            meta = objects.meta(other)
             if (meta.get("namespace"), meta.get("name")) == (own.get("namespace"), own.get("name")):
                 continue
-            other_phase = (other.get("status") or {}).get("phase")
-            other_min = (other.get("spec") or {}).get("minResources")
+            other_phase = objects.status(other).get("phase")
+            other_min = objects.spec(other).get("minResources")
             # Only Inqueue jobs hold a reservation beyond what they have allocated (Volcano's
             # overcommit plugin counts inqueue jobs); a Running group's pods are already in ``used``.
             if other_phase != "Inqueue" or other_min is None:
@@ -812,7 +545,7 @@ class GangScheduler(SchedulingLoop):
         return enqueueable(minimum, total, used, reserved, self.overcommit_factor)
 
     def _group_event(self, pg: Obj, type_: str, reason: str, message: str) -> None:
-        meta = meta_of(pg)
+        meta = objects.meta(pg)
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         if self._group_events.get(key) == (reason, message):
             return
@@ -830,7 +563,7 @@ class GangScheduler(SchedulingLoop):
             write_status(self.api, self._podgroup_rt(), pg, status, FIELD_MANAGER)
         except ApiError as err:
             if err.code == 409:
-                meta = meta_of(pg)
+                meta = objects.meta(pg)
                 self.later(0.05, ("group", str(meta.get("namespace", "")), str(meta["name"])))
             elif err.code != 404:
                 raise
@@ -841,18 +574,4 @@ class GangScheduler(SchedulingLoop):
         return list(self._waiting)
 
 
-__all__ = [
-    "GangPlan",
-    "GangScheduler",
-    "enqueueable",
-    "job_fit_error",
-    "plan_gang",
-    "podgroup_for",
-    "podgroup_name_for",
-    "podgroup_phase",
-    "set_condition",
-    "task_minimums_met",
-    "task_status",
-    "volcano_filter_node",
-    "volcano_fit_error",
-]
+__all__ = ["GangScheduler"]

@@ -37,17 +37,16 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from aiplane.sim.agents import (
+from aiplane.apimachinery import objects
+from aiplane.sim.agents.base import (
     NODES,
     PODS,
     AgentLoop,
     Obj,
     PodIndex,
     Work,
-    meta_of,
     node_ready,
     pod_terminal,
-    pod_terminating,
     record_event,
     write_status,
 )
@@ -83,10 +82,9 @@ def internal_ip(node: Obj | None) -> str | None:
 
 def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, ready: bool) -> dict[str, Any]:
     """The status a kubelet reports for ``pod`` once its containers have started (pure)."""
-    spec = pod.get("spec") or {}
-    old = pod.get("status") or {}
-    meta = meta_of(pod)
-    seed = f"{meta.get('uid', '')}"
+    spec = objects.spec(pod)
+    old = objects.status(pod)
+    seed = objects.uid(pod)
 
     def container_id(name: str) -> str:
         return f"{RUNTIME}://" + hashlib.sha256(f"{seed}/{name}".encode()).hexdigest()
@@ -97,6 +95,19 @@ def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, read
     def image_of(container: Obj) -> str:
         image = str(container.get("image") or "")
         return image if ("/" in image.split(":", 1)[0]) else f"docker.io/library/{image}"
+
+    def container_status(c: Obj, state: dict[str, Any], *, started: bool) -> dict[str, Any]:
+        return {
+            "name": c["name"],
+            "state": state,
+            "lastState": {},
+            "ready": True,
+            "restartCount": 0,
+            "image": image_of(c),
+            "imageID": image_id(image_of(c)),
+            "containerID": container_id(c["name"]),
+            "started": started,
+        }
 
     ready_text = "True" if ready else "False"
     conditions = {
@@ -116,17 +127,7 @@ def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, read
             {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": since or now}
         )
     containers = [
-        {
-            "name": c["name"],
-            "state": {"running": {"startedAt": now}},
-            "lastState": {},
-            "ready": True,
-            "restartCount": 0,
-            "image": image_of(c),
-            "imageID": image_id(image_of(c)),
-            "containerID": container_id(c["name"]),
-            "started": True,
-        }
+        container_status(c, {"running": {"startedAt": now}}, started=True)
         for c in spec.get("containers") or []
     ]
     status: dict[str, Any] = {
@@ -142,30 +143,23 @@ def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, read
         status["hostIPs"] = [{"ip": host_ip}]
     if spec.get("initContainers"):
         status["initContainerStatuses"] = [
-            {
-                "name": c["name"],
-                "state": {
-                    "terminated": {
-                        "exitCode": 0,
-                        "reason": "Completed",
-                        "startedAt": now,
-                        "finishedAt": now,
-                        "containerID": container_id(c["name"]),
-                    }
-                },
-                "lastState": {},
-                "ready": True,
-                "restartCount": 0,
-                "image": image_of(c),
-                "imageID": image_id(image_of(c)),
-                "containerID": container_id(c["name"]),
-                "started": False,
-            }
+            container_status(c, {"terminated": _completed(now, container_id(c["name"]))}, started=False)
             for c in spec["initContainers"]
         ]
     if old.get("qosClass"):
         status["qosClass"] = old["qosClass"]
     return status
+
+
+def _completed(now: str, container_id: str) -> dict[str, Any]:
+    """The ``terminated`` state of an init container that ran to completion at once."""
+    return {
+        "exitCode": 0,
+        "reason": "Completed",
+        "startedAt": now,
+        "finishedAt": now,
+        "containerID": container_id,
+    }
 
 
 def with_ready(status: dict[str, Any], ready: bool, now: str) -> dict[str, Any]:
@@ -267,27 +261,27 @@ class Kubelet(AgentLoop):
 
     def resync(self) -> None:
         for node in self.store.items(NODES):
-            self.enqueue(("node", meta_of(node)["name"]))
+            self.enqueue(("node", objects.name(node)))
 
     def on_event(self, event: Event) -> None:
         if event.key == PODS:
             self._on_pod(event)
         elif event.key == NODES:
-            name = meta_of(event.obj)["name"]
+            name = objects.name(event.obj)
             if event.type == DELETED:
                 return
             old = event.old
             if (
                 old is None
                 or node_ready(old) != node_ready(event.obj)
-                or (old.get("spec") or {}).get("taints") != (event.obj.get("spec") or {}).get("taints")
+                or objects.spec(old).get("taints") != objects.spec(event.obj).get("taints")
                 or internal_ip(old) != internal_ip(event.obj)
             ):
                 self.enqueue(("node", name))
 
     def _on_pod(self, event: Event) -> None:
         pod = event.obj
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         uid = str(meta.get("uid"))
         if event.type == DELETED:
             self.cancel(self._starting.pop(uid, None))
@@ -296,16 +290,16 @@ class Kubelet(AgentLoop):
             for restart in self._unready.pop(uid, {}).values():
                 self.cancel(restart)
             return
-        node = (pod.get("spec") or {}).get("nodeName")
+        node = objects.spec(pod).get("nodeName")
         if not node:
             return
         old_node = ((event.old or {}).get("spec") or {}).get("nodeName")
         if (
             event.old is None
             or old_node != node
-            or (pod.get("spec") or {}).get("tolerations")
+            or objects.spec(pod).get("tolerations")
             != ((event.old or {}).get("spec") or {}).get("tolerations")
-            or ((pod.get("status") or {}).get("phase") == "Pending" and uid not in self._starting)
+            or (objects.status(pod).get("phase") == "Pending" and uid not in self._starting)
         ):
             self.enqueue(("pod", meta["namespace"], meta["name"]))
 
@@ -326,21 +320,21 @@ class Kubelet(AgentLoop):
 
     def _sync_node(self, name: str) -> None:
         for pod in self.pods.on_node(name):
-            meta = meta_of(pod)
+            meta = objects.meta(pod)
             self._sync_pod(meta["namespace"], meta["name"])
 
     def _sync_pod(self, namespace: str, name: str) -> None:
         pod = self.store.get(PODS, namespace, name)
-        if pod is None or pod_terminating(pod) or pod_terminal(pod):
+        if pod is None or objects.is_deleting(pod) or pod_terminal(pod):
             return
-        node_name = (pod.get("spec") or {}).get("nodeName")
+        node_name = objects.spec(pod).get("nodeName")
         if not node_name:
             return
         node = self.store.get(NODES, "", node_name)
         if self.taint_eviction and node is not None and self._taint_check(pod, node):
             return  # evicted
-        uid = str(meta_of(pod).get("uid"))
-        phase = (pod.get("status") or {}).get("phase")
+        uid = objects.uid(pod)
+        phase = objects.status(pod).get("phase")
         if phase == "Pending":
             if node_ready(node) and uid not in self._starting:
                 self._starting[uid] = self.later(self.ready_delay, ("start", namespace, name, uid))
@@ -351,18 +345,16 @@ class Kubelet(AgentLoop):
     def _start(self, namespace: str, name: str, uid: str) -> None:
         self._starting.pop(uid, None)
         pod = self.store.get(PODS, namespace, name)
-        if pod is None or str(meta_of(pod).get("uid")) != uid or pod_terminating(pod):
+        if pod is None or objects.uid(pod) != uid or objects.is_deleting(pod):
             return
-        if (pod.get("status") or {}).get("phase") != "Pending":
+        if objects.status(pod).get("phase") != "Pending":
             return
-        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        node_name = str(objects.spec(pod).get("nodeName") or "")
         node = self.store.get(NODES, "", node_name)
         if not node_ready(node):
             return  # started when the node is Ready again (its node event re-syncs the pod)
         host_ip = internal_ip(node)
-        pod_ip = (
-            host_ip if (pod.get("spec") or {}).get("hostNetwork") and host_ip else self._pod_ip(node_name)
-        )
+        pod_ip = host_ip if objects.spec(pod).get("hostNetwork") and host_ip else self._pod_ip(node_name)
         status = running_status(
             pod, host_ip=host_ip, pod_ip=pod_ip, now=rfc3339(self.api.clock()), ready=True
         )
@@ -416,8 +408,8 @@ class Kubelet(AgentLoop):
         ``not_ready_for`` seconds later, the container is ready again (its readiness probe passing).
         Returns the pod as written. 404: no such pod/container; 409: the pod is not Running."""
         pod = self._pod_for_fault(namespace, name)
-        status = dict(pod.get("status") or {})
-        if status.get("phase") != "Running" or pod_terminating(pod):
+        status = dict(objects.status(pod))
+        if status.get("phase") != "Running" or objects.is_deleting(pod):
             raise errors.conflict(
                 "pods", "", name, f"pod {name} is not running (phase {status.get('phase')})"
             )
@@ -432,7 +424,7 @@ class Kubelet(AgentLoop):
         index = names.index(target)
         entry = entries[index]
         restarts = int(entry.get("restartCount") or 0) + 1
-        seed = f"{meta_of(pod).get('uid', '')}/{target}/{restarts}"
+        seed = f"{objects.uid(pod)}/{target}/{restarts}"
         entries[index] = {
             **entry,
             "lastState": {"terminated": terminated_state(entry, exit_code=exit_code, reason=reason, now=now)},
@@ -443,12 +435,12 @@ class Kubelet(AgentLoop):
             "containerID": f"{RUNTIME}://" + hashlib.sha256(seed.encode()).hexdigest(),
         }
         status["containerStatuses"] = entries
-        node = self.store.get(NODES, "", str((pod.get("spec") or {}).get("nodeName") or ""))
+        node = self.store.get(NODES, "", str(objects.spec(pod).get("nodeName") or ""))
         status = with_container_readiness(status, node_ready(node), now)
         written = self._write_status(pod, status)
         if written is None:
             raise errors.conflict("pods", "", name, errors.MODIFIED)
-        uid = str(meta_of(pod).get("uid"))
+        uid = objects.uid(pod)
         if self.running:  # (a kubelet that is not running recovers nothing)
             timers = self._unready.setdefault(uid, {})
             self.cancel(timers.pop(target, None))
@@ -461,17 +453,17 @@ class Kubelet(AgentLoop):
         if not timers:
             self._unready.pop(uid, None)
         pod = self.store.get(PODS, namespace, name)
-        if pod is None or str(meta_of(pod).get("uid")) != uid or pod_terminating(pod) or pod_terminal(pod):
+        if pod is None or objects.uid(pod) != uid or objects.is_deleting(pod) or pod_terminal(pod):
             return
-        status = dict(pod.get("status") or {})
+        status = dict(objects.status(pod))
         entries = [dict(c) for c in status.get("containerStatuses") or []]
         for entry in entries:
             if entry.get("name") == container:
                 entry["ready"] = True
         status["containerStatuses"] = entries
-        node = self.store.get(NODES, "", str((pod.get("spec") or {}).get("nodeName") or ""))
+        node = self.store.get(NODES, "", str(objects.spec(pod).get("nodeName") or ""))
         new = with_container_readiness(status, node_ready(node), rfc3339(self.api.clock()))
-        if new != (pod.get("status") or {}) and self._write_status(pod, new) is None:
+        if new != objects.status(pod) and self._write_status(pod, new) is None:
             self.later(0.05, ("recover", namespace, name, uid, container))
 
     def fail_pod(
@@ -489,22 +481,22 @@ class Kubelet(AgentLoop):
         ``False``. The kubelet leaves it there (whatever the restart policy: this is the fault). Returns
         the pod as written. 404: no such pod; 409: not bound to a node, or already finished."""
         pod = self._pod_for_fault(namespace, name)
-        if pod_terminal(pod) or not (pod.get("spec") or {}).get("nodeName"):
+        if pod_terminal(pod) or not objects.spec(pod).get("nodeName"):
             raise errors.conflict(
                 "pods",
                 "",
                 name,
                 f"pod {name} is not running on a node (phase {(pod.get('status') or {}).get('phase')})",
             )
-        uid = str(meta_of(pod).get("uid"))
+        uid = objects.uid(pod)
         self.cancel(self._starting.pop(uid, None))
         for timer in self._unready.pop(uid, {}).values():
             self.cancel(timer)
         now = rfc3339(self.api.clock())
-        status = dict(pod.get("status") or {})
+        status = dict(objects.status(pod))
         known = {str(c.get("name")): dict(c) for c in status.get("containerStatuses") or []}
         entries = []
-        for container in (pod.get("spec") or {}).get("containers") or []:
+        for container in objects.spec(pod).get("containers") or []:
             entry = known.get(container["name"]) or {
                 "name": container["name"],
                 "image": container.get("image"),
@@ -561,7 +553,7 @@ class Kubelet(AgentLoop):
             value, reason, message = "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status."
         else:
             value, reason, message = "False", "KubeletNotReady", "container runtime is down"
-        status = dict(current.get("status") or {})
+        status = dict(objects.status(current))
         wanted = {
             "type": "Ready",
             "status": value,
@@ -578,11 +570,9 @@ class Kubelet(AgentLoop):
 
     def _taint_check(self, pod: Obj, node: Obj) -> bool:
         """Evict ``pod`` now, schedule it for later, or forget a scheduled eviction. True if evicted."""
-        uid = str(meta_of(pod).get("uid"))
-        taints = [
-            t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in EXECUTE_EFFECTS
-        ]
-        tolerations = list((pod.get("spec") or {}).get("tolerations") or [])
+        uid = objects.uid(pod)
+        taints = [t for t in objects.spec(node).get("taints") or [] if t.get("effect") in EXECUTE_EFFECTS]
+        tolerations = list(objects.spec(pod).get("tolerations") or [])
         if not taints:
             self._forget_eviction(uid)
             return False
@@ -602,7 +592,7 @@ class Kubelet(AgentLoop):
             self._evict(pod)
             return True
         self.cancel(timer)
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         self._evicting[uid] = (
             deadline,
             self.later(deadline - now, ("evict", meta["namespace"], meta["name"], uid)),
@@ -616,10 +606,10 @@ class Kubelet(AgentLoop):
     def _evict_check(self, namespace: str, name: str, uid: str) -> None:
         """A ``tolerationSeconds`` timer fired: evict if the pod still only tolerates for a while."""
         pod = self.store.get(PODS, namespace, name)
-        if pod is None or str(meta_of(pod).get("uid")) != uid or pod_terminating(pod):
+        if pod is None or objects.uid(pod) != uid or objects.is_deleting(pod):
             self._forget_eviction(uid)
             return
-        node = self.store.get(NODES, "", str((pod.get("spec") or {}).get("nodeName") or ""))
+        node = self.store.get(NODES, "", str(objects.spec(pod).get("nodeName") or ""))
         if node is None:
             self._forget_eviction(uid)
             return
@@ -627,9 +617,9 @@ class Kubelet(AgentLoop):
 
     def _evict(self, pod: Obj) -> None:
         """What the taint eviction controller does: a ``DisruptionTarget`` condition, then DELETE."""
-        meta = meta_of(pod)
+        meta = objects.meta(pod)
         now = rfc3339(self.api.clock())
-        status = dict(pod.get("status") or {})
+        status = dict(objects.status(pod))
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"]
         conditions.append(
             {

@@ -614,27 +614,7 @@ def list_objects(
     ns = (namespace or None) if rt.namespaced else None
     with_ns = rt.namespaced and ns is None
     current = store.rv
-    rv_param = q.get("resourceVersion", "")
-    match = q.get("resourceVersionMatch", "")
-    start: str | None = None
-    snap_rv: int | None = None
-    if continue_token:
-        if rv_param not in ("", "0"):
-            raise errors.bad_request("specifying resource version is not allowed when using continue")
-        start, token_rv = decode_continue(continue_token)
-        snap_rv = token_rv if token_rv > 0 else None
-    else:
-        exact = match == "Exact" or (match == "" and bool(limit) and rv_param not in ("", "0"))
-        try:
-            wanted = parse_rv(rv_param)
-        except InvalidResourceVersionError as exc:
-            if exact:
-                raise errors.bad_request(f"invalid resource version: {exc}") from None
-            raise storage_invalid(exc) from None
-        if wanted > current:
-            raise too_large(wanted, current)
-        if exact:
-            snap_rv = wanted
+    start, snap_rv = _list_start(q, limit, continue_token, current)
     if snap_rv is not None and snap_rv > current:
         raise too_large(snap_rv, current)
     objects = snapshot(store, key, ns, snap_rv)
@@ -669,3 +649,27 @@ def list_objects(
             remaining = len(entries) - scanned
     served = [api.served(rt, o) for o in out]
     return served, str(list_rv), cont, remaining
+
+
+def _list_start(
+    q: Mapping[str, str], limit: int | None, continue_token: str | None, current: int
+) -> tuple[str | None, int | None]:
+    """Where a LIST starts: the continue key (``None`` from the top) and the revision to read at
+    (``None``: the current one), from the continue token or ``resourceVersion``/``…Match``."""
+    rv_param = q.get("resourceVersion", "")
+    if continue_token:
+        if rv_param not in ("", "0"):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+        start, token_rv = decode_continue(continue_token)
+        return start, token_rv if token_rv > 0 else None
+    match = q.get("resourceVersionMatch", "")
+    exact = match == "Exact" or (match == "" and bool(limit) and rv_param not in ("", "0"))
+    try:
+        wanted = parse_rv(rv_param)
+    except InvalidResourceVersionError as exc:
+        if exact:
+            raise errors.bad_request(f"invalid resource version: {exc}") from None
+        raise storage_invalid(exc) from None
+    if wanted > current:
+        raise too_large(wanted, current)
+    return None, wanted if exact else None

@@ -1,0 +1,229 @@
+"""Decoding request bodies the way Go's ``encoding/json`` does, and failing with its words.
+
+kube decodes patch bodies with ``encoding/json`` and returns its error text to the client
+verbatim (``invalid character 'x' looking for beginning of value``, ``json: cannot unmarshal
+array into Go value of type …``). Python's decoders accept and reject different documents and word
+errors differently, so a small scanner finds the first syntax error Go would report before the
+fast decoder runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import orjson
+
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.values import go_quote
+from aiplane.sim.apiserver import gofmt
+from aiplane.sim.apiserver.errors import ApiError
+
+#: The Go type kube decodes a patched object into.
+MAP_TARGET: Final = "map[string]interface {}"
+
+
+class GoJSONError(ValueError):
+    """A JSON decoding error, worded as Go's ``encoding/json`` words it."""
+
+
+def _quote_char(c: int) -> str:
+    """``encoding/json``'s ``quoteChar``."""
+    if c == ord("'"):
+        return "'\\''"
+    if c == ord('"'):
+        return "'\"'"
+    return "'" + go_quote(chr(c))[1:-1] + "'"
+
+
+_EOF: Final = "unexpected end of JSON input"
+_WS: Final = frozenset(b" \t\r\n")
+_HEX: Final = frozenset(b"0123456789abcdefABCDEF")
+_DIGITS: Final = frozenset(b"0123456789")
+
+
+class _Scanner:
+    """``checkValid``: the first syntax error of a JSON document, in Go's words."""
+
+    def __init__(self, data: bytes) -> None:
+        self.d = data
+        self.i = 0
+
+    def fail(self, context: str) -> GoJSONError:
+        return GoJSONError(f"invalid character {_quote_char(self.d[self.i])} {context}")
+
+    def ws(self) -> None:
+        while self.i < len(self.d) and self.d[self.i] in _WS:
+            self.i += 1
+
+    def peek(self) -> int:
+        if self.i >= len(self.d):
+            raise GoJSONError(_EOF)
+        return self.d[self.i]
+
+    def check(self) -> None:
+        self.ws()
+        self.value()
+        self.ws()
+        if self.i < len(self.d):
+            raise self.fail("after top-level value")
+
+    def value(self) -> None:
+        self.ws()
+        c = self.peek()
+        if c == ord("{"):
+            self.obj()
+        elif c == ord("["):
+            self.arr()
+        elif c == ord('"'):
+            self.string()
+        elif c == ord("-") or c in _DIGITS:
+            self.number()
+        elif c == ord("t"):
+            self.literal(b"true")
+        elif c == ord("f"):
+            self.literal(b"false")
+        elif c == ord("n"):
+            self.literal(b"null")
+        else:
+            raise self.fail("looking for beginning of value")
+
+    def obj(self) -> None:
+        self.i += 1
+        self.ws()
+        if self.peek() == ord("}"):
+            self.i += 1
+            return
+        while True:
+            if self.peek() != ord('"'):
+                raise self.fail("looking for beginning of object key string")
+            self.string()
+            self.ws()
+            if self.peek() != ord(":"):
+                raise self.fail("after object key")
+            self.i += 1
+            self.value()
+            self.ws()
+            c = self.peek()
+            if c == ord(","):
+                self.i += 1
+                self.ws()
+                continue
+            if c == ord("}"):
+                self.i += 1
+                return
+            raise self.fail("after object key:value pair")
+
+    def arr(self) -> None:
+        self.i += 1
+        self.ws()
+        if self.peek() == ord("]"):
+            self.i += 1
+            return
+        while True:
+            self.value()
+            self.ws()
+            c = self.peek()
+            if c == ord(","):
+                self.i += 1
+                continue
+            if c == ord("]"):
+                self.i += 1
+                return
+            raise self.fail("after array element")
+
+    def string(self) -> None:
+        self.i += 1
+        while True:
+            c = self.peek()
+            if c == ord('"'):
+                self.i += 1
+                return
+            if c == ord("\\"):
+                self.i += 1
+                e = self.peek()
+                if e in b'"\\/bfnrt':
+                    self.i += 1
+                elif e == ord("u"):
+                    self.i += 1
+                    for _ in range(4):
+                        if self.peek() not in _HEX:
+                            raise self.fail("in \\u hexadecimal character escape")
+                        self.i += 1
+                else:
+                    raise self.fail("in string escape code")
+                continue
+            if c < 0x20:
+                raise self.fail("in string literal")
+            self.i += 1
+
+    def _digits(self) -> None:
+        while self.i < len(self.d) and self.d[self.i] in _DIGITS:
+            self.i += 1
+
+    def number(self) -> None:
+        if self.d[self.i] == ord("-"):
+            self.i += 1
+            if self.peek() not in _DIGITS:
+                raise self.fail("in numeric literal")
+        if self.d[self.i] == ord("0"):
+            self.i += 1
+        else:
+            self._digits()
+        if self.i < len(self.d) and self.d[self.i] == ord("."):
+            self.i += 1
+            if self.peek() not in _DIGITS:
+                raise self.fail("after decimal point in numeric literal")
+            self._digits()
+        if self.i < len(self.d) and self.d[self.i] in b"eE":
+            self.i += 1
+            if self.peek() in b"+-":
+                self.i += 1
+            if self.peek() not in _DIGITS:
+                raise self.fail("in exponent of numeric literal")
+            self._digits()
+
+    def literal(self, word: bytes) -> None:
+        self.i += 1
+        for expected in word[1:]:
+            if self.peek() != expected:
+                raise self.fail(f"in literal {word.decode()} (expecting {_quote_char(expected)})")
+            self.i += 1
+
+
+#: The word Go's ``UnmarshalTypeError`` uses for each kind of decoded value (``null`` never gets there).
+_JSON_KINDS: Final = {"map": "object", "slice": "array", "string": "string", "bool": "bool"}
+
+
+def json_kind(value: Any) -> str:
+    """The word Go's ``UnmarshalTypeError`` uses for a JSON value."""
+    return _JSON_KINDS.get(gofmt.kind(value), "number")
+
+
+def go_json_decode(raw: bytes, target: str | None = None) -> Any:
+    """Decode ``raw`` as Go's ``json.Unmarshal`` would, raising its errors.
+
+    ``target`` is the Go type decoded into (``map[string]interface {}``, ``[]handlers.jsonPatchOp``
+    …) for the "cannot unmarshal" errors; ``None`` decodes into ``interface{}``.
+    """
+    _Scanner(raw).check()
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = json.loads(raw.decode("utf-8", "replace"))
+    if target is not None and value is not None:
+        wants_map = target.startswith("map[")
+        if (wants_map and not isinstance(value, dict)) or (not wants_map and not isinstance(value, list)):
+            raise GoJSONError(f"json: cannot unmarshal {json_kind(value)} into Go value of type {target}")
+    return value
+
+
+def undecodable_patch(value: str, detail: str) -> ApiError:
+    """The 422 kube answers when the patched document does not decode into the object.
+
+    The field is ``patch``, its value the document as kube shows it (``value``), ``detail`` the
+    decoder's complaint.
+    """
+    err = FieldError("patch", fe.INVALID, value, detail)
+    return ApiError(422, "Invalid", f' "" is invalid: {err.render_kube()}', details={"causes": [err.cause()]})
