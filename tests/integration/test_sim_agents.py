@@ -284,7 +284,8 @@ async def test_faults_and_runtime_delays(cluster: EmbeddedCluster, client: InMem
     assert "API call failed" in event["message"]
 
     dcm.fail_nodes.clear()
-    dcm.dcm_delay = 0.3
+    # Long enough that a loaded machine cannot run past it before the check below.
+    dcm.dcm_delay = 2.0
     await label(client, name, {STATE: None, TRIGGER: "apply"})
     await asyncio.sleep(0.05)
     assert STATE not in await labels(client, name), "no state while partitioning"
