@@ -31,18 +31,17 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import orjson
-from aiohttp import web
 
 from aiplane.apimachinery import builtin
 from aiplane.sim.apiserver import discovery, errors
+from aiplane.sim.apiserver.context import ServerContext
+from aiplane.sim.apiserver.messages import JSON, ApiRequest, ApiResponse
+from aiplane.sim.apiserver.negotiation import parse_accept
 from aiplane.sim.apiserver.resources import _DEF, ResourceType
-
-if TYPE_CHECKING:
-    from aiplane.sim.apiserver.server import ApiServer
 
 V2_PREFIX = "#/definitions/"
 V3_PREFIX = "#/components/schemas/"
@@ -368,7 +367,7 @@ def crd_list_schema(rt: ResourceType, list_kind: str, v3: bool) -> dict[str, Any
     }
 
 
-def _list_kind(server: ApiServer, rt: ResourceType) -> str:
+def _list_kind(server: ServerContext, rt: ResourceType) -> str:
     crd = server.store.get("apiextensions.k8s.io/customresourcedefinitions", "", rt.crd_name or "")
     names = ((crd or {}).get("spec") or {}).get("names") or {}
     return str(names.get("listKind") or rt.kind + "List")
@@ -915,7 +914,7 @@ _CODE_TEXT = {"200": "OK", "201": "Created", "202": "Accepted"}
 # --- documents ----------------------------------------------------------------------------------------
 
 
-def _types(server: ApiServer, group: str | None = None, version: str | None = None) -> list[ResourceType]:
+def _types(server: ServerContext, group: str | None = None, version: str | None = None) -> list[ResourceType]:
     return sorted(
         (
             rt
@@ -926,7 +925,7 @@ def _types(server: ApiServer, group: str | None = None, version: str | None = No
     )
 
 
-def _fill(builder: _Builder, server: ApiServer, types: Iterable[ResourceType]) -> None:
+def _fill(builder: _Builder, server: ServerContext, types: Iterable[ResourceType]) -> None:
     for rt in types:
         if rt.is_custom:
             name = crd_definition_name(rt.group, rt.version, rt.kind)
@@ -953,7 +952,7 @@ def _schemas(builder: _Builder) -> dict[str, Any]:
     return dict(sorted(schemas.items()))
 
 
-def v3_document(server: ApiServer, group: str, version: str) -> dict[str, Any]:
+def v3_document(server: ServerContext, group: str, version: str) -> dict[str, Any]:
     types = _types(server, group, version)
     crd = any(rt.is_custom for rt in types)
     builder = _Builder(v3=True, crd=crd)
@@ -982,7 +981,7 @@ def v3_document(server: ApiServer, group: str, version: str) -> dict[str, Any]:
     }
 
 
-def v2_document(server: ApiServer) -> dict[str, Any]:
+def v2_document(server: ServerContext) -> dict[str, Any]:
     builder = _Builder(v3=False, crd=False)
     builtins = [rt for rt in _types(server) if not rt.is_custom]
     _fill(builder, server, builtins)
@@ -1040,7 +1039,7 @@ _CACHES: weakref.WeakKeyDictionary[Any, _Cache] = weakref.WeakKeyDictionary()
 _BUILTIN_V3: dict[tuple[str, str, tuple[str, ...]], Encoded] = {}
 
 
-def _cache(server: ApiServer) -> _Cache:
+def _cache(server: ServerContext) -> _Cache:
     cache = _CACHES.get(server)
     if cache is None:
         cache = _CACHES[server] = _Cache()
@@ -1053,11 +1052,11 @@ def _cache(server: ApiServer) -> _Cache:
     return cache
 
 
-def served_group_versions(server: ApiServer) -> list[tuple[str, str]]:
+def served_group_versions(server: ServerContext) -> list[tuple[str, str]]:
     return [(g, v) for g, versions in discovery.ordered_groups(server) for v in versions]
 
 
-def v3_encoded(server: ApiServer, group: str, version: str) -> Encoded | None:
+def v3_encoded(server: ServerContext, group: str, version: str) -> Encoded | None:
     if (group, version) not in served_group_versions(server):
         return None
     cache = _cache(server)
@@ -1077,7 +1076,7 @@ def v3_encoded(server: ApiServer, group: str, version: str) -> Encoded | None:
     return found
 
 
-def v3_index(server: ApiServer) -> Encoded:
+def v3_index(server: ServerContext) -> Encoded:
     cache = _cache(server)
     if cache.index is None:
         paths = {}
@@ -1090,7 +1089,7 @@ def v3_index(server: ApiServer) -> Encoded:
     return cache.index
 
 
-def v2_encoded(server: ApiServer) -> Encoded:
+def v2_encoded(server: ServerContext) -> Encoded:
     cache = _cache(server)
     if cache.v2 is None:
         cache.v2 = _encode(v2_document(server))
@@ -1100,55 +1099,55 @@ def v2_encoded(server: ApiServer) -> Encoded:
 # --- HTTP ---------------------------------------------------------------------------------------------
 
 
-def _accepts_json(request: web.Request) -> bool:
-    clauses = discovery.parse_accept(request.headers.get("Accept") or "*/*")
+def _accepts_json(request: ApiRequest) -> bool:
+    clauses = parse_accept(request.accept or "*/*")
     return any(c.matches_json() for c in clauses)
 
 
-def _serve(request: web.Request, doc: Encoded, headers: dict[str, str] | None = None) -> web.Response:
+def _serve(request: ApiRequest, doc: Encoded, headers: dict[str, str] | None = None) -> ApiResponse:
     etag = f'"{doc.etag}"'
     all_headers = {"ETag": etag, "Vary": "Accept", **(headers or {})}
     if etag in [t.strip() for t in request.headers.get("If-None-Match", "").split(",")]:
-        return web.Response(status=304, headers=all_headers)
-    return web.Response(body=doc.body, content_type="application/json", headers=all_headers)
+        return ApiResponse(304, all_headers)
+    return ApiResponse(200, {**all_headers, "Content-Type": JSON}, doc.body)
 
 
-def _not_acceptable() -> web.Response:
-    return web.Response(status=406)
+def _group_version(rest: tuple[str, ...]) -> tuple[str, str]:
+    """The group-version a ``/openapi/v3/…`` path names (404 for anything else)."""
+    if rest[:1] == ("api",) and len(rest) == 2:
+        return "", rest[1]
+    if rest[:1] == ("apis",) and len(rest) == 3:
+        return rest[1], rest[2]
+    raise errors.not_found_path()
 
 
-async def handle(server: ApiServer, request: web.Request, parts: list[str]) -> web.StreamResponse:
+def _v3_group_version(server: ServerContext, request: ApiRequest, rest: tuple[str, ...]) -> ApiResponse:
+    group, version = _group_version(rest)
+    doc = v3_encoded(server, group, version)
+    if doc is None:
+        raise errors.not_found_path()
+    if not _accepts_json(request):
+        return ApiResponse(406)
+    wanted = request.query.get("hash")
+    if not wanted:
+        return _serve(request, doc)
+    if wanted != doc.etag:
+        location = f"/openapi/v3/{gv_path(group, version)}?hash={quote(doc.etag)}"
+        return ApiResponse(301, {"Location": location})
+    return _serve(request, doc, {"Cache-Control": "public, immutable", "Expires": _one_year_from_now()})
+
+
+def handle(server: ServerContext, request: ApiRequest) -> ApiResponse:
     """Serve ``/openapi/v2``, ``/openapi/v3`` and ``/openapi/v3/<group-version path>``."""
     if request.method not in ("GET", "HEAD"):
         raise errors.method_not_allowed()
-    if parts == ["openapi", "v2"]:
-        if not _accepts_json(request):
-            return _not_acceptable()
-        return _serve(request, v2_encoded(server))
-    if parts == ["openapi", "v3"]:
+    parts = request.parts
+    if parts == ("openapi", "v2"):
+        return _serve(request, v2_encoded(server)) if _accepts_json(request) else ApiResponse(406)
+    if parts == ("openapi", "v3"):
         return _serve(request, v3_index(server))
-    rest = parts[2:]
-    if parts[:2] == ["openapi", "v3"] and rest:
-        if rest[0] == "api" and len(rest) == 2:
-            group, version = "", rest[1]
-        elif rest[0] == "apis" and len(rest) == 3:
-            group, version = rest[1], rest[2]
-        else:
-            raise errors.not_found_path()
-        doc = v3_encoded(server, group, version)
-        if doc is None:
-            raise errors.not_found_path()
-        if not _accepts_json(request):
-            return _not_acceptable()
-        wanted = request.query.get("hash")
-        if wanted:
-            if wanted != doc.etag:
-                location = f"/openapi/v3/{gv_path(group, version)}?hash={quote(doc.etag)}"
-                return web.Response(status=301, headers={"Location": location})
-            return _serve(
-                request, doc, {"Cache-Control": "public, immutable", "Expires": _one_year_from_now()}
-            )
-        return _serve(request, doc)
+    if parts[:2] == ("openapi", "v3") and parts[2:]:
+        return _v3_group_version(server, request, parts[2:])
     raise errors.not_found_path()
 
 
