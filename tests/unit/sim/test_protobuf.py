@@ -1186,7 +1186,7 @@ async def test_delete_with_protobuf_delete_options(client: Any) -> None:
 async def test_eviction_bodies_reach_the_eviction_handler_decoded(
     client: Any, server: ApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aiplane.sim.apiserver import gc
+    from aiplane.sim.apiserver import eviction
 
     seen: list[dict[str, Any]] = []
 
@@ -1194,7 +1194,7 @@ async def test_eviction_bodies_reach_the_eviction_handler_decoded(
         seen.append(body)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
-    monkeypatch.setattr(gc, "evict", evict)
+    monkeypatch.setattr(eviction, "evict", evict)
     server.api.create(
         builtin("Pod"),
         "ns",
