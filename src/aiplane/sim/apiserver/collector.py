@@ -36,18 +36,13 @@ class GarbageCollector(OwnerGraph):
     def _attempt_to_delete(self, uid: str) -> None:
         """``attemptToDeleteItem``."""
         obj = self._get_uid(uid)
-        if obj is None:
-            return
-        if objects.is_deleting(obj) and not deleting_dependents(obj):
+        if obj is None or (objects.is_deleting(obj) and not deleting_dependents(obj)):
             return
         if deleting_dependents(obj):
             self._process_deleting_dependents(uid, obj)
             return
         refs = [r for r in objects.meta(obj).get("ownerReferences") or [] if isinstance(r, dict)]
-        if not refs:
-            return
-        key = self._where[uid][0]
-        rt = self._rt_for(key, obj)
+        rt = self._rt_for(self._where[uid][0], obj) if refs else None
         if rt is None:
             return
         try:
@@ -57,6 +52,12 @@ class GarbageCollector(OwnerGraph):
             return
         except _InvalidOwnerError:
             return
+        self._act_on(uid, rt, obj, refs, classified)
+
+    def _act_on(
+        self, uid: str, rt: ResourceType, obj: Obj, refs: list[dict[str, Any]], classified: _Classified
+    ) -> None:
+        """The second half of ``attemptToDeleteItem``: keep, strip dangling owners, or delete."""
         if classified.solid:
             gone = {r.get("uid") for r in classified.dangling + classified.waiting}
             if gone:

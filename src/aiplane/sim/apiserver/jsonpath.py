@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -130,6 +131,37 @@ def _parse_field(text: str, i: int, nodes: list[Any]) -> int:
     return i
 
 
+def _bracket_end(text: str, i: int) -> int:
+    """The index of the ``]`` closing the bracket opened at ``i`` (quotes may hold a ``]``)."""
+    quote: str | None = None
+    for j in range(i + 1, len(text)):
+        ch = text[j]
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == "]":
+            return j
+    raise JSONPathError(f"unclosed array expect ] in {text!r}")
+
+
+def _bracket_key(part: str) -> _Field | _Slice:
+    """One key of a bracket: a quoted field name, an index or a slice."""
+    if len(part) >= 2 and part[0] == part[-1] and part[0] in ("'", '"'):
+        return _Field(part[1:-1])
+    pieces = part.split(":")
+    if len(pieces) > 3:
+        raise JSONPathError(f"invalid array index {part!r}")
+    try:
+        values = [int(p) if p.strip() else None for p in pieces]
+    except ValueError as exc:
+        raise JSONPathError(f"invalid array index {part!r}") from exc
+    if len(values) == 1:
+        return _Slice(values[0], None, None, True)
+    return _Slice(values[0], values[1], values[2] if len(values) > 2 else None, False)
+
+
 def _parse_bracket(text: str, i: int, nodes: list[Any]) -> int:
     if text.startswith("[?(", i):
         end = text.find(")]", i)
@@ -137,45 +169,13 @@ def _parse_bracket(text: str, i: int, nodes: list[Any]) -> int:
             raise JSONPathError(f"unclosed filter in {text!r}")
         nodes.append(_parse_filter(text[i + 3 : end]))
         return end + 2
-    depth_quote: str | None = None
-    j = i + 1
-    while j < len(text):
-        ch = text[j]
-        if depth_quote:
-            if ch == depth_quote:
-                depth_quote = None
-        elif ch in ("'", '"'):
-            depth_quote = ch
-        elif ch == "]":
-            break
-        j += 1
-    else:
-        raise JSONPathError(f"unclosed array expect ] in {text!r}")
+    j = _bracket_end(text, i)
     inner = text[i + 1 : j].strip()
     if inner == "*":
         nodes.append(_Wildcard())
         return j + 1
-    keys: list[_Field | _Slice] = []
-    for raw in _split_union(inner):
-        part = raw.strip()
-        if len(part) >= 2 and part[0] == part[-1] and part[0] in ("'", '"'):
-            keys.append(_Field(part[1:-1]))
-            continue
-        pieces = part.split(":")
-        if len(pieces) > 3:
-            raise JSONPathError(f"invalid array index {part!r}")
-        try:
-            values = [int(p) if p.strip() else None for p in pieces]
-        except ValueError as exc:
-            raise JSONPathError(f"invalid array index {part!r}") from exc
-        if len(values) == 1:
-            keys.append(_Slice(values[0], None, None, True))
-        else:
-            keys.append(_Slice(values[0], values[1], values[2] if len(values) > 2 else None, False))
-    if len(keys) == 1:
-        nodes.append(keys[0])
-    else:
-        nodes.append(_Union(tuple(keys)))
+    keys = [_bracket_key(raw.strip()) for raw in _split_union(inner)]
+    nodes.append(keys[0] if len(keys) == 1 else _Union(tuple(keys)))
     return j + 1
 
 
@@ -214,45 +214,64 @@ def _evaluate(nodes: tuple[Any, ...], current: list[Any], root: Any) -> list[Any
     return current
 
 
-def _step(node: Any, values: list[Any], root: Any) -> list[Any]:
+def _field(node: _Field, values: list[Any], root: Any) -> list[Any]:
+    if node.name == "":
+        return list(values)
+    return [v[node.name] for v in values if isinstance(v, dict) and v.get(node.name) is not None]
+
+
+def _wildcard(node: _Wildcard, values: list[Any], root: Any) -> list[Any]:
     out: list[Any] = []
-    if isinstance(node, _Literal):
-        return [node.value]
-    if isinstance(node, _Field):
-        for value in values:
-            if node.name == "":
-                out.append(value)
-            elif isinstance(value, dict) and node.name in value and value[node.name] is not None:
-                out.append(value[node.name])
-        return out
-    if isinstance(node, _Wildcard):
-        for value in values:
-            if isinstance(value, dict):
-                out.extend(v for _, v in sorted(value.items()))
-            elif isinstance(value, list):
-                out.extend(value)
-        return out
-    if isinstance(node, _Recursive):
-        for value in values:
-            out.extend(_descendants(value))
-        return out
-    if isinstance(node, _Slice):
-        for value in values:
-            if not isinstance(value, list):
-                raise JSONPathError(f"{go_print(value)} is not array or slice")
-            out.extend(_slice(value, node))
-        return out
-    if isinstance(node, _Union):
-        for key in node.keys:
-            out.extend(_step(key, values, root))
-        return out
-    if isinstance(node, _Filter):
-        for value in values:
-            if not isinstance(value, list):
-                raise JSONPathError(f"{go_print(value)} is not array or slice and cannot be filtered")
-            out.extend(item for item in value if _filter_passes(node, item, root))
-        return out
-    raise JSONPathError(f"unexpected node {node!r}")
+    for value in values:
+        if isinstance(value, dict):
+            out.extend(v for _, v in sorted(value.items()))
+        elif isinstance(value, list):
+            out.extend(value)
+    return out
+
+
+def _recursive(node: _Recursive, values: list[Any], root: Any) -> list[Any]:
+    return [found for value in values for found in _descendants(value)]
+
+
+def _slices(node: _Slice, values: list[Any], root: Any) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if not isinstance(value, list):
+            raise JSONPathError(f"{go_print(value)} is not array or slice")
+        out.extend(_slice(value, node))
+    return out
+
+
+def _union(node: _Union, values: list[Any], root: Any) -> list[Any]:
+    return [found for key in node.keys for found in _step(key, values, root)]
+
+
+def _filtered(node: _Filter, values: list[Any], root: Any) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if not isinstance(value, list):
+            raise JSONPathError(f"{go_print(value)} is not array or slice and cannot be filtered")
+        out.extend(item for item in value if _filter_passes(node, item, root))
+    return out
+
+
+_STEPS: dict[type, Callable[[Any, list[Any], Any], list[Any]]] = {
+    _Literal: lambda node, values, root: [node.value],
+    _Field: _field,
+    _Wildcard: _wildcard,
+    _Recursive: _recursive,
+    _Slice: _slices,
+    _Union: _union,
+    _Filter: _filtered,
+}
+
+
+def _step(node: Any, values: list[Any], root: Any) -> list[Any]:
+    step = _STEPS.get(type(node))
+    if step is None:
+        raise JSONPathError(f"unexpected node {node!r}")
+    return step(node, values, root)
 
 
 def _descendants(value: Any) -> list[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,136 +21,162 @@ from aiplane.sim.apiserver.printing import (
     since,
 )
 
+#: The row conditions kube's pod printer adds for a finished pod.
+_COMPLETED: dict[str, tuple[dict[str, str], ...]] = {
+    "Succeeded": (
+        {
+            "type": "Completed",
+            "status": "True",
+            "reason": "Succeeded",
+            "message": "The pod has completed successfully.",
+        },
+    ),
+    "Failed": ({"type": "Completed", "status": "True", "reason": "Failed", "message": "The pod failed."},),
+}
+
+
+@dataclass
+class _PodTally:
+    """What ``printPod`` accumulates over the container statuses."""
+
+    reason: str
+    ready: int = 0
+    restarts: int = 0
+    last_restart: datetime | None = None
+    init_restarts: int = 0
+    last_init_restart: datetime | None = None
+
+
+def _last_finished(status: Any) -> Any:
+    """When a container's previous run ended (``lastState.terminated.finishedAt``), if it did."""
+    terminated = get_path(status, "lastState", "terminated")
+    return terminated.get("finishedAt") if isinstance(terminated, dict) else None
+
+
+def _exit_text(terminated: dict[str, Any], prefix: str) -> str:
+    signal = as_int(terminated.get("signal"))
+    return f"{prefix}Signal:{signal}" if signal else f"{prefix}ExitCode:{as_int(terminated.get('exitCode'))}"
+
+
+def _init_reason(status: Any, index: int, count: int) -> str:
+    """The ``Init:…`` reason of the init container that keeps the pod initializing."""
+    terminated = get_path(status, "state", "terminated")
+    waiting = get_path(status, "state", "waiting")
+    if isinstance(terminated, dict):
+        return (
+            "Init:" + str(terminated["reason"])
+            if terminated.get("reason")
+            else _exit_text(terminated, "Init:")
+        )
+    if isinstance(waiting, dict) and waiting.get("reason") and waiting.get("reason") != "PodInitializing":
+        return "Init:" + str(waiting["reason"])
+    return f"Init:{index}/{count}"
+
+
+def _tally_init(status: dict[str, Any], init_specs: list[Any], tally: _PodTally) -> bool:
+    """Count init containers' restarts and ready sidecars; whether one still keeps the pod initializing."""
+    init_by_name = {c.get("name"): c for c in init_specs if isinstance(c, dict)}
+    for index, cs in enumerate(status.get("initContainerStatuses") or []):
+        count = as_int(cs.get("restartCount"))
+        finished = _last_finished(cs)
+        tally.restarts += count
+        tally.last_restart = latest(tally.last_restart, finished)
+        restartable = is_restartable(init_by_name.get(cs.get("name")))
+        if restartable:
+            tally.init_restarts += count
+            tally.last_init_restart = latest(tally.last_init_restart, finished)
+        terminated = get_path(cs, "state", "terminated")
+        if isinstance(terminated, dict) and as_int(terminated.get("exitCode")) == 0:
+            continue
+        if restartable and cs.get("started") is True:
+            tally.ready += 1 if cs.get("ready") else 0
+            continue
+        tally.reason = _init_reason(cs, index, len(init_specs))
+        return True
+    return False
+
+
+def _container_reason(status: Any) -> str | None:
+    """The reason a container's state gives the pod (waiting or terminated), if any."""
+    waiting = get_path(status, "state", "waiting")
+    terminated = get_path(status, "state", "terminated")
+    if isinstance(waiting, dict) and waiting.get("reason"):
+        return str(waiting["reason"])
+    if isinstance(terminated, dict):
+        return str(terminated["reason"]) if terminated.get("reason") else _exit_text(terminated, "")
+    return None
+
+
+def _tally_containers(status: dict[str, Any], tally: _PodTally) -> None:
+    """Count the app containers (sidecar restarts included), last one first as kube does."""
+    tally.restarts = tally.init_restarts
+    tally.last_restart = tally.last_init_restart
+    has_running = False
+    for cs in reversed(status.get("containerStatuses") or []):
+        tally.restarts += as_int(cs.get("restartCount"))
+        tally.last_restart = latest(tally.last_restart, _last_finished(cs))
+        reason = _container_reason(cs)
+        if reason is not None:
+            tally.reason = reason
+        elif cs.get("ready") and isinstance(get_path(cs, "state", "running"), dict):
+            has_running = True
+            tally.ready += 1
+    if tally.reason == "Completed" and has_running:
+        tally.reason = "Running" if condition_true(status.get("conditions"), "Ready") else "NotReady"
+
+
+def _readiness_gates(spec: dict[str, Any], status: dict[str, Any]) -> str:
+    gates = spec.get("readinessGates") or []
+    if not gates:
+        return "<none>"
+    conditions = status.get("conditions") or []
+    true_count = 0
+    for gate in gates:
+        found = next((c for c in conditions if c.get("type") == gate.get("conditionType")), None)
+        if found is not None and found.get("status") == "True":
+            true_count += 1
+    return f"{true_count}/{len(gates)}"
+
+
+def _pod_ip(status: dict[str, Any]) -> Any:
+    pod_ips = status.get("podIPs") or []
+    return (pod_ips[0].get("ip") if pod_ips and isinstance(pod_ips[0], dict) else None) or status.get("podIP")
+
 
 def print_pod(pod: dict[str, Any], now: datetime) -> Row:
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    containers = spec.get("containers") or []
     init_specs = spec.get("initContainers") or []
-    restarts = 0
-    init_restarts = 0
-    total = len(containers)
-    ready = 0
-    last_restart: datetime | None = None
-    last_init_restart: datetime | None = None
     phase = str(status.get("phase") or "")
-    reason = str(status.get("reason") or phase)
+    tally = _PodTally(reason=str(status.get("reason") or phase))
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("reason") == "SchedulingGated":
-            reason = "SchedulingGated"
-    conditions: list[dict[str, Any]] = []
-    if phase == "Succeeded":
-        conditions = [
-            {
-                "type": "Completed",
-                "status": "True",
-                "reason": "Succeeded",
-                "message": "The pod has completed successfully.",
-            }
-        ]
-    elif phase == "Failed":
-        conditions = [
-            {"type": "Completed", "status": "True", "reason": "Failed", "message": "The pod failed."}
-        ]
-    init_by_name = {c.get("name"): c for c in init_specs if isinstance(c, dict)}
-    total += sum(1 for c in init_specs if is_restartable(c))
-    initializing = False
-    for index, cs in enumerate(status.get("initContainerStatuses") or []):
-        count = as_int(cs.get("restartCount"))
-        restarts += count
-        terminated_last = get_path(cs, "lastState", "terminated")
-        if isinstance(terminated_last, dict):
-            last_restart = latest(last_restart, terminated_last.get("finishedAt"))
-        restartable = is_restartable(init_by_name.get(cs.get("name")))
-        if restartable:
-            init_restarts += count
-            if isinstance(terminated_last, dict):
-                last_init_restart = latest(last_init_restart, terminated_last.get("finishedAt"))
-        state = cs.get("state") or {}
-        terminated = state.get("terminated")
-        waiting = state.get("waiting")
-        if isinstance(terminated, dict) and as_int(terminated.get("exitCode")) == 0:
-            continue
-        if restartable and cs.get("started") is True:
-            if cs.get("ready"):
-                ready += 1
-            continue
-        if isinstance(terminated, dict):
-            if not terminated.get("reason"):
-                signal = as_int(terminated.get("signal"))
-                reason = (
-                    f"Init:Signal:{signal}"
-                    if signal
-                    else f"Init:ExitCode:{as_int(terminated.get('exitCode'))}"
-                )
-            else:
-                reason = "Init:" + str(terminated["reason"])
-        elif (
-            isinstance(waiting, dict) and waiting.get("reason") and waiting.get("reason") != "PodInitializing"
-        ):
-            reason = "Init:" + str(waiting["reason"])
-        else:
-            reason = f"Init:{index}/{len(init_specs)}"
-        initializing = True
-        break
+            tally.reason = "SchedulingGated"
+    total = len(spec.get("containers") or []) + sum(1 for c in init_specs if is_restartable(c))
+    initializing = _tally_init(status, init_specs, tally)
     if not initializing or condition_true(status.get("conditions"), "Initialized"):
-        restarts = init_restarts
-        last_restart = last_init_restart
-        has_running = False
-        for cs in reversed(status.get("containerStatuses") or []):
-            restarts += as_int(cs.get("restartCount"))
-            terminated_last = get_path(cs, "lastState", "terminated")
-            if isinstance(terminated_last, dict):
-                last_restart = latest(last_restart, terminated_last.get("finishedAt"))
-            state = cs.get("state") or {}
-            waiting, terminated = state.get("waiting"), state.get("terminated")
-            if isinstance(waiting, dict) and waiting.get("reason"):
-                reason = str(waiting["reason"])
-            elif isinstance(terminated, dict) and terminated.get("reason"):
-                reason = str(terminated["reason"])
-            elif isinstance(terminated, dict):
-                signal = as_int(terminated.get("signal"))
-                reason = f"Signal:{signal}" if signal else f"ExitCode:{as_int(terminated.get('exitCode'))}"
-            elif cs.get("ready") and isinstance(state.get("running"), dict):
-                has_running = True
-                ready += 1
-        if reason == "Completed" and has_running:
-            reason = "Running" if condition_true(status.get("conditions"), "Ready") else "NotReady"
+        _tally_containers(status, tally)
     deleting = meta(pod).get("deletionTimestamp")
     if deleting and status.get("reason") == "NodeLost":
-        reason = "Unknown"
+        tally.reason = "Unknown"
     elif deleting and phase not in ("Succeeded", "Failed"):
-        reason = "Terminating"
-    restarts_text = str(restarts)
-    if restarts and last_restart is not None:
-        restarts_text = f"{restarts} ({human_duration((now - last_restart).total_seconds())} ago)"
-    pod_ips = status.get("podIPs") or []
-    pod_ip = (pod_ips[0].get("ip") if pod_ips and isinstance(pod_ips[0], dict) else None) or status.get(
-        "podIP"
-    )
-    gates = spec.get("readinessGates") or []
-    readiness = "<none>"
-    if gates:
-        true_count = 0
-        for gate in gates:
-            for condition in status.get("conditions") or []:
-                if condition.get("type") == gate.get("conditionType"):
-                    if condition.get("status") == "True":
-                        true_count += 1
-                    break
-        readiness = f"{true_count}/{len(gates)}"
+        tally.reason = "Terminating"
+    restarts_text = str(tally.restarts)
+    if tally.restarts and tally.last_restart is not None:
+        ago = human_duration((now - tally.last_restart).total_seconds())
+        restarts_text = f"{tally.restarts} ({ago} ago)"
     cells = [
         meta(pod).get("name", ""),
-        f"{ready}/{total}",
-        reason,
+        f"{tally.ready}/{total}",
+        tally.reason,
         restarts_text,
         age(pod, now),
-        pod_ip or "<none>",
+        _pod_ip(status) or "<none>",
         spec.get("nodeName") or "<none>",
         status.get("nominatedNodeName") or "<none>",
-        readiness,
+        _readiness_gates(spec, status),
     ]
-    return cells, conditions
+    return cells, [dict(c) for c in _COMPLETED.get(phase, ())]
 
 
 def print_node(node: dict[str, Any], now: datetime) -> list[Any]:

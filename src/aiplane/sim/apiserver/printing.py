@@ -16,6 +16,23 @@ from aiplane.apimachinery.objects import meta
 from aiplane.apimachinery.selectors import compile_selector
 
 
+def _pair(big: int, big_unit: str, small: int, small_unit: str) -> str:
+    """``5m`` or ``5m12s``: the smaller unit only when it is not zero."""
+    return f"{big}{big_unit}" if small == 0 else f"{big}{big_unit}{small}{small_unit}"
+
+
+def _hours_or_more(hours: int) -> str:
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return _pair(hours // 24, "d", hours % 24, "h")
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        return _pair(hours // 24 // 365, "y", (hours // 24) % 365, "d")
+    return f"{hours // 24 // 365}y"
+
+
 def human_duration(seconds: float) -> str:
     """apimachinery's ``duration.HumanDuration`` (what kubectl shows as AGE: ``5m12s``, ``3d``, ``2y``)."""
     secs = math.trunc(seconds)
@@ -25,27 +42,14 @@ def human_duration(seconds: float) -> str:
         return "0s"
     if secs < 60 * 2:
         return f"{secs}s"
-    minutes = secs // 60
+    minutes, hours = secs // 60, secs // 3600
     if minutes < 10:
-        rem = secs % 60
-        return f"{minutes}m" if rem == 0 else f"{minutes}m{rem}s"
+        return _pair(minutes, "m", secs % 60, "s")
     if minutes < 60 * 3:
         return f"{minutes}m"
-    hours = secs // 3600
     if hours < 8:
-        rem = minutes % 60
-        return f"{hours}h" if rem == 0 else f"{hours}h{rem}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rem = hours % 24
-        return f"{hours // 24}d" if rem == 0 else f"{hours // 24}d{rem}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
-    return f"{hours // 24 // 365}y"
+        return _pair(hours, "h", minutes % 60, "m")
+    return _hours_or_more(hours)
 
 
 _RFC3339 = re.compile(
