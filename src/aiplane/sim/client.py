@@ -24,8 +24,8 @@ What it preserves of HTTP on purpose:
   (``faults.before`` for every request, ``close-watches`` and ``Faults.close_watches`` for watches), and
   429s are retried after ``Retry-After`` like ``HttpKubeClient`` does (unless ``retry_throttled=False``).
 
-What differs: only the HTTP layer is skipped — authentication, the body-size check before reading,
-discovery (``/api``, ``/apis``, ``/version``), OpenAPI and the ``/_sim`` endpoints are not served; like
+What differs: only the HTTP layer is skipped — authentication, discovery (``/api``, ``/apis``,
+``/version``), OpenAPI and the ``/_sim`` endpoints are not served; like
 ``HttpKubeClient`` it asks for JSON (no Table, no protobuf) and ignores ``Warning`` headers. Everything
 runs on the caller's event loop: the client, and the cluster it wraps, must be used from one loop (the
 store is not thread-safe), which is also where the deletion/GC worker is started when the cluster is

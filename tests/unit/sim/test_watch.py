@@ -303,7 +303,9 @@ async def test_served_version_and_table_events(
 ) -> None:
     calls: list[dict[str, Any]] = []
 
-    def fake_to_table(api: Any, rt: Any, objs: list[dict[str, Any]], options: Any, **kw: Any) -> dict[str, Any]:
+    def fake_to_table(
+        api: Any, rt: Any, objs: list[dict[str, Any]], options: Any, **kw: Any
+    ) -> dict[str, Any]:
         calls.append(kw)
         table_obj: dict[str, Any] = {
             "kind": "Table",
