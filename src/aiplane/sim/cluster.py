@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from aiplane.api.crdgen import all_crds
 from aiplane.sim import fleet as fleet_mod
 from aiplane.sim import thirdparty, tls
 from aiplane.sim.agents import AgentOptions, Agents
@@ -74,9 +75,6 @@ class EmbeddedCluster:
         crd_rt = api.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
         crds = list(thirdparty.crds())
         if install_crds:
-            # Layer boundary: the twin depends on our API package only when asked to serve our CRDs.
-            from aiplane.api.crdgen import all_crds  # noqa: PLC0415
-
             crds = all_crds() + crds
         for crd in crds:
             api.create(crd_rt, None, crd)

@@ -12,10 +12,10 @@ from multidict import MultiDict, MultiDictProxy
 from aiplane.api.crdgen import all_crds
 from aiplane.sim import fleet
 from aiplane.sim.apiserver import errors, jsonpath, printing, table
-from aiplane.sim.apiserver.resources import BUILTINS, ResourceType, types_from_crd
-from aiplane.sim.apiserver.server import ApiServer
 from aiplane.sim.apiserver.jsonpath import JSONPath, JSONPathError
 from aiplane.sim.apiserver.messages import ApiRequest
+from aiplane.sim.apiserver.resources import BUILTINS, ResourceType, types_from_crd
+from aiplane.sim.apiserver.server import ApiServer
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 TABLE_V1 = "application/json;as=Table;v=v1;g=meta.k8s.io"
