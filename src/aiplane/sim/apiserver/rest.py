@@ -1,7 +1,7 @@
 """The API verbs, as kube-apiserver's registry implements them, on plain dicts.
 
-HTTP handlers (``server.py``) and in-process agents (GC, kubelet-lite, the simulated GPU operator) call
-the same methods, so both see the same admission, conflicts and events. Every write goes through one
+The request dispatch (``dispatch.py``) and in-process agents (GC, kubelet-lite, the simulated GPU
+operator) call the same methods, so both see the same admission, conflicts and events. Every write goes through one
 pipeline: type and object meta checks, unknown-field handling (``fieldValidation``), defaulting and
 validation against the kind's structural schema (CEL included, for CRDs), status-subresource
 semantics, generation, then a single commit to the store.
