@@ -184,12 +184,12 @@ class InMemoryKubeClient(KubeClient):
             content_type,
             body,
         )
-        response = await dispatch.handle(self._context, request)
-        if response.verb:
-            self.requests[response.verb] += 1
-        if response.resource:
-            self.requests_by_resource[(response.verb, response.resource)] += 1
-        return response
+        return await dispatch.handle(self._context, request, observe=self._count)
+
+    def _count(self, verb: str, target: dispatch.Target | None) -> None:
+        self.requests[verb] += 1
+        if target is not None:
+            self.requests_by_resource[(verb, target.label)] += 1
 
     # --- request ----------------------------------------------------------------------------------
 

@@ -55,14 +55,14 @@ async def test_a_response_injected_at_handle_reaches_both_clients(
     seen: list[tuple[str, str]] = []
     real = dispatch.handle
 
-    async def handle(ctx: ServerContext, request: ApiRequest) -> ApiResponse:
+    async def handle(ctx: ServerContext, request: ApiRequest, **kw: Any) -> ApiResponse:
         seen.append((request.method, request.path))
         if request.query.get("labelSelector") == "injected":
             return json_response({"kind": "ConfigMapList", "injected": True, "items": []})
         if request.query.get("labelSelector") == "refused":
             status = {"kind": "Status", "status": "Failure", "reason": "Teapot", "message": "no", "code": 418}
             return json_response(status, 418, {"Retry-After": "7"})
-        return await real(ctx, request)
+        return await real(ctx, request, **kw)
 
     monkeypatch.setattr(dispatch, "handle", handle)
 

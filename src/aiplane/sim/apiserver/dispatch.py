@@ -17,7 +17,7 @@ import contextlib
 import datetime
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -108,16 +108,30 @@ def verb_of(method: str, target: Target, query: MultiMapping[str]) -> str:
     return verb
 
 
-async def handle(ctx: ServerContext, request: ApiRequest) -> ApiResponse:
-    """Answer one resource request as kube-apiserver would; errors are answered as ``Status`` bodies."""
+#: Told the kube verb and the target a request resolved to (``None`` when the URL names no resource).
+RouteObserver = Callable[[str, "Target | None"], None]
+
+
+async def handle(
+    ctx: ServerContext, request: ApiRequest, *, observe: RouteObserver | None = None
+) -> ApiResponse:
+    """Answer one resource request as kube-apiserver would; errors are answered as ``Status`` bodies.
+
+    ``observe`` learns how the request was routed before it is served (the in-memory client counts
+    requests by verb and resource with it).
+    """
     try:
         target = resolve_target(ctx.registry, request.parts)
     except ApiError as err:
-        return replace(error_response(err), verb=request.method.lower())
+        if observe is not None:
+            observe(request.method.lower(), None)
+        return error_response(err)
     try:
         verb = verb_of(request.method, target, request.query)
     except ApiError as err:
         return error_response(err)
+    if observe is not None:
+        observe(verb, target)
     token = apply.REQUEST_USER_AGENT.set(request.user_agent)  # the default field manager
     try:
         if ctx.faults is not None:
@@ -129,7 +143,7 @@ async def handle(ctx: ServerContext, request: ApiRequest) -> ApiResponse:
         response = error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
     finally:
         apply.REQUEST_USER_AGENT.reset(token)
-    return replace(response, verb=verb, resource=target.label)
+    return response
 
 
 Handler = Callable[[ServerContext, ApiRequest, Target], ApiResponse]

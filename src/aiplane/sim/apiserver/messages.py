@@ -88,10 +88,6 @@ class ApiResponse:
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
     stream: EventStream | None = None
-    #: The kube verb and resource (``plural[.group][/subresource]``) the request resolved to, for
-    #: request counting; empty when the URL named no resource.
-    verb: str = ""
-    resource: str = ""
 
 
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> ApiResponse:

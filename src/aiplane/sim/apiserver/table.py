@@ -14,6 +14,7 @@ Each row carries ``object`` as the request's ``includeObject`` asks: ``Metadata`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,8 +52,12 @@ class TableOptions:
     include: str = "Metadata"
 
 
+@functools.lru_cache(maxsize=128)
 def table_version(accept: str | None) -> str | None:
-    """``v1``/``v1beta1`` when the best acceptable ``Accept`` clause asks for a Table, else ``None``."""
+    """``v1``/``v1beta1`` when the best acceptable ``Accept`` clause asks for a Table, else ``None``.
+
+    Cached: clients send the same few ``Accept`` headers on every request.
+    """
     for clause in parse_accept(accept):
         if not clause.matches_json():
             continue
