@@ -16,7 +16,7 @@ import base64
 import contextlib
 import datetime
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +50,7 @@ _TRUE = ("1", "true", "True")
 _SUCCESS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Target:
     """What a resource URL names."""
 
@@ -132,24 +132,26 @@ async def handle(
         return error_response(err)
     if observe is not None:
         observe(verb, target)
-    token = apply.REQUEST_USER_AGENT.set(request.user_agent)  # the default field manager
+    # The default field manager of the writes; the HTTP middleware has usually set it already.
+    user_agent = request.user_agent
+    token = None if apply.REQUEST_USER_AGENT.get() == user_agent else apply.REQUEST_USER_AGENT.set(user_agent)
     try:
         if ctx.faults is not None:
             await ctx.faults.before(verb, target.rt, target.subresource, target.namespace, target.name)
-        response = await _serve(ctx, request, target, verb)
+        return _serve(ctx, request, target, verb)
     except ApiError as err:
-        response = error_response(err)
+        return error_response(err)
     except Exception as exc:  # a bug of ours must still answer like a server
-        response = error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
+        return error_response(errors.internal(f"{type(exc).__name__}: {exc}"))
     finally:
-        apply.REQUEST_USER_AGENT.reset(token)
-    return response
+        if token is not None:
+            apply.REQUEST_USER_AGENT.reset(token)
 
 
 Handler = Callable[[ServerContext, ApiRequest, Target], ApiResponse]
 
 
-async def _serve(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
+def _serve(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
     if verb == "watch":
         return _watch(ctx, request, t)
     if verb == "list":
@@ -160,7 +162,7 @@ async def _serve(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) 
         return _get(ctx, request, t)
     special = _SUBRESOURCES.get(t.subresource or "")
     if special is not None and (t.subresource != "token" or verb == "create"):
-        return await special(ctx, request, t, verb)
+        return special(ctx, request, t, verb)
     return _WRITES[verb](ctx, request, t)
 
 
@@ -315,12 +317,12 @@ def _written(
 # --- subresources with their own body -----------------------------------------------------------------
 
 
-async def _evict(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
+def _evict(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
     answer = eviction.evict(ctx.api, t.rt, t.namespace or "", t.name or "", _body(request, t))
     return json_response(answer, status=201)
 
 
-async def _bind(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
+def _bind(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
     if verb != "create":
         raise errors.method_not_allowed()
     body = _body(request, t)
@@ -329,7 +331,7 @@ async def _bind(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -
     )
 
 
-async def _token(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
+def _token(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
     """TokenRequest: a bound service-account token (an opaque string here; nothing verifies it)."""
     body = _body(request, t)
     sa = ctx.api.get(t.rt, t.namespace, t.name or "")
@@ -345,7 +347,7 @@ async def _token(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) 
     return json_response(answer, status=201)
 
 
-_SUBRESOURCES: dict[str, Callable[[ServerContext, ApiRequest, Target, str], Awaitable[ApiResponse]]] = {
+_SUBRESOURCES: dict[str, Callable[[ServerContext, ApiRequest, Target, str], ApiResponse]] = {
     "eviction": _evict,
     "binding": _bind,
     "token": _token,

@@ -8,7 +8,6 @@ needs (decoding into private copies).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,8 +24,11 @@ _NO_QUERY: MultiDictProxy[str] = MultiDictProxy(MultiDict())
 
 def path_parts(path: str) -> tuple[str, ...]:
     """The unquoted segments of a URL path (``/api/v1/pods`` → ``("api", "v1", "pods")``)."""
-    clean = path.split("?", 1)[0].rstrip("/") or "/"
-    return tuple(unquote(p) for p in clean.strip("/").split("/")) if clean != "/" else ()
+    clean = path.partition("?")[0].strip("/")
+    if not clean:
+        return ()
+    segments = clean.split("/")
+    return tuple([unquote(p) for p in segments] if "%" in clean else segments)
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,11 @@ class ApiRequest:
     body_too_large: bool = False
     #: The ``Host`` the client addressed (legacy discovery echoes it).
     host: str = ""
+    #: The unquoted path segments (computed from ``path``).
+    parts: tuple[str, ...] = field(init=False)
 
-    @functools.cached_property
-    def parts(self) -> tuple[str, ...]:
-        return path_parts(self.path)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parts", path_parts(self.path))
 
     @property
     def accept(self) -> str | None:
@@ -90,10 +93,13 @@ class ApiResponse:
     stream: EventStream | None = None
 
 
+_JSON_HEADERS: Mapping[str, str] = {"Content-Type": JSON}
+
+
 def json_response(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> ApiResponse:
     """A JSON answer; ``body`` may already be encoded (the store's cached encodings)."""
     raw = body if isinstance(body, bytes) else orjson.dumps(body)
-    return ApiResponse(status, {**(headers or {}), "Content-Type": JSON}, raw)
+    return ApiResponse(status, {**headers, "Content-Type": JSON} if headers else _JSON_HEADERS, raw)
 
 
 def error_response(err: ApiError) -> ApiResponse:
