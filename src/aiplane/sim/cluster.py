@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from aiplane.api.crdgen import all_crds
 from aiplane.sim import fleet as fleet_mod
 from aiplane.sim import thirdparty, tls
 from aiplane.sim.agents import AgentOptions, Agents
@@ -74,8 +75,6 @@ class EmbeddedCluster:
         crd_rt = api.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
         crds = list(thirdparty.crds())
         if install_crds:
-            from aiplane.api.crdgen import all_crds
-
             crds = all_crds() + crds
         for crd in crds:
             api.create(crd_rt, None, crd)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiplane.sim.apiserver import gc
+from aiplane.sim.apiserver import cleanup, deletion, disruption, eviction, gc
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import Registry, ResourceType
 from aiplane.sim.apiserver.rest import Api, DeleteOptions
@@ -122,11 +122,11 @@ def env() -> Env:
     ],
 )
 def test_scaled_value_rounds_up_like_intstr(value: Any, total: int, expected: int) -> None:
-    assert gc.scaled_value(value, total) == expected
+    assert disruption.scaled_value(value, total) == expected
 
 
 def test_scaled_value_can_round_down() -> None:
-    assert gc.scaled_value("50%", 3, round_up=False) == 1
+    assert disruption.scaled_value("50%", 3, round_up=False) == 1
 
 
 @pytest.mark.parametrize(
@@ -142,27 +142,27 @@ def test_scaled_value_can_round_down() -> None:
     ],
 )
 def test_scaled_value_errors(value: Any, message: str) -> None:
-    with pytest.raises(gc.PdbError) as caught:
-        gc.scaled_value(value, 10)
+    with pytest.raises(disruption.PdbError) as caught:
+        disruption.scaled_value(value, 10)
     assert str(caught.value) == message
 
 
 def test_desired_healthy_branches() -> None:
     scale = lambda: 4  # noqa: E731
-    assert gc.desired_healthy({"minAvailable": 2}, 7, scale) == (7, 2)  # int: no controllers needed
-    assert gc.desired_healthy({"minAvailable": "50%"}, 7, scale) == (4, 2)
-    assert gc.desired_healthy({"minAvailable": "60%"}, 7, scale) == (4, 3)  # 2.4 rounds up
-    assert gc.desired_healthy({"maxUnavailable": 1}, 7, scale) == (4, 3)
-    assert gc.desired_healthy({"maxUnavailable": "30%"}, 7, scale) == (4, 2)  # 1.2 -> 2 unavailable
-    assert gc.desired_healthy({"maxUnavailable": 9}, 7, scale) == (4, 0)  # never negative
-    assert gc.desired_healthy({}, 7, scale) == (0, 0)
+    assert disruption.desired_healthy({"minAvailable": 2}, 7, scale) == (7, 2)  # int: no controllers needed
+    assert disruption.desired_healthy({"minAvailable": "50%"}, 7, scale) == (4, 2)
+    assert disruption.desired_healthy({"minAvailable": "60%"}, 7, scale) == (4, 3)  # 2.4 rounds up
+    assert disruption.desired_healthy({"maxUnavailable": 1}, 7, scale) == (4, 3)
+    assert disruption.desired_healthy({"maxUnavailable": "30%"}, 7, scale) == (4, 2)  # 1.2 -> 2 unavailable
+    assert disruption.desired_healthy({"maxUnavailable": 9}, 7, scale) == (4, 0)  # never negative
+    assert disruption.desired_healthy({}, 7, scale) == (0, 0)
 
 
 def test_disruptions_allowed() -> None:
-    assert gc.disruptions_allowed(3, 2, 3) == 1
-    assert gc.disruptions_allowed(2, 2, 3) == 0
-    assert gc.disruptions_allowed(1, 2, 3) == 0  # never negative
-    assert gc.disruptions_allowed(3, 0, 0) == 0  # nothing expected: nothing allowed
+    assert disruption.disruptions_allowed(3, 2, 3) == 1
+    assert disruption.disruptions_allowed(2, 2, 3) == 0
+    assert disruption.disruptions_allowed(1, 2, 3) == 0  # never negative
+    assert disruption.disruptions_allowed(3, 0, 0) == 0  # nothing expected: nothing allowed
 
 
 def pod_obj(name: str, *, ready: bool = True, deleting: bool = False) -> dict[str, Any]:
@@ -176,23 +176,23 @@ def pod_obj(name: str, *, ready: bool = True, deleting: bool = False) -> dict[st
 def test_count_healthy_skips_unready_deleting_and_recently_disrupted() -> None:
     pods = [pod_obj("a"), pod_obj("b", ready=False), pod_obj("c", deleting=True), pod_obj("d"), pod_obj("e")]
     disrupted = {"d": NOW - timedelta(seconds=30), "e": NOW - timedelta(minutes=3)}  # e's approval expired
-    assert gc.count_healthy(pods, disrupted, NOW) == 2  # a and e
+    assert disruption.count_healthy(pods, disrupted, NOW) == 2  # a and e
 
 
 def test_pdb_selector_is_label_selector_as_selector() -> None:
     labels = {"app": "web", "tier": "front"}
-    assert not gc.pdb_selector(None).matches(labels)  # nil selects nothing
-    assert gc.pdb_selector({}).matches(labels)  # empty selects everything
-    assert gc.pdb_selector({"matchLabels": {"app": "web"}}).matches(labels)
-    assert not gc.pdb_selector({"matchLabels": {"app": "db"}}).matches(labels)
+    assert not disruption.pdb_selector(None).matches(labels)  # nil selects nothing
+    assert disruption.pdb_selector({}).matches(labels)  # empty selects everything
+    assert disruption.pdb_selector({"matchLabels": {"app": "web"}}).matches(labels)
+    assert not disruption.pdb_selector({"matchLabels": {"app": "db"}}).matches(labels)
 
     def expr(op: str, *values: str) -> dict[str, Any]:
         return {"matchExpressions": [{"key": "tier", "operator": op, "values": list(values)}]}
 
-    assert gc.pdb_selector(expr("In", "front", "back")).matches(labels)
-    assert not gc.pdb_selector(expr("NotIn", "front")).matches(labels)
-    assert gc.pdb_selector(expr("Exists")).matches(labels)
-    assert not gc.pdb_selector(expr("DoesNotExist")).matches(labels)
+    assert disruption.pdb_selector(expr("In", "front", "back")).matches(labels)
+    assert not disruption.pdb_selector(expr("NotIn", "front")).matches(labels)
+    assert disruption.pdb_selector(expr("Exists")).matches(labels)
+    assert not disruption.pdb_selector(expr("DoesNotExist")).matches(labels)
 
 
 @pytest.mark.parametrize(
@@ -221,8 +221,8 @@ def test_pdb_selector_is_label_selector_as_selector() -> None:
 )
 def test_pdb_selector_errors_are_label_selector_as_selectors(selector: dict[str, Any], message: str) -> None:
     """The disruption controller reports ``LabelSelectorAsSelector``'s error as is: no field path."""
-    with pytest.raises(gc.PdbError) as caught:
-        gc.pdb_selector(selector)
+    with pytest.raises(disruption.PdbError) as caught:
+        disruption.pdb_selector(selector)
     assert str(caught.value) == message
 
 
@@ -232,29 +232,29 @@ def test_pdb_selector_errors_are_label_selector_as_selectors(selector: dict[str,
 def test_propagation_finalizers(env: Env) -> None:
     job = env.rt("batch/v1", "Job")
     opts = DeleteOptions
-    assert gc.gc_finalizers(env.cm, [], opts()) == (False, [])  # background by default
-    assert gc.gc_finalizers(job, [], opts()) == (True, ["orphan"])  # batch/v1 Job orphans by default
-    assert gc.gc_finalizers(job, [], opts(propagation_policy="Background")) == (False, [])
-    assert gc.gc_finalizers(env.cm, ["x"], opts(propagation_policy="Foreground")) == (
+    assert deletion.gc_finalizers(env.cm, [], opts()) == (False, [])  # background by default
+    assert deletion.gc_finalizers(job, [], opts()) == (True, ["orphan"])  # batch/v1 Job orphans by default
+    assert deletion.gc_finalizers(job, [], opts(propagation_policy="Background")) == (False, [])
+    assert deletion.gc_finalizers(env.cm, ["x"], opts(propagation_policy="Foreground")) == (
         True,
         ["x", "foregroundDeletion"],
     )
     # Changing the policy of an object already being deleted swaps the finalizers.
-    assert gc.gc_finalizers(env.cm, ["orphan"], opts(propagation_policy="Foreground")) == (
+    assert deletion.gc_finalizers(env.cm, ["orphan"], opts(propagation_policy="Foreground")) == (
         True,
         ["foregroundDeletion"],
     )
     # Without options, the finalizers already there decide.
-    assert gc.gc_finalizers(job, ["foregroundDeletion"], opts()) == (False, ["foregroundDeletion"])
+    assert deletion.gc_finalizers(job, ["foregroundDeletion"], opts()) == (False, ["foregroundDeletion"])
     # The deprecated orphanDependents wins over everything.
-    assert gc.gc_finalizers(env.cm, [], opts(orphan_dependents=True)) == (True, ["orphan"])
-    assert gc.gc_finalizers(job, ["orphan"], opts(orphan_dependents=False)) == (True, [])
+    assert deletion.gc_finalizers(env.cm, [], opts(orphan_dependents=True)) == (True, ["orphan"])
+    assert deletion.gc_finalizers(job, ["orphan"], opts(orphan_dependents=False)) == (True, [])
 
 
 def test_delete_response_codes_and_bodies(env: Env) -> None:
     plain = env.configmap("plain")
     gone = env.delete(env.cm, "plain")
-    code, body = gc.delete_response(env.cm, gone, DeleteOptions())
+    code, body = deletion.delete_response(env.cm, gone, DeleteOptions())
     assert code == 200 and body == {
         "kind": "Status",
         "apiVersion": "v1",
@@ -264,10 +264,10 @@ def test_delete_response_codes_and_bodies(env: Env) -> None:
     }
     env.configmap("held", finalizers=["x/y"])
     lingering = env.delete(env.cm, "held")
-    assert gc.delete_response(env.cm, lingering, DeleteOptions()) == (200, lingering)
-    assert gc.delete_response(env.cm, lingering, DeleteOptions(orphan_dependents=False))[0] == 202
+    assert deletion.delete_response(env.cm, lingering, DeleteOptions()) == (200, lingering)
+    assert deletion.delete_response(env.cm, lingering, DeleteOptions(orphan_dependents=False))[0] == 202
     env.create(env.pod, pod_spec("p"))
-    code, body = gc.delete_response(env.pod, env.delete(env.pod, "p"), DeleteOptions())
+    code, body = deletion.delete_response(env.pod, env.delete(env.pod, "p"), DeleteOptions())
     assert code == 200 and body["kind"] == "Pod"
 
 
@@ -430,7 +430,7 @@ def test_crd_deletion_removes_instances_first(env: Env) -> None:
     env.create(gadget, {"metadata": {"name": "g1"}})
     env.create(gadget, {"metadata": {"name": "g2", "finalizers": ["x/keep"]}})
     marked = env.delete(crd_rt, "gadgets.example.com", ns=None)
-    assert marked["metadata"]["finalizers"] == [gc.CRD_FINALIZER]
+    assert marked["metadata"]["finalizers"] == [deletion.CRD_FINALIZER]
     env.settle()
     terminating = env.find(crd_rt, "gadgets.example.com")
     assert terminating is not None
@@ -477,7 +477,7 @@ def test_a_kubelet_can_claim_graceful_termination(env: Env) -> None:
     assert kubelet.claimed == ["p"]
     assert marked["metadata"]["deletionGracePeriodSeconds"] == 30
     assert marked["metadata"]["deletionTimestamp"] == "2026-03-01T12:00:30Z"
-    assert gc.lingers(marked)
+    assert deletion.lingers(marked)
     # Deleting again without a shorter grace period changes nothing; a status update does not remove it.
     assert env.delete(env.pod, "p")["metadata"]["resourceVersion"] == marked["metadata"]["resourceVersion"]
     pod = copy.deepcopy(env.find(env.pod, "p"))
@@ -498,7 +498,7 @@ def test_namespace_pods_go_first_and_finalizers_hold_the_rest(env: Env) -> None:
     env.create(env.pod, pod_spec("p", finalizers=["x/pod"]), "doomed")
     env.configmap("cm", ns="doomed")
     marked = env.delete(env.ns_rt, "doomed", ns=None)
-    assert marked["status"]["phase"] == "Terminating" and gc.lingers(marked)
+    assert marked["status"]["phase"] == "Terminating" and deletion.lingers(marked)
     env.settle()
     # OrderedNamespaceDeletion: while a pod remains, nothing else is deleted.
     cm = env.find(env.cm, "cm", "doomed")
@@ -528,10 +528,10 @@ def test_namespace_spec_finalizers_change_only_through_finalize(env: Env) -> Non
 
 
 def test_namespace_conditions_transitions() -> None:
-    first = gc.namespace_conditions([], {"pods.": 2}, {"x/y": 1}, "t1")
+    first = cleanup.namespace_conditions([], {"pods.": 2}, {"x/y": 1}, "t1")
     assert first is not None and [c["status"] for c in first] == ["False", "False", "False", "True", "True"]
-    assert gc.namespace_conditions(first, {"pods.": 2}, {"x/y": 1}, "t2") is None  # unchanged
-    done = gc.namespace_conditions(first, {}, {}, "t3")
+    assert cleanup.namespace_conditions(first, {"pods.": 2}, {"x/y": 1}, "t2") is None  # unchanged
+    done = cleanup.namespace_conditions(first, {}, {}, "t3")
     assert done is not None
     remaining = next(c for c in done if c["type"] == "NamespaceContentRemaining")
     assert remaining == {
@@ -652,7 +652,7 @@ def test_eviction_decrements_the_budget_and_marks_the_pod(env: Env) -> None:
     env.settle()
     assert status_of(env, "a")["disruptionsAllowed"] == 1
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p0"}}
-    assert gc.evict(env.api, env.pod, "default", "p0", body) == {
+    assert eviction.evict(env.api, env.pod, "default", "p0", body) == {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -668,9 +668,9 @@ def test_eviction_decrements_the_budget_and_marks_the_pod(env: Env) -> None:
     env.settle()
     assert "disruptedPods" not in status_of(env, "a")  # the pod is gone: the controller forgets it
     with pytest.raises(ApiError) as caught:
-        gc.evict(env.api, env.pod, "default", "p1", {"metadata": {"name": "p1"}})
+        eviction.evict(env.api, env.pod, "default", "p1", {"metadata": {"name": "p1"}})
     err = caught.value
-    assert (err.code, err.reason, err.message) == (429, "TooManyRequests", gc._CANNOT_EVICT)
+    assert (err.code, err.reason, err.message) == (429, "TooManyRequests", eviction.CANNOT_EVICT)
     assert err.details == {
         "causes": [
             {
@@ -686,11 +686,11 @@ def test_eviction_edge_cases(env: Env) -> None:
     env.create(env.pod, pod_spec("p", {"app": "b"}))
     ready(env, "p")
     with pytest.raises(ApiError) as caught:
-        gc.evict(env.api, env.pod, "default", "p", {"metadata": {"name": "other"}})
+        eviction.evict(env.api, env.pod, "default", "p", {"metadata": {"name": "other"}})
     assert caught.value.code == 400
     env.create(env.pdb, pdb_body("b", {"app": "b"}, minAvailable=1))
     with pytest.raises(ApiError) as caught:  # not yet observed by the disruption controller
-        gc.evict(env.api, env.pod, "default", "p", {"metadata": {"name": "p"}})
+        eviction.evict(env.api, env.pod, "default", "p", {"metadata": {"name": "p"}})
     assert caught.value.code == 429 and caught.value.headers == {"Retry-After": "10"}
     details = caught.value.details or {}
     assert (
@@ -704,9 +704,9 @@ def test_eviction_edge_cases(env: Env) -> None:
     env.api.update(env.pdb, "default", "b", pdb)  # type: ignore[arg-type]
     env.settle()
     dry = {"metadata": {"name": "p"}, "deleteOptions": {"dryRun": ["All"]}}
-    gc.evict(env.api, env.pod, "default", "p", dry)
+    eviction.evict(env.api, env.pod, "default", "p", dry)
     assert env.find(env.pod, "p") is not None
-    gc.evict(env.api, env.pod, "default", "p", {"metadata": {"name": "p"}})
+    eviction.evict(env.api, env.pod, "default", "p", {"metadata": {"name": "p"}})
     assert env.find(env.pod, "p") is None
 
 

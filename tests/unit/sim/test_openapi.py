@@ -11,7 +11,7 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from aiplane.sim.apiserver import discovery, openapi
+from aiplane.sim.apiserver import discovery, openapi, openapi_schemas
 from aiplane.sim.apiserver.rest import DeleteOptions
 from aiplane.sim.apiserver.server import ApiServer
 from aiplane.sim.cluster import EmbeddedCluster
@@ -107,14 +107,14 @@ def test_every_group_version_document_is_self_contained(server: ApiServer) -> No
         doc = v3(server, group, version)
         schemas = doc["components"]["schemas"]
         for ref in openapi.iter_schema_refs(doc):
-            assert ref.startswith(openapi.V3_PREFIX), ref
-            assert ref.removeprefix(openapi.V3_PREFIX) in schemas, (group, version, ref)
+            assert ref.startswith(openapi_schemas.V3_PREFIX), ref
+            assert ref.removeprefix(openapi_schemas.V3_PREFIX) in schemas, (group, version, ref)
         for node in walk(schemas):
             assert node.get("type") != "null" and not isinstance(node.get("type"), list)
     v2 = orjson.loads(openapi.v2_encoded(server).body)
     assert v2["swagger"] == "2.0"
     for ref in openapi.iter_schema_refs(v2):
-        assert ref.removeprefix(openapi.V2_PREFIX) in v2["definitions"], ref
+        assert ref.removeprefix(openapi_schemas.V2_PREFIX) in v2["definitions"], ref
 
 
 def test_builtin_schemas_as_kube_publishes_them(server: ApiServer) -> None:
@@ -123,7 +123,7 @@ def test_builtin_schemas_as_kube_publishes_them(server: ApiServer) -> None:
     pod = schemas["io.k8s.api.core.v1.Pod"]
     assert pod["x-kubernetes-group-version-kind"] == [{"group": "", "kind": "Pod", "version": "v1"}]
     assert pod["properties"]["apiVersion"] == {
-        "description": openapi.API_VERSION_DESCRIPTION,
+        "description": openapi_schemas.API_VERSION_DESCRIPTION,
         "type": "string",
     }
     assert pod["properties"]["spec"]["allOf"] == [{"$ref": "#/components/schemas/io.k8s.api.core.v1.PodSpec"}]
@@ -131,16 +131,16 @@ def test_builtin_schemas_as_kube_publishes_them(server: ApiServer) -> None:
     assert containers["x-kubernetes-patch-merge-key"] == "name"
     assert containers["x-kubernetes-list-type"] == "map"
     assert schemas["io.k8s.api.core.v1.Container"]["required"] == ["name"]
-    assert schemas[openapi.INT_OR_STRING]["oneOf"] == [{"type": "integer"}, {"type": "string"}]
-    assert schemas[openapi.QUANTITY]["description"].startswith("Quantity is a fixed-point")
-    assert "type" not in schemas[openapi.QUANTITY]
+    assert schemas[openapi_schemas.INT_OR_STRING]["oneOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert schemas[openapi_schemas.QUANTITY]["description"].startswith("Quantity is a fixed-point")
+    assert "type" not in schemas[openapi_schemas.QUANTITY]
     v2 = orjson.loads(openapi.v2_encoded(server).body)["definitions"]
     assert (
         v2["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["$ref"]
         == "#/definitions/io.k8s.api.core.v1.PodSpec"
     )
-    assert v2[openapi.INT_OR_STRING] == {
-        "description": openapi.INT_OR_STRING_DESCRIPTION,
+    assert v2[openapi_schemas.INT_OR_STRING] == {
+        "description": openapi_schemas.INT_OR_STRING_DESCRIPTION,
         "type": "string",
         "format": "int-or-string",
     }
@@ -187,9 +187,9 @@ def test_crd_documents(server: ApiServer) -> None:
     ]
     assert mi["properties"]["metadata"] == {
         "$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
-        "description": openapi.OBJECT_META_DESCRIPTION,
+        "description": openapi_schemas.OBJECT_META_DESCRIPTION,
     }
-    assert mi["properties"]["kind"]["description"] == openapi.KIND_DESCRIPTION
+    assert mi["properties"]["kind"]["description"] == openapi_schemas.KIND_DESCRIPTION
     roles = mi["properties"]["spec"]["properties"]["template"]["properties"]["roles"]
     assert roles["description"].startswith("Roles are the pod roles")
     items = schemas["sh.volcano.workload.v1alpha1.ModelInferList"]

@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiplane.sim.apiserver import gc
+from aiplane.sim.apiserver import eviction
 from aiplane.sim.apiserver import protobuf as pb
 from aiplane.sim.apiserver import protobuf_tables as tables
 from aiplane.sim.apiserver.errors import ApiError
@@ -1196,7 +1196,7 @@ async def test_eviction_bodies_reach_the_eviction_handler_decoded(
         seen.append(body)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
-    monkeypatch.setattr(gc, "evict", evict)
+    monkeypatch.setattr(eviction, "evict", evict)
     server.api.create(
         builtin("Pod"),
         "ns",

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-from aiohttp.test_utils import make_mocked_request
+from multidict import MultiDict, MultiDictProxy
 
 from aiplane.api.crdgen import all_crds
 from aiplane.sim import fleet
-from aiplane.sim.apiserver import errors, table
+from aiplane.sim.apiserver import errors, jsonpath, printing, table
+from aiplane.sim.apiserver.jsonpath import JSONPath, JSONPathError
+from aiplane.sim.apiserver.messages import ApiRequest
 from aiplane.sim.apiserver.resources import BUILTINS, ResourceType, types_from_crd
 from aiplane.sim.apiserver.server import ApiServer
-from aiplane.sim.apiserver.table import JSONPath, JSONPathError
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 TABLE_V1 = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -46,8 +48,16 @@ def cells(rt: ResourceType, obj: dict[str, Any]) -> list[Any]:
     return list(rows[0]["cells"])
 
 
-def request(path: str = "/api/v1/nodes", accept: str = KUBECTL_ACCEPT) -> Any:
-    return make_mocked_request("GET", path, headers={"Accept": accept})
+def request(path: str = "/api/v1/nodes", accept: str = KUBECTL_ACCEPT) -> ApiRequest:
+    url = urlsplit(path)
+    return ApiRequest("GET", url.path, MultiDictProxy(MultiDict(parse_qsl(url.query))), {"Accept": accept})
+
+
+def options(path: str = "/api/v1/nodes", accept: str = KUBECTL_ACCEPT) -> table.TableOptions:
+    req = request(path, accept)
+    negotiated = table.negotiate(req.accept, req.query)
+    assert negotiated is not None
+    return negotiated
 
 
 # --- negotiation ----------------------------------------------------------------------------------
@@ -75,15 +85,15 @@ def request(path: str = "/api/v1/nodes", accept: str = KUBECTL_ACCEPT) -> Any:
 )
 def test_accept_negotiation(accept: str, version: str | None) -> None:
     req = request(accept=accept)
-    assert table.table_version(req) == version
-    assert table.wants_table(req) is (version is not None)
+    assert table.table_version(req.accept) == version
+    assert table.wants_table(req.accept) is (version is not None)
 
 
 def test_include_object_is_validated() -> None:
-    assert table.include_object(request("/api/v1/nodes")) == "Metadata"
-    assert table.include_object(request("/api/v1/nodes?includeObject=None")) == "None"
+    assert table.include_object(request("/api/v1/nodes").query) == "Metadata"
+    assert table.include_object(request("/api/v1/nodes?includeObject=None").query) == "None"
     with pytest.raises(errors.ApiError) as caught:
-        table.include_object(request("/api/v1/nodes?includeObject=Everything"))
+        table.include_object(request("/api/v1/nodes?includeObject=Everything").query)
     assert caught.value.code == 400
     assert caught.value.message == (
         'Unable to convert to Table as requested: includeObject: Unsupported value: "Everything": '
@@ -122,16 +132,16 @@ def test_include_object_is_validated() -> None:
     ],
 )
 def test_human_duration(seconds: float, text: str) -> None:
-    assert table.human_duration(seconds) == text
+    assert printing.human_duration(seconds) == text
 
 
 def test_since_parses_rfc3339_variants() -> None:
-    assert table.since(ago(minutes=5, seconds=12), NOW) == "5m12s"
-    assert table.since("2026-11-21T11:59:30.123456Z", NOW) == "29s"
-    assert table.since("2026-11-21T13:00:00+02:00", NOW) == "60m"
-    assert table.since(None, NOW) == "<unknown>"
-    assert table.since("", NOW) == "<unknown>"
-    assert table.since("yesterday", NOW) == "<invalid>"
+    assert printing.since(ago(minutes=5, seconds=12), NOW) == "5m12s"
+    assert printing.since("2026-11-21T11:59:30.123456Z", NOW) == "29s"
+    assert printing.since("2026-11-21T13:00:00+02:00", NOW) == "60m"
+    assert printing.since(None, NOW) == "<unknown>"
+    assert printing.since("", NOW) == "<unknown>"
+    assert printing.since("yesterday", NOW) == "<invalid>"
 
 
 # --- JSONPath -------------------------------------------------------------------------------------
@@ -225,7 +235,7 @@ def test_jsonpath_parse_errors(path: str) -> None:
     ],
 )
 def test_values_print_like_go(value: Any, text: str) -> None:
-    assert table.go_print(value) == text
+    assert jsonpath.go_print(value) == text
 
 
 @pytest.mark.parametrize(
@@ -788,7 +798,7 @@ def test_table_object_for_a_list(server: ApiServer) -> None:
         }
     ]
     got = table.to_table(
-        server, rt, objs, request("/api/v1/namespaces"), list_rv="9", continue_token="abc", remaining=4
+        server.api, rt, objs, options("/api/v1/namespaces"), list_rv="9", continue_token="abc", remaining=4
     )
     assert got["kind"] == "Table" and got["apiVersion"] == "meta.k8s.io/v1"
     assert got["metadata"] == {"resourceVersion": "9", "continue": "abc", "remainingItemCount": 4}
@@ -806,15 +816,15 @@ def test_table_object_for_a_list(server: ApiServer) -> None:
 def test_table_include_object_and_headers(server: ApiServer) -> None:
     rt = builtin("", "ConfigMap")
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "d"}}
-    full = table.to_table(server, rt, [obj], request("/x?includeObject=Object"), list_rv="1")
+    full = table.to_table(server.api, rt, [obj], options("/x?includeObject=Object"), list_rv="1")
     assert full["rows"][0]["object"] is obj
-    none = table.to_table(server, rt, [obj], request("/x?includeObject=None"), list_rv="1")
+    none = table.to_table(server.api, rt, [obj], options("/x?includeObject=None"), list_rv="1")
     assert none["rows"][0]["object"] is None
     beta = table.to_table(
-        server,
+        server.api,
         rt,
         [obj],
-        request(accept="application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
+        options(accept="application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
         list_rv="1",
         include_column_definitions=False,
     )
@@ -822,21 +832,21 @@ def test_table_include_object_and_headers(server: ApiServer) -> None:
     assert beta["columnDefinitions"] is None
     assert beta["rows"][0]["object"]["apiVersion"] == "meta.k8s.io/v1beta1"
     assert "continue" not in beta["metadata"] and "remainingItemCount" not in beta["metadata"]
-    empty = table.to_table(server, rt, [], request(), list_rv="3")
+    empty = table.to_table(server.api, rt, [], options(), list_rv="3")
     assert empty["rows"] == [] and empty["columnDefinitions"]
 
 
 def test_age_follows_the_server_clock(server: ApiServer) -> None:
     rt = builtin("", "Namespace")
     obj = {"metadata": {"name": "a", "creationTimestamp": ago(seconds=0)}}
-    assert table.to_table(server, rt, [obj], request(), list_rv="1")["rows"][0]["cells"][2] == "0s"
+    assert table.to_table(server.api, rt, [obj], options(), list_rv="1")["rows"][0]["cells"][2] == "0s"
     server.api.clock = lambda: NOW + timedelta(hours=3, minutes=4)
-    assert table.to_table(server, rt, [obj], request(), list_rv="1")["rows"][0]["cells"][2] == "3h4m"
+    assert table.to_table(server.api, rt, [obj], options(), list_rv="1")["rows"][0]["cells"][2] == "3h4m"
 
 
 def test_selector_formatting() -> None:
-    assert table.format_labels({}) == "<none>"
-    assert table.format_labels({"b": "1", "a": "2"}) == "a=2,b=1"
+    assert printing.format_labels({}) == "<none>"
+    assert printing.format_labels({"b": "1", "a": "2"}) == "a=2,b=1"
     selector = {
         "matchLabels": {"z": "1"},
         "matchExpressions": [
@@ -845,15 +855,15 @@ def test_selector_formatting() -> None:
             {"key": "n", "operator": "DoesNotExist"},
         ],
     }
-    assert table.selector_string(selector) == "a notin (x,y),m,!n,z=1"
+    assert printing.selector_string(selector) == "a notin (x,y),m,!n,z=1"
     # kube's String() verbatim: duplicate values stay; same-key requirements keep matchLabels first.
     dup = {
         "matchLabels": {"a": "1"},
         "matchExpressions": [{"key": "a", "operator": "In", "values": ["y", "x", "y"]}],
     }
-    assert table.selector_string(dup) == "a=1,a in (x,y,y)"
-    assert table.selector_string(None) == table.selector_string({}) == ""
+    assert printing.selector_string(dup) == "a=1,a in (x,y,y)"
+    assert printing.selector_string(None) == printing.selector_string({}) == ""
     assert (
-        table.selector_string({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})
+        printing.selector_string({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]})
         == "<error>"
     )

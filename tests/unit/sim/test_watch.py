@@ -304,7 +304,7 @@ async def test_served_version_and_table_events(
     calls: list[dict[str, Any]] = []
 
     def fake_to_table(
-        srv: Any, rt: Any, objs: list[dict[str, Any]], request: Any, **kw: Any
+        api: Any, rt: Any, objs: list[dict[str, Any]], options: Any, **kw: Any
     ) -> dict[str, Any]:
         calls.append(kw)
         table_obj: dict[str, Any] = {
@@ -317,7 +317,6 @@ async def test_served_version_and_table_events(
             table_obj["columnDefinitions"] = [{"name": "Name", "type": "string"}]
         return table_obj
 
-    monkeypatch.setattr(table, "wants_table", lambda request: "as=Table" in request.headers.get("Accept", ""))
     monkeypatch.setattr(table, "to_table", fake_to_table)
     put_cm(server, "a", "one")
     headers = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}

@@ -20,19 +20,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from functools import cmp_to_key
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
-from aiohttp import web
 
-from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver.context import ServerContext
+from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, json_response
+from aiplane.sim.apiserver.negotiation import not_acceptable, parse_accept
 from aiplane.sim.apiserver.resources import ResourceType
-
-if TYPE_CHECKING:
-    from aiplane.sim.apiserver.server import ApiServer
 
 VERSION = {
     "major": "1",
@@ -95,58 +92,9 @@ _STORAGE_GVK = {("events.k8s.io", "Event"): ("", "v1", "Event")}
 # --- content negotiation ----------------------------------------------------------------------------
 
 
-@dataclass
-class MediaClause:
-    """One entry of an ``Accept`` header."""
-
-    type: str
-    subtype: str
-    params: dict[str, str] = field(default_factory=dict)
-    q: float = 1.0
-
-    def matches_json(self) -> bool:
-        return self.type in ("application", "*") and self.subtype in ("json", "*")
-
-    @property
-    def convert(self) -> tuple[str, str, str] | None:
-        """The (group, version, kind) asked for with ``g``/``v``/``as``, as kube's negotiation reads it."""
-        if not any(k in self.params for k in ("g", "v", "as")):
-            return None
-        return self.params.get("g", ""), self.params.get("v", ""), self.params.get("as", "")
-
-
-def parse_accept(header: str | None) -> list[MediaClause]:
-    """``Accept`` clauses best first (goautoneg: by q, then specificity; stable otherwise)."""
-    clauses: list[MediaClause] = []
-    for raw in (header or "").split(","):
-        pieces = [p.strip() for p in raw.split(";")]
-        media = pieces[0]
-        if not media:
-            continue
-        kind, _, sub = media.partition("/")
-        clause = MediaClause(kind.strip().lower(), (sub or "*").strip().lower())
-        for param in pieces[1:]:
-            key, _, value = param.partition("=")
-            key = key.strip()
-            value = value.strip().strip('"')
-            if key == "q":
-                try:
-                    clause.q = float(value)
-                except ValueError:
-                    clause.q = 0.0
-            elif key:
-                clause.params[key] = value
-        clauses.append(clause)
-
-    def rank(c: MediaClause) -> tuple[float, int, int]:
-        return (-c.q, 1 if c.type == "*" else 0, 1 if c.subtype == "*" else 0)
-
-    return sorted((c for c in clauses if c.q > 0), key=rank)
-
-
-def _negotiate_discovery(request: web.Request, allow_aggregated: bool) -> str:
+def _negotiate_discovery(request: ApiRequest, allow_aggregated: bool) -> str:
     """``"aggregated"`` or ``"legacy"``; raises 406 when no clause can be served."""
-    header = request.headers.get("Accept")
+    header = request.accept
     if not header:
         return "legacy"
     for clause in parse_accept(header):
@@ -158,15 +106,6 @@ def _negotiate_discovery(request: web.Request, allow_aggregated: bool) -> str:
         if allow_aggregated and convert == (AGGREGATED_GROUP, AGGREGATED_VERSION, AGGREGATED_KIND):
             return "aggregated"
     raise not_acceptable()
-
-
-def not_acceptable() -> errors.ApiError:
-    return errors.ApiError(
-        406,
-        "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml, "
-        "application/vnd.kubernetes.protobuf",
-    )
 
 
 # --- ordering ---------------------------------------------------------------------------------------
@@ -209,7 +148,7 @@ def group_priority(group: str, types: list[ResourceType]) -> int:
     return GROUP_PRIORITY.get(group, CRD_GROUP_PRIORITY)
 
 
-def ordered_groups(server: ApiServer) -> list[tuple[str, list[str]]]:
+def ordered_groups(server: ServerContext) -> list[tuple[str, list[str]]]:
     """Served (group, versions) pairs in discovery order, the core group first."""
     by_group: dict[str, list[ResourceType]] = {}
     for rt in server.registry.all():
@@ -233,7 +172,7 @@ CRD_TERMINATING_VERBS = ["delete", "deletecollection", "get", "list", "watch"]
 _CRDS = "apiextensions.k8s.io/customresourcedefinitions"
 
 
-def _terminating(server: ApiServer | None, rt: ResourceType) -> bool:
+def _terminating(server: ServerContext | None, rt: ResourceType) -> bool:
     """Whether ``rt``'s CRD carries the Terminating condition (set while its objects are being removed)."""
     if server is None or rt.crd_name is None:
         return False
@@ -242,7 +181,7 @@ def _terminating(server: ApiServer | None, rt: ResourceType) -> bool:
     return any(c.get("type") == "Terminating" and c.get("status") == "True" for c in conditions)
 
 
-def verbs_of(rt: ResourceType, server: ApiServer | None = None) -> list[str]:
+def verbs_of(rt: ResourceType, server: ServerContext | None = None) -> list[str]:
     if rt.is_custom:
         return list(CRD_TERMINATING_VERBS if _terminating(server, rt) else CRD_VERBS)
     if (rt.group, rt.kind) == ("", "Namespace"):
@@ -250,7 +189,7 @@ def verbs_of(rt: ResourceType, server: ApiServer | None = None) -> list[str]:
     return list(VERBS)
 
 
-def _types_of(server: ApiServer, group: str, version: str) -> list[ResourceType]:
+def _types_of(server: ServerContext, group: str, version: str) -> list[ResourceType]:
     return sorted(
         (rt for rt in server.registry.all() if rt.group == group and rt.version == version),
         key=lambda r: r.plural,
@@ -270,7 +209,7 @@ def _subresource(rt: ResourceType, sub: str) -> tuple[str, str, str, list[str]]:
     return "", "", rt.kind, list(_SUBRESOURCE_VERBS)
 
 
-def _resource_entry(server: ApiServer, rt: ResourceType) -> dict[str, Any]:
+def _resource_entry(server: ServerContext, rt: ResourceType) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": rt.plural,
         "singularName": rt.singular,
@@ -295,7 +234,7 @@ def _subresource_entry(rt: ResourceType, sub: str) -> dict[str, Any]:
     return entry
 
 
-def resource_list(server: ApiServer, group: str, version: str) -> list[dict[str, Any]]:
+def resource_list(server: ServerContext, group: str, version: str) -> list[dict[str, Any]]:
     """The legacy ``APIResourceList.resources`` of a group-version (subresources after their parent)."""
     out: list[dict[str, Any]] = []
     for rt in _types_of(server, group, version):
@@ -304,7 +243,7 @@ def resource_list(server: ApiServer, group: str, version: str) -> list[dict[str,
     return out
 
 
-def _aggregated_resource(server: ApiServer, rt: ResourceType) -> dict[str, Any]:
+def _aggregated_resource(server: ServerContext, rt: ResourceType) -> dict[str, Any]:
     # Built-ins leave group/version of the response kind empty (it is the one of the list); the CRD
     # discovery controller fills them in.
     gv = {"group": rt.group, "version": rt.version} if rt.is_custom else {"group": "", "version": ""}
@@ -336,7 +275,7 @@ def _aggregated_resource(server: ApiServer, rt: ResourceType) -> dict[str, Any]:
     return entry
 
 
-def _aggregated_group(server: ApiServer, group: str, versions: list[str]) -> dict[str, Any]:
+def _aggregated_group(server: ServerContext, group: str, versions: list[str]) -> dict[str, Any]:
     meta: dict[str, Any] = {"creationTimestamp": None}
     if group:
         meta = {"name": group, **meta}
@@ -353,7 +292,7 @@ def _aggregated_group(server: ApiServer, group: str, versions: list[str]) -> dic
     }
 
 
-def aggregated(server: ApiServer, legacy_core: bool) -> dict[str, Any]:
+def aggregated(server: ServerContext, legacy_core: bool) -> dict[str, Any]:
     """The ``APIGroupDiscoveryList`` of ``/api`` (``legacy_core``) or ``/apis``."""
     items = [
         _aggregated_group(server, g, versions)
@@ -376,90 +315,111 @@ def _group(group: str, versions: list[str]) -> dict[str, Any]:
 # --- responses --------------------------------------------------------------------------------------
 
 
-def _json(body: Any) -> web.Response:
-    return web.Response(body=orjson.dumps(body), content_type="application/json")
-
-
-def _aggregated_response(request: web.Request, body: dict[str, Any]) -> web.Response:
+def _aggregated_response(request: ApiRequest, body: dict[str, Any]) -> ApiResponse:
     raw = orjson.dumps(body)
     etag = '"' + hashlib.sha512(raw).hexdigest().upper() + '"'
     headers = {"ETag": etag, "Vary": "Accept", "Cache-Control": "public"}
     if request.headers.get("If-None-Match") == etag:
-        return web.Response(status=304, headers=headers)
-    response = web.Response(body=raw, headers=headers)
-    response.headers["Content-Type"] = AGGREGATED_CONTENT_TYPE
-    return response
+        return ApiResponse(304, headers)
+    return ApiResponse(200, {**headers, "Content-Type": AGGREGATED_CONTENT_TYPE}, raw)
 
 
-async def handle(server: ApiServer, request: web.Request, parts: list[str]) -> web.StreamResponse | None:
+def _root(server: ServerContext, request: ApiRequest) -> ApiResponse:
+    paths = [
+        "/api",
+        "/api/v1",
+        "/apis",
+        "/healthz",
+        "/livez",
+        "/openapi/v2",
+        "/openapi/v3",
+        "/openapi/v3/",
+        "/readyz",
+        "/version",
+    ]
+    for group, versions in ordered_groups(server):
+        if group:
+            paths.append(f"/apis/{group}")
+            paths.extend(f"/apis/{group}/{v}" for v in versions)
+    return json_response({"paths": sorted(paths)})
+
+
+def _health(server: ServerContext, request: ApiRequest) -> ApiResponse:
+    return ApiResponse(200, {"Content-Type": "text/plain; charset=utf-8"}, b"ok")
+
+
+def _core(server: ServerContext, request: ApiRequest) -> ApiResponse:
+    if _negotiate_discovery(request, allow_aggregated=True) == "aggregated":
+        return _aggregated_response(request, aggregated(server, legacy_core=True))
+    return json_response(
+        {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}],
+        }
+    )
+
+
+def _groups(server: ServerContext, request: ApiRequest) -> ApiResponse:
+    if _negotiate_discovery(request, allow_aggregated=True) == "aggregated":
+        return _aggregated_response(request, aggregated(server, legacy_core=False))
+    groups = [_group(g, vs) for g, vs in ordered_groups(server) if g]
+    return json_response({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+
+
+def _core_v1(server: ServerContext, request: ApiRequest) -> ApiResponse:
+    _negotiate_discovery(request, allow_aggregated=False)
+    return json_response(
+        {"kind": "APIResourceList", "groupVersion": "v1", "resources": resource_list(server, "", "v1")}
+    )
+
+
+_FIXED: dict[tuple[str, ...], Callable[[ServerContext, ApiRequest], ApiResponse]] = {
+    (): _root,
+    ("version",): lambda server, request: json_response(VERSION),
+    ("healthz",): _health,
+    ("readyz",): _health,
+    ("livez",): _health,
+    ("api",): _core,
+    ("apis",): _groups,
+    ("api", "v1"): _core_v1,
+}
+
+
+def _group_paths(server: ServerContext, request: ApiRequest, parts: tuple[str, ...]) -> ApiResponse | None:
+    """``/apis/<group>`` and ``/apis/<group>/<version>``; ``None`` for groups not served."""
+    if parts[0] != "apis" or len(parts) not in (2, 3) or not parts[1]:
+        return None
+    group_versions = dict(ordered_groups(server)).get(parts[1]) or []
+    if len(parts) == 2:
+        if not group_versions:
+            return None
+        _negotiate_discovery(request, allow_aggregated=False)
+        return json_response({"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1], group_versions)})
+    group, version = parts[1], parts[2]
+    if version not in group_versions:
+        return None
+    _negotiate_discovery(request, allow_aggregated=False)
+    return json_response(
+        {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}",
+            "resources": resource_list(server, group, version),
+        }
+    )
+
+
+def handle(server: ServerContext, request: ApiRequest) -> ApiResponse | None:
     """Answer discovery and health paths; ``None`` for anything else (a resource path)."""
-    if parts[:1] == ["openapi"]:
-        from aiplane.sim.apiserver import openapi
-
-        return await openapi.handle(server, request, parts)
     if request.method != "GET":
         return None
-    if not parts:
-        paths = [
-            "/api",
-            "/api/v1",
-            "/apis",
-            "/healthz",
-            "/livez",
-            "/openapi/v2",
-            "/openapi/v3",
-            "/openapi/v3/",
-            "/readyz",
-            "/version",
-        ]
-        for group, versions in ordered_groups(server):
-            if group:
-                paths.append(f"/apis/{group}")
-                paths.extend(f"/apis/{group}/{v}" for v in versions)
-        return _json({"paths": sorted(paths)})
-    if parts == ["version"]:
-        return _json(VERSION)
-    if parts[0] in ("healthz", "readyz", "livez"):
-        return web.Response(text="ok", content_type="text/plain")
-    if parts == ["api"]:
-        if _negotiate_discovery(request, allow_aggregated=True) == "aggregated":
-            return _aggregated_response(request, aggregated(server, legacy_core=True))
-        return _json(
-            {
-                "kind": "APIVersions",
-                "versions": ["v1"],
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}],
-            }
-        )
-    if parts == ["apis"]:
-        if _negotiate_discovery(request, allow_aggregated=True) == "aggregated":
-            return _aggregated_response(request, aggregated(server, legacy_core=False))
-        groups = [_group(g, vs) for g, vs in ordered_groups(server) if g]
-        return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    parts = request.parts
+    fixed = _FIXED.get(parts)
+    if fixed is None and parts and parts[0] in ("healthz", "readyz", "livez"):
+        fixed = _health
+    if fixed is not None:
+        return fixed(server, request)
     if len(parts) == 2 and parts[0] == "api":
-        if parts[1] != "v1":
-            return None
-        _negotiate_discovery(request, allow_aggregated=False)
-        return _json(
-            {"kind": "APIResourceList", "groupVersion": "v1", "resources": resource_list(server, "", "v1")}
-        )
-    if len(parts) == 2 and parts[0] == "apis":
-        group_versions = dict(ordered_groups(server)).get(parts[1])
-        if not group_versions or not parts[1]:
-            return None
-        _negotiate_discovery(request, allow_aggregated=False)
-        return _json({"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1], group_versions)})
-    if len(parts) == 3 and parts[0] == "apis":
-        group, version = parts[1], parts[2]
-        if not group or version not in dict(ordered_groups(server)).get(group, []):
-            return None
-        _negotiate_discovery(request, allow_aggregated=False)
-        return _json(
-            {
-                "kind": "APIResourceList",
-                "apiVersion": "v1",
-                "groupVersion": f"{group}/{version}",
-                "resources": resource_list(server, group, version),
-            }
-        )
-    return None
+        return None
+    return _group_paths(server, request, parts)

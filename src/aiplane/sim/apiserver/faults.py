@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
-from aiohttp import web
 
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
+from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, json_response
 from aiplane.sim.apiserver.resources import ResourceType
 
 if TYPE_CHECKING:
@@ -490,12 +490,8 @@ _FIELDS = {
 }
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
-
-
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
+def _json_body(request: ApiRequest) -> dict[str, Any]:
+    raw = request.body
     if not raw.strip():
         return {}
     try:
@@ -512,8 +508,7 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
 _AGENT_FAULTS = ("restart-container", "fail-pod", "node-ready")
 
 
-def _agent_fault(server: Any, name: str, body: dict[str, Any]) -> Any:
-    agents = getattr(server, "agents", None)
+def _agent_fault(agents: Any, name: str, body: dict[str, Any]) -> Any:
     if agents is None:
         raise ApiError(
             409, "Conflict", "the simulated agents are not running (start the cluster with agents)"
@@ -549,45 +544,58 @@ def _agent_fault(server: Any, name: str, body: dict[str, Any]) -> Any:
     return kubelet.fail_pod(namespace, pod, exit_code=exit_code, reason=reason, message=body.get("message"))
 
 
-async def handle_http(server: Any, request: web.Request, parts: list[str]) -> web.StreamResponse:
-    """``/_sim/faults``: the same rules over HTTP, for tests that run the cluster in another process."""
-    faults: Faults = server.faults
-    if parts[:2] != ["_sim", "faults"] or len(parts) > 3:
-        raise errors.not_found_path()
+def _add(faults: Faults, body: dict[str, Any]) -> ApiResponse:
+    if "spec" in body:
+        if len(body) != 1:
+            raise ValueError("give either spec or the fields, not both")
+        handle = faults.add_spec(str(body["spec"]))
+    else:
+        unknown = set(body) - set(_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown fields {sorted(unknown)}: expected {sorted(_FIELDS)}")
+        handle = faults.add(**{_FIELDS[k]: v for k, v in body.items()})
+    return json_response(handle.rule.to_dict(), status=201)
+
+
+def _rules(faults: Faults, request: ApiRequest) -> ApiResponse:
+    """``/_sim/faults``: list, add or clear the rules."""
+    if request.method == "GET":
+        return json_response({"kind": "FaultList", "items": [r.to_dict() for r in faults.rules]})
+    if request.method == "POST":
+        return _add(faults, _json_body(request))
+    if request.method == "DELETE":
+        return json_response({"removed": faults.clear()})
+    raise errors.method_not_allowed()
+
+
+def _named(faults: Faults, agents: Any, request: ApiRequest, name: str) -> ApiResponse:
+    """``/_sim/faults/<name>``: an agent fault, closing watches, or one rule."""
     method = request.method
-    rest = parts[2] if len(parts) == 3 else None
+    if name in _AGENT_FAULTS and method == "POST":
+        return json_response(_agent_fault(agents, name, _json_body(request)))
+    if name == "close-watches" and method == "POST":
+        body = _json_body(request)
+        return json_response({"closed": faults.close_watches(body.get("resource"), body.get("namespace"))})
+    if method == "GET":
+        rule = next((r for r in faults.rules if r.id == name), None)
+        if rule is None:
+            raise ApiError(404, "NotFound", f'fault "{name}" not found')
+        return json_response(rule.to_dict())
+    if method == "DELETE":
+        if not faults.remove(name):
+            raise ApiError(404, "NotFound", f'fault "{name}" not found')
+        return json_response({"removed": 1})
+    raise errors.method_not_allowed()
+
+
+def handle_http(faults: Faults, agents: Any, request: ApiRequest) -> ApiResponse:
+    """``/_sim/faults``: the same rules over HTTP, for tests that run the cluster in another process."""
+    parts = request.parts
+    if parts[:2] != ("_sim", "faults") or len(parts) > 3:
+        raise errors.not_found_path()
     try:
-        if rest is None and method == "GET":
-            return _json({"kind": "FaultList", "items": [r.to_dict() for r in faults.rules]})
-        if rest is None and method == "POST":
-            body = await _json_body(request)
-            if "spec" in body:
-                if len(body) != 1:
-                    raise ValueError("give either spec or the fields, not both")
-                handle = faults.add_spec(str(body["spec"]))
-            else:
-                unknown = set(body) - set(_FIELDS)
-                if unknown:
-                    raise ValueError(f"unknown fields {sorted(unknown)}: expected {sorted(_FIELDS)}")
-                handle = faults.add(**{_FIELDS[k]: v for k, v in body.items()})
-            return _json(handle.rule.to_dict(), status=201)
-        if rest is None and method == "DELETE":
-            return _json({"removed": faults.clear()})
-        if rest in _AGENT_FAULTS and method == "POST":
-            return _json(_agent_fault(server, rest, await _json_body(request)))
-        if rest == "close-watches" and method == "POST":
-            body = await _json_body(request)
-            closed = faults.close_watches(body.get("resource"), body.get("namespace"))
-            return _json({"closed": closed})
-        if rest is not None and method == "GET":
-            rule = next((r for r in faults.rules if r.id == rest), None)
-            if rule is None:
-                raise ApiError(404, "NotFound", f'fault "{rest}" not found')
-            return _json(rule.to_dict())
-        if rest is not None and method == "DELETE":
-            if not faults.remove(rest):
-                raise ApiError(404, "NotFound", f'fault "{rest}" not found')
-            return _json({"removed": 1})
+        if len(parts) == 2:
+            return _rules(faults, request)
+        return _named(faults, agents, request, parts[2])
     except ValueError as exc:
         raise errors.bad_request(str(exc)) from None
-    raise errors.method_not_allowed()

@@ -1,7 +1,7 @@
 """The API verbs, as kube-apiserver's registry implements them, on plain dicts.
 
-HTTP handlers (``server.py``) and in-process agents (GC, kubelet-lite, the simulated GPU operator) call
-the same methods, so both see the same admission, conflicts and events. Every write goes through one
+The request dispatch (``dispatch.py``) and in-process agents (GC, kubelet-lite, the simulated GPU
+operator) call the same methods, so both see the same admission, conflicts and events. Every write goes through one
 pipeline: type and object meta checks, unknown-field handling (``fieldValidation``), defaulting and
 validation against the kind's structural schema (CEL included, for CRDs), status-subresource
 semantics, generation, then a single commit to the store.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import re
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -21,39 +20,14 @@ from typing import Any
 
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
-from aiplane.apimachinery.selectors import dns1123_subdomain_errors, label_key_errors, label_value_errors
 from aiplane.apimachinery.values import GoLiteral
-from aiplane.schema.defaults import apply_defaults
 from aiplane.schema.prune import prune_with_field_paths
-from aiplane.schema.structural import structural_field_errors
-from aiplane.schema.validate import validate
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.resources import Registry, ResourceType
 from aiplane.sim.apiserver.store import Event, Store
+from aiplane.sim.apiserver.validation import check_pod_update, check_type_meta, validate_object
 
-# kube-apiserver's limits (apimachinery validation and the generic registry).
-ANNOTATIONS_LIMIT = 256 * 1024
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
-    "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-)
-DNS1035_MSG = (
-    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
-    "character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for "
-    "validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-)
-
-# Kinds whose names are DNS labels (kube's per-kind name validation), and DNS-1035 labels.
-_LABEL_NAMED = {("", "Namespace")}
-_DNS1035_NAMED = {("", "Service")}
-
-# Fields of a pod spec kube lets an update change (ValidatePodUpdate).
-_POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
 
 FieldValidation = str  # "Strict" | "Warn" | "Ignore"
 
@@ -236,7 +210,7 @@ class Api:
     ) -> Result:
         opts = opts or WriteOptions()
         obj = copy.deepcopy(body)
-        self._check_type_meta(rt, obj)
+        check_type_meta(rt, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -275,7 +249,7 @@ class Api:
             meta.pop("generation", None)
         if ns:
             meta["namespace"] = ns
-        self._validate(rt, obj, None)
+        validate_object(rt, obj, None)
         if self.store.get(rt.storage_key, ns, name) is not None:
             raise errors.already_exists(rt.plural, rt.group, name)
         if self.managed_fields_hook is not None:
@@ -307,7 +281,7 @@ class Api:
         if current is None:
             raise errors.not_found(rt.plural, rt.group, name)
         obj = copy.deepcopy(body)
-        self._check_type_meta(rt, obj)
+        check_type_meta(rt, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
@@ -347,7 +321,7 @@ class Api:
         warnings = self._prune(rt, obj, opts)
         obj = self._merge_for_update(rt, current, obj, subresource)
         _normalize(rt, obj)
-        self._validate(rt, obj, current)
+        validate_object(rt, obj, current)
         if self.managed_fields_hook is not None:
             self.managed_fields_hook(rt, current, obj, opts, operation)
         obj["apiVersion"] = self._storage_api_version(rt)
@@ -430,7 +404,7 @@ class Api:
                     ],
                 )
         if rt.group == "" and rt.kind == "Pod":
-            self._check_pod_update(current, new)
+            check_pod_update(current, new)
         if rt.has_generation and self._spec_changed(rt, current, new):
             meta["generation"] = int(cur_meta.get("generation", 1)) + 1
         return new
@@ -440,37 +414,6 @@ class Api:
         skip = {"metadata", "status"} if "status" in rt.subresources else {"metadata"}
         keys = (set(old) | set(new)) - skip - {"apiVersion", "kind"}
         return any(old.get(k) != new.get(k) for k in keys)
-
-    def _check_pod_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        old_spec = copy.deepcopy(old.get("spec", {}))
-        new_spec = copy.deepcopy(new.get("spec", {}))
-        for spec in (old_spec, new_spec):
-            for key in _POD_MUTABLE:
-                spec.pop(key, None)
-            for containers in ("containers", "initContainers"):
-                for container in spec.get(containers, []) or []:
-                    container.pop("image", None)
-        if not old.get("spec", {}).get("nodeName"):
-            old_spec.pop("nodeName", None)
-            new_spec.pop("nodeName", None)
-        if old_spec != new_spec:
-            name = old["metadata"]["name"]
-            raise errors.invalid(
-                "Pod",
-                "",
-                name,
-                [
-                    FieldError(
-                        "spec",
-                        fe.FORBIDDEN,
-                        None,
-                        "pod updates may not change fields other than `spec.containers[*].image`,"
-                        "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
-                        "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
-                        "(allow it to be set to 1 if it was previously negative)",
-                    )
-                ],
-            )
 
     # --- delete -----------------------------------------------------------------------------------
 
@@ -644,21 +587,6 @@ class Api:
     def _storage_api_version(self, rt: ResourceType) -> str:
         return f"{rt.group}/{rt.storage_version}" if rt.group else rt.storage_version
 
-    def _check_type_meta(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        api_version = obj.get("apiVersion")
-        kind = obj.get("kind")
-        if api_version is None and kind is None:
-            obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-            return
-        if kind != rt.kind:
-            raise errors.bad_request(
-                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
-            )
-        if api_version != rt.api_version:
-            raise errors.bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})"
-            )
-
     def _resolve_namespace(self, rt: ResourceType, namespace: str | None, meta: dict[str, Any]) -> str:
         if not rt.namespaced:
             meta.pop("namespace", None)
@@ -760,106 +688,6 @@ class Api:
             port.setdefault("protocol", "TCP")
             port.setdefault("targetPort", port.get("port"))
 
-    def _validate(self, rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        meta = obj["metadata"]
-        name = meta.get("name", "")
-        errs = self._validate_meta(rt, meta, creating=old is None)
-        schema = rt.schema()
-        if schema is not None:
-            apply_defaults(obj, schema)
-            errs += validate(obj, schema, old=old)
-        if (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
-            errs += self._validate_crd(obj, old)
-        if errs:
-            raise errors.invalid(rt.kind, rt.group, name, errs)
-
-    def _validate_meta(self, rt: ResourceType, meta: dict[str, Any], *, creating: bool) -> list[FieldError]:
-        out: list[FieldError] = []
-        name = str(meta.get("name", ""))
-        key = (rt.group, rt.kind)
-        if creating:
-            out += [FieldError("metadata.name", fe.INVALID, name, msg) for msg in _name_errors(key, name)]
-        # ValidateLabels and ValidateAnnotations: one error per problem, each naming the whole map.
-        labels = meta.get("labels") or {}
-        for label_key, value in labels.items():
-            out += [
-                FieldError("metadata.labels", fe.INVALID, label_key, msg)
-                for msg in label_key_errors(str(label_key))
-            ]
-            out += [
-                FieldError("metadata.labels", fe.INVALID, value, msg)
-                for msg in label_value_errors(str(value))
-            ]
-        annotations = meta.get("annotations") or {}
-        for ann_key in annotations:
-            # "The rule is QualifiedName except that case doesn't matter": kube lowercases the key first.
-            out += [
-                FieldError("metadata.annotations", fe.INVALID, ann_key, msg)
-                for msg in label_key_errors(str(ann_key).lower())
-            ]
-        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
-        if size > ANNOTATIONS_LIMIT:
-            out.append(
-                FieldError(
-                    "metadata.annotations", fe.TOO_LONG, None, f"must have at most {ANNOTATIONS_LIMIT} bytes"
-                )
-            )
-        controllers = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
-        if len(controllers) > 1:
-            out.append(
-                FieldError(
-                    "metadata.ownerReferences",
-                    fe.INVALID,
-                    None,
-                    'Only one reference can have Controller set to true. Found "true" in references for '
-                    + " and ".join(f"{r.get('kind')}/{r.get('name')}" for r in controllers),
-                )
-            )
-        for i, ref in enumerate(meta.get("ownerReferences") or []):
-            for required in ("apiVersion", "kind", "name", "uid"):
-                if not ref.get(required):
-                    out.append(
-                        FieldError(
-                            f"metadata.ownerReferences[{i}].{required}",
-                            fe.INVALID,
-                            ref.get(required, ""),
-                            f"{required} must not be empty",
-                        )
-                    )
-        return out
-
-    def _validate_crd(self, crd: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
-        spec = crd.get("spec", {})
-        names = spec.get("names", {})
-        out: list[FieldError] = []
-        expected = f"{names.get('plural', '')}.{spec.get('group', '')}"
-        if crd["metadata"]["name"] != expected:
-            out.append(
-                FieldError(
-                    "metadata.name",
-                    fe.INVALID,
-                    crd["metadata"]["name"],
-                    'must be spec.names.plural+"."+spec.group',
-                )
-            )
-        storage = [v for v in spec.get("versions", []) if v.get("storage")]
-        if len(storage) != 1:
-            out.append(
-                FieldError(
-                    "spec.versions",
-                    fe.INVALID,
-                    None,
-                    "must have exactly one version marked as storage version",
-                )
-            )
-        for i, version in enumerate(spec.get("versions", [])):
-            schema = (version.get("schema") or {}).get("openAPIV3Schema")
-            if schema is not None:
-                out += structural_field_errors(schema, path=f"spec.versions[{i}].schema.openAPIV3Schema")
-        if old is not None and old.get("spec", {}).get("scope") != spec.get("scope"):
-            out.append(FieldError("spec.scope", fe.INVALID, spec.get("scope"), "field is immutable"))
-        return out
-
     def _after_commit(self, rt: ResourceType, event: Event) -> None:
         """Side effects of a committed write that kube performs in its own controllers."""
         if (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
@@ -922,19 +750,6 @@ def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
         ],
         "storedVersions": stored,
     }
-
-
-def _name_errors(kind: tuple[str, str], name: str) -> list[str]:
-    """The kind's name validation: a DNS-1123 label for namespaces, a DNS-1035 label for services,
-    else ``NameIsDNSSubdomain``."""
-    if kind in _LABEL_NAMED:
-        regex, msg = _DNS1123_LABEL, LABEL_MSG
-    elif kind in _DNS1035_NAMED:
-        regex, msg = _DNS1035_LABEL, DNS1035_MSG
-    else:
-        return dns1123_subdomain_errors(name)
-    errs = ["must be no more than 63 characters"] if len(name) > 63 else []
-    return errs if regex.fullmatch(name) else [*errs, msg]
 
 
 def _qos_class(spec: dict[str, Any]) -> str:

@@ -7,17 +7,16 @@ the paths come from the CRD's ``subresources.scale``.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import jsonpatch
 import orjson
-from aiohttp import web
 
+from aiplane.apimachinery import field as fe
+from aiplane.apimachinery.field import FieldError
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.rest import WriteOptions
-
-if TYPE_CHECKING:
-    from aiplane.sim.apiserver.server import ApiServer
+from aiplane.sim.apiserver.rest import Api, WriteOptions
 
 _BUILTIN_PATHS = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}
 
@@ -100,43 +99,54 @@ def _merge(target: Any, patch: Any) -> Any:
     return out
 
 
-async def handle(
-    server: ApiServer, request: web.Request, rt: ResourceType, namespace: str | None, name: str, verb: str
-) -> web.StreamResponse:
-    api = server.api
-    current = api.get(rt, namespace, name)
-    if verb == "get":
-        return web.Response(body=orjson.dumps(scale_of(rt, current)), content_type="application/json")
-    raw = await request.read()
+def _decode(raw: bytes) -> Any:
     try:
-        body = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise errors.bad_request(f"error decoding Scale: {exc}") from exc
-    if verb == "patch":
-        if request.content_type == "application/json-patch+json":
-            import jsonpatch
 
-            body = jsonpatch.apply_patch(scale_of(rt, current), body)
-        else:
-            body = _merge(scale_of(rt, current), body)
-    elif verb != "update":
-        raise errors.method_not_allowed()
+
+def _replicas(body: Any, name: str) -> int:
     replicas = (body.get("spec") or {}).get("replicas")
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        from aiplane.apimachinery import field as fe
-        from aiplane.apimachinery.field import FieldError
-
         raise errors.invalid(
             "Scale",
             "autoscaling",
             name,
             [FieldError("spec.replicas", fe.INVALID, replicas, "must be greater than or equal to 0")],
         )
-    rv = (body.get("metadata") or {}).get("resourceVersion")
+    return replicas
+
+
+def handle(
+    api: Api,
+    rt: ResourceType,
+    namespace: str | None,
+    name: str,
+    verb: str,
+    *,
+    content_type: str = "application/json",
+    body: bytes = b"",
+    field_manager: str | None = None,
+) -> dict[str, Any]:
+    """GET, PUT or PATCH ``…/{name}/scale``: the Scale after the request."""
+    current = api.get(rt, namespace, name)
+    if verb == "get":
+        return scale_of(rt, current)
+    wanted = _decode(body)
+    if verb == "patch":
+        if content_type == "application/json-patch+json":
+            wanted = jsonpatch.apply_patch(scale_of(rt, current), wanted)
+        else:
+            wanted = _merge(scale_of(rt, current), wanted)
+    elif verb != "update":
+        raise errors.method_not_allowed()
+    replicas = _replicas(wanted, name)
+    rv = (wanted.get("metadata") or {}).get("resourceVersion")
     if rv and rv != current["metadata"]["resourceVersion"]:
         raise errors.conflict(rt.plural, rt.group, name, errors.MODIFIED)
     updated = copy.deepcopy(current)
     _write(updated, _paths(rt)["specReplicasPath"], replicas)
-    opts = WriteOptions(field_manager=request.query.get("fieldManager"))
+    opts = WriteOptions(field_manager=field_manager)
     result = api.update(rt, namespace, name, updated, opts, operation="Update")
-    return web.Response(body=orjson.dumps(scale_of(rt, result.obj)), content_type="application/json")
+    return scale_of(rt, result.obj)

@@ -145,6 +145,11 @@ class Store:
             return None
         return [e for e in self._history[key] if e.rv > rv]
 
+    def oldest_rv(self, key: str) -> int | None:
+        """The resourceVersion of the oldest event of ``key`` still retained (``None``: no history)."""
+        history = self._history.get(key)
+        return history[0].rv if history else None
+
     def add_watcher(self, key: str, watcher: Watcher) -> None:
         self._watchers[key].add(watcher)
 

@@ -3,9 +3,10 @@
 A watch is a chunked HTTP/1.1 response of newline-delimited JSON events ``{"type": …, "object": …}``.
 The store calls :meth:`WatchSession.offer` synchronously for every committed event of the watched
 resource; the session filters it (namespace, name, label and field selectors, with kube's transitions:
-an object that starts matching arrives as ADDED, one that stops matching as DELETED) and queues it; a
-writer task drains the queue into the response in batches. Events are shared immutable objects whose
-JSON is encoded once (``Event.raw()``), and so is each event line, however many watchers send it.
+an object that starts matching arrives as ADDED, one that stops matching as DELETED) and queues it; the
+consumer of :meth:`WatchSession.batches` (the HTTP writer, or the in-memory client) drains the queue in
+batches of encoded lines. Events are shared immutable objects whose JSON is encoded once
+(``Event.raw()``), and so is each event line, however many watchers send it.
 
 What follows kube (``staging/src/k8s.io/apiserver/pkg/storage/cacher``):
 
@@ -27,20 +28,19 @@ from __future__ import annotations
 
 import asyncio
 import random
-import weakref
 from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
-from aiohttp import web
+from multidict import MultiMapping
 
 from aiplane.sim.apiserver import errors, selectors, table
+from aiplane.sim.apiserver.context import DEFAULT_WATCH_BUFFER, ServerContext
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.store import ADDED, DELETED, MODIFIED, Event
-
-if TYPE_CHECKING:
-    from aiplane.sim.apiserver.server import ApiServer
+from aiplane.sim.apiserver.store import ADDED, DELETED, MODIFIED, Event, Store
+from aiplane.sim.apiserver.table import TableOptions
 
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"
@@ -50,12 +50,11 @@ MIN_REQUEST_TIMEOUT = 1800.0
 #: How often the cacher sends a watcher a bookmark (``bookmarkFrequency``).
 BOOKMARK_FREQUENCY = 60.0
 #: Events a watcher may have queued before it counts as unresponsive and is closed (see ``watch_buffer``).
-DEFAULT_BUFFER = 10_000
+DEFAULT_BUFFER = DEFAULT_WATCH_BUFFER
 #: How often an idle watch checks that its client is still connected.
 DISCONNECT_POLL = 1.0
-#: Lines written to the socket in one go while sending initial events.
+#: Lines handed to the writer in one batch (one socket write) while sending initial events.
 _CHUNK = 512
-_LINE_CACHE_SIZE = 8192
 _TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
@@ -64,70 +63,20 @@ Obj = dict[str, Any]
 Queued = tuple[str, Event | None, Obj | None, int]
 
 
-@dataclass
-class _ServerWatches:
-    """Per-server watch state: open sessions, shared event lines, and whether the server is stopping."""
-
-    sessions: set[WatchSession] = field(default_factory=set)
-    lines: dict[tuple[int, str], bytes] = field(default_factory=dict)
-    closing: bool = False
-
-    def line(self, event: Event, kind: str) -> bytes:
-        key = (event.rv, kind)
-        cached = self.lines.get(key)
-        if cached is None:
-            cached = b'{"type":"' + kind.encode() + b'","object":' + event.raw() + b"}\n"
-            if len(self.lines) >= _LINE_CACHE_SIZE:
-                # Drop the oldest half: events are written in rv order, so old lines are done with.
-                for stale in list(self.lines)[: _LINE_CACHE_SIZE // 2]:
-                    del self.lines[stale]
-            self.lines[key] = cached
-        return cached
-
-
-_registry: weakref.WeakKeyDictionary[Any, _ServerWatches] = weakref.WeakKeyDictionary()
-
-
-def _state(server: Any) -> _ServerWatches:
-    state = _registry.get(server)
-    if state is None:
-        state = _registry[server] = _ServerWatches()
-    return state
-
-
-def open_watches(server: Any, rt: ResourceType | None = None) -> list[WatchSession]:
-    """The watches ``server`` is serving (of ``rt``'s resource, if given)."""
-    sessions = list(_state(server).sessions)
+def open_watches(ctx: ServerContext, rt: ResourceType | None = None) -> list[WatchSession]:
+    """The watches ``ctx`` is serving (of ``rt``'s resource, if given)."""
+    sessions = [s for s in ctx.watches.sessions if isinstance(s, WatchSession)]
     if rt is not None:
         sessions = [s for s in sessions if s.rt.storage_key == rt.storage_key]
     return sessions
 
 
-def close_all(server: Any) -> int:
-    """End every watch stream of ``server`` and refuse new ones (the server is stopping)."""
-    state = _state(server)
-    state.closing = True
-    sessions = list(state.sessions)
-    for session in sessions:
-        session.close("server shutting down")
-    return len(sessions)
+def close_all(ctx: ServerContext) -> int:
+    """End every watch stream of ``ctx`` and refuse new ones (the server is stopping)."""
+    return ctx.watches.close_all()
 
 
-def shutdown_hook(server: Any) -> Any:
-    """An ``on_shutdown`` callback for the aiohttp application: open watches must not delay the stop.
-
-    Called when the application is built, so a server served again after a stop accepts watches again.
-    """
-    _state(server).closing = False
-
-    async def _on_shutdown(app: web.Application) -> None:
-        close_all(server)
-        await asyncio.sleep(0)
-
-    return _on_shutdown
-
-
-def _bool_param(query: Any, name: str) -> bool | None:
+def _bool_param(query: MultiMapping[str], name: str) -> bool | None:
     value = query.get(name)
     if value is None:
         return None
@@ -138,7 +87,7 @@ def _bool_param(query: Any, name: str) -> bool | None:
     raise errors.bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
 
 
-def _int_param(query: Any, name: str) -> int | None:
+def _int_param(query: MultiMapping[str], name: str) -> int | None:
     value = query.get(name)
     if value is None or value == "":
         return None
@@ -148,20 +97,16 @@ def _int_param(query: Any, name: str) -> int | None:
         raise errors.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax') from None
 
 
-def _status_event(err: errors.ApiError) -> bytes:
-    return orjson.dumps({"type": ERROR, "object": err.status()}) + b"\n"
-
-
 def expired(requested: int, oldest: int) -> errors.ApiError:
     return errors.gone(f"too old resource version: {requested} ({oldest})")
 
 
 class WatchSession:
-    """One open watch: the store's ``Watcher`` for its resource, and the writer of its stream."""
+    """One open watch: the store's ``Watcher`` for its resource, and the source of its stream."""
 
     def __init__(
         self,
-        server: ApiServer,
+        ctx: ServerContext,
         rt: ResourceType,
         namespace: str | None,
         *,
@@ -171,9 +116,9 @@ class WatchSession:
         bookmarks: bool = False,
         timeout: float,
         buffer: int = DEFAULT_BUFFER,
-        table_request: web.Request | None = None,
+        table_options: TableOptions | None = None,
     ) -> None:
-        self.server = server
+        self.ctx = ctx
         self.rt = rt
         self.namespace = namespace
         self.name = name
@@ -182,23 +127,37 @@ class WatchSession:
         self.filtered = not (self.label.empty and self.fields.empty)
         self.bookmarks = bookmarks
         self.buffer = buffer
-        self.table_request = table_request
+        self.table_options = table_options
         self.loop = asyncio.get_running_loop()
         self.started = self.loop.time()
         self.deadline = self.started + timeout
         self.pending: deque[Queued] = deque()
+        self.initial: list[Queued] = []
         self.closed = False
         self.close_reason = ""
         self.sent = 0
         self._first_table = True
         self._waiter: asyncio.Future[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
-        self._state = _state(server)
 
     # --- the store's side (synchronous) -----------------------------------------------------------
 
     def _matches(self, obj: Obj) -> bool:
         return self.label(obj) and self.fields(obj)
+
+    def _transition(self, event: Event) -> Queued | None:
+        """What a filtered watch sends for ``event``: kube's selector transitions, or nothing."""
+        now = event.type != DELETED and self._matches(event.obj)
+        before = event.old is not None and self._matches(event.old)
+        if now:
+            return (MODIFIED if before else ADDED, event, None, event.rv)
+        if not before:
+            return None
+        if event.type == DELETED:
+            return (DELETED, event, None, event.rv)
+        assert event.old is not None
+        last = {**event.old, "metadata": {**event.old["metadata"], "resourceVersion": str(event.rv)}}
+        return (DELETED, event, last, event.rv)
 
     def offer(self, event: Event, *, replay: bool = False) -> None:
         """Queue ``event`` if this watch wants it (called by the store for every committed event)."""
@@ -212,24 +171,10 @@ class WatchSession:
         if not self.filtered:
             self.pending.append((event.type, event, None, event.rv))
         else:
-            now = event.type != DELETED and self._matches(event.obj)
-            before = event.old is not None and self._matches(event.old)
-            if now and before:
-                self.pending.append((MODIFIED, event, None, event.rv))
-            elif now:
-                self.pending.append((ADDED, event, None, event.rv))
-            elif before:
-                if event.type == DELETED:
-                    self.pending.append((DELETED, event, None, event.rv))
-                else:
-                    assert event.old is not None
-                    last = {
-                        **event.old,
-                        "metadata": {**event.old["metadata"], "resourceVersion": str(event.rv)},
-                    }
-                    self.pending.append((DELETED, event, last, event.rv))
-            else:
+            item = self._transition(event)
+            if item is None:
                 return
+            self.pending.append(item)
         if not replay and len(self.pending) > self.buffer:
             # An unresponsive watcher: kube's cacher terminates it rather than block everyone else.
             self._close("watcher buffer overflow")
@@ -261,19 +206,34 @@ class WatchSession:
         self.closed = True
         self.close_reason = reason
         self.pending.clear()
-        self.server.store.remove_watcher(self.rt.storage_key, self)
+        self.ctx.store.remove_watcher(self.rt.storage_key, self)
         self._wake()
 
-    # --- bookmarks and deadlines -------------------------------------------------------------------
+    def finish(self) -> None:
+        """The consumer stopped reading: unregister everywhere (idempotent)."""
+        self._close(self.close_reason or "ended")
+        self._cancel_timers()
+        self.ctx.watches.sessions.discard(self)
+        faults = self.ctx.faults
+        if faults is not None:
+            faults.watch_closed(self)
+
+    def _cancel_timers(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+
+    # --- bookmarks, deadlines, disconnects ---------------------------------------------------------
 
     def _bookmark(self, *, initial_events_end: bool = False) -> None:
         if self.closed:
             return
-        meta: Obj = {"resourceVersion": str(self.server.store.rv)}
+        rv = self.ctx.store.rv
+        meta: Obj = {"resourceVersion": str(rv)}
         if initial_events_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
         obj = {"kind": self.rt.kind, "apiVersion": self.rt.api_version, "metadata": meta}
-        self.pending.append((BOOKMARK, None, obj, self.server.store.rv))
+        self.pending.append((BOOKMARK, None, obj, rv))
         self._wake()
 
     def _schedule_bookmark(self) -> None:
@@ -288,41 +248,41 @@ class WatchSession:
         self._bookmark()
         self._schedule_bookmark()
 
-    def _poll_disconnect(self, request: web.Request) -> None:
-        transport = request.transport
-        if transport is None or transport.is_closing():
+    def watch_connection(self, gone: Callable[[], bool]) -> None:
+        """Check ``gone`` every second and end the watch once the client has disconnected."""
+        if gone():
             self._close("client disconnected")
             return
-        self._timers.append(self.loop.call_later(DISCONNECT_POLL, self._poll_disconnect, request))
+        self._timers.append(self.loop.call_later(DISCONNECT_POLL, self.watch_connection, gone))
 
-    # --- the writer ----------------------------------------------------------------------------------
+    # --- the stream ----------------------------------------------------------------------------------
 
     def _encode(self, item: Queued) -> bytes:
         kind, event, obj, rv = item
         if kind == BOOKMARK:
             assert obj is not None
-            if self.table_request is not None:
+            if self.table_options is not None:
                 obj = self._table([], obj["metadata"]["resourceVersion"], bookmark=obj)
             return orjson.dumps({"type": kind, "object": obj}) + b"\n"
         if obj is None:
             assert event is not None
             obj = event.obj
-            if self.table_request is None and obj.get("apiVersion") == self.rt.api_version:
-                return self._state.line(event, kind)
-        served = self.server.api.served(self.rt, obj)
-        if self.table_request is not None:
+            if self.table_options is None and obj.get("apiVersion") == self.rt.api_version:
+                return self.ctx.watches.line(event, kind)
+        served = self.ctx.api.served(self.rt, obj)
+        if self.table_options is not None:
             served = self._table([served], served["metadata"].get("resourceVersion", str(rv)))
         return orjson.dumps({"type": kind, "object": served}) + b"\n"
 
     def _table(self, objs: list[Obj], rv: str, bookmark: Obj | None = None) -> Obj:
-        assert self.table_request is not None
+        assert self.table_options is not None
         first = self._first_table
         self._first_table = False
         result: Obj = table.to_table(
-            self.server,
+            self.ctx.api,
             self.rt,
             objs,
-            self.table_request,
+            self.table_options,
             list_rv=rv,
             include_column_definitions=first,
         )
@@ -330,46 +290,62 @@ class WatchSession:
             result.setdefault("metadata", {})["annotations"] = bookmark["metadata"]["annotations"]
         return result
 
-    async def _send(self, resp: web.StreamResponse, items: list[Queued]) -> None:
-        for start in range(0, len(items), _CHUNK):
-            if self.closed:
-                return
-            chunk = items[start : start + _CHUNK]
-            await resp.write(b"".join(self._encode(item) for item in chunk))
-            self.sent += len(chunk)
-
-    async def run(self, request: web.Request, resp: web.StreamResponse, initial: list[Queued]) -> None:
-        """Write ``initial``, then queued events, until closed, timed out or disconnected."""
+    async def batches(self) -> AsyncGenerator[list[bytes], None]:
+        """Encoded lines of the initial events, then of queued events, until closed or timed out."""
         loop = self.loop
         self._timers.append(loop.call_at(self.deadline, self._close, "timeout"))
-        self._timers.append(loop.call_later(DISCONNECT_POLL, self._poll_disconnect, request))
+        if self.bookmarks:
+            self._schedule_bookmark()
+        items, self.initial = self.initial, []
         try:
-            if initial:
-                await self._send(resp, initial)
-            while not self.closed:
+            while True:
+                for start in range(0, len(items), _CHUNK):
+                    if self.closed:
+                        return
+                    chunk = items[start : start + _CHUNK]
+                    yield [self._encode(item) for item in chunk]
+                    self.sent += len(chunk)
+                if self.closed:
+                    return
                 if self.pending:
-                    batch = list(self.pending)
+                    items = list(self.pending)
                     self.pending.clear()
-                    await self._send(resp, batch)
                     continue
+                items = []
                 self._waiter = loop.create_future()
                 try:
                     await self._waiter
                 finally:
                     self._waiter = None
         finally:
-            for timer in self._timers:
-                timer.cancel()
-            self._timers.clear()
+            self._cancel_timers()
+
+
+@dataclass
+class ErrorStream:
+    """A watch that answers one ERROR event (an expired or future resourceVersion), then ends."""
+
+    error: errors.ApiError
+    closed: bool = False
+
+    async def batches(self) -> AsyncGenerator[list[bytes], None]:
+        if not self.closed:
+            yield [orjson.dumps({"type": ERROR, "object": self.error.status()}) + b"\n"]
+            self.closed = True
+
+    def watch_connection(self, gone: Callable[[], bool]) -> None:
+        return None
+
+    def finish(self) -> None:
+        self.closed = True
 
 
 def _initial_events(session: WatchSession) -> list[Queued]:
     """Synthetic ADDED events for the objects the watch selects now (each at its own version)."""
-    store = session.server.store
     rt = session.rt
     ns = session.namespace if rt.namespaced else None
     out: list[Queued] = []
-    for obj in store.items(rt.storage_key, ns):
+    for obj in session.ctx.store.items(rt.storage_key, ns):
         meta = obj["metadata"]
         if session.name is not None and meta["name"] != session.name:
             continue
@@ -379,101 +355,98 @@ def _initial_events(session: WatchSession) -> list[Queued]:
     return out
 
 
-async def serve(
-    server: ApiServer,
-    request: web.Request,
+@dataclass(frozen=True)
+class _WatchOptions:
+    """The query parameters of a watch, validated as kube's ``ListOptions`` decoding does."""
+
+    label: selectors.LabelSelector
+    fields: selectors.FieldSelector
+    send_initial: bool | None
+    bookmarks: bool
+    timeout: float
+    wanted: int
+
+    @classmethod
+    def parse(
+        cls, ctx: ServerContext, rt: ResourceType, name: str | None, query: MultiMapping[str]
+    ) -> _WatchOptions:
+        label = selectors.label_selector(query.get("labelSelector"))
+        fields = selectors.field_selector(rt, query.get("fieldSelector"), store=ctx.store)
+        if name is not None and not fields.empty and fields.exact("metadata.name") != name:
+            raise errors.bad_request("fieldSelector metadata.name doesn't match requested name")
+        send_initial = _bool_param(query, "sendInitialEvents")
+        bookmarks = bool(_bool_param(query, "allowWatchBookmarks"))
+        timeout_seconds = _int_param(query, "timeoutSeconds")
+        try:
+            wanted = selectors.parse_rv(query.get("resourceVersion", ""))
+        except selectors.InvalidResourceVersionError as exc:
+            raise selectors.storage_invalid(exc) from None
+        timeout = float(timeout_seconds) if timeout_seconds else MIN_REQUEST_TIMEOUT * (1.0 + random.random())
+        return cls(label, fields, send_initial, bookmarks, timeout, wanted)
+
+
+def _oldest(store: Store, key: str, requested: int) -> int:
+    """What kube prints after a too old resourceVersion: the oldest retained event's version minus one."""
+    oldest = store.oldest_rv(key)
+    return oldest - 1 if oldest is not None else requested + 1
+
+
+def _start(session: WatchSession, opts: _WatchOptions) -> errors.ApiError | None:
+    """Queue what the watch starts with; the error to answer instead (as one ERROR event), if any."""
+    store = session.ctx.store
+    if opts.send_initial:
+        if opts.wanted > store.rv:
+            return selectors.too_large(opts.wanted, store.rv)
+        session.initial = _initial_events(session)
+    elif opts.send_initial is None and opts.wanted == 0:
+        session.initial = _initial_events(session)
+    elif opts.wanted:
+        key = session.rt.storage_key
+        events = store.events_since(key, opts.wanted)
+        if events is None:
+            return expired(opts.wanted, _oldest(store, key, opts.wanted))
+        for event in events:
+            session.offer(event, replay=True)
+    return None
+
+
+def open_stream(
+    ctx: ServerContext,
     rt: ResourceType,
     namespace: str | None,
+    query: MultiMapping[str],
     *,
     name: str | None = None,
-) -> web.StreamResponse:
-    """GET …?watch=true: stream the resource's events (of one object, when ``name`` is given)."""
-    q = request.query
-    selectors.validate_list_options(q, watch=True)
-    state = _state(server)
-    if state.closing:
+    table_options: TableOptions | None = None,
+) -> WatchSession | ErrorStream:
+    """GET …?watch=true: a registered watch of the resource (of one object, when ``name`` is given).
+
+    Request errors raise :class:`~aiplane.sim.apiserver.errors.ApiError` before anything is registered.
+    """
+    selectors.validate_list_options(query, watch=True)
+    if ctx.watches.closing:
         raise errors.ApiError(503, "ServiceUnavailable", "apiserver is shutting down")
-    store = server.store
-    label = selectors.label_selector(q.get("labelSelector"))
-    fields = selectors.field_selector(rt, q.get("fieldSelector"), store=store)
-    if name is not None and not fields.empty and fields.exact("metadata.name") != name:
-        raise errors.bad_request("fieldSelector metadata.name doesn't match requested name")
-    send_initial = _bool_param(q, "sendInitialEvents")
-    bookmarks = bool(_bool_param(q, "allowWatchBookmarks"))
-    timeout_seconds = _int_param(q, "timeoutSeconds")
-    rv_text = q.get("resourceVersion", "")
-    try:
-        wanted = selectors.parse_rv(rv_text)
-    except selectors.InvalidResourceVersionError as exc:
-        raise selectors.storage_invalid(exc) from None
-    timeout = float(timeout_seconds) if timeout_seconds else MIN_REQUEST_TIMEOUT * (1.0 + random.random())
+    opts = _WatchOptions.parse(ctx, rt, name, query)
     session = WatchSession(
-        server,
+        ctx,
         rt,
         (namespace or None) if rt.namespaced else None,
         name=name,
-        label=label,
-        fields=fields,
-        bookmarks=bookmarks,
-        timeout=timeout,
-        buffer=int(getattr(server, "watch_buffer", DEFAULT_BUFFER)),
-        table_request=request if table.wants_table(request) else None,
+        label=opts.label,
+        fields=opts.fields,
+        bookmarks=opts.bookmarks,
+        timeout=opts.timeout,
+        buffer=ctx.watch_buffer,
+        table_options=table_options,
     )
-
     # From here to add_watcher nothing awaits: the initial state and the live events join seamlessly.
-    key = rt.storage_key
-    initial: list[Queued] = []
-    failure: errors.ApiError | None = None
-    initial_events_end = False
-    if send_initial:
-        if wanted > store.rv:
-            failure = selectors.too_large(wanted, store.rv)
-        else:
-            initial = _initial_events(session)
-            initial_events_end = bookmarks
-    elif send_initial is None and wanted == 0:
-        initial = _initial_events(session)
-    elif wanted:
-        events = store.events_since(key, wanted)
-        if events is None:
-            failure = expired(wanted, _oldest(store, key, wanted))
-        else:
-            for event in events:
-                session.offer(event, replay=True)
-    if failure is None:
-        store.add_watcher(key, session)
-        state.sessions.add(session)
-        if initial_events_end:
-            session._bookmark(initial_events_end=True)
-        faults = getattr(server, "faults", None)
-        if faults is not None and hasattr(faults, "watch_opened"):
-            faults.watch_opened(session)
-
-    resp = web.StreamResponse(
-        status=200, headers={"Content-Type": "application/json", "Cache-Control": "no-cache"}
-    )
-    resp.enable_chunked_encoding()
-    try:
-        await resp.prepare(request)
-        if failure is not None:
-            await resp.write(_status_event(failure))
-        else:
-            if bookmarks:
-                session._schedule_bookmark()
-            await session.run(request, resp, initial)
-        await resp.write_eof()
-    except ConnectionError:
-        pass  # the client went away
-    finally:
-        session._close(session.close_reason or "ended")
-        state.sessions.discard(session)
-        faults = getattr(server, "faults", None)
-        if faults is not None and hasattr(faults, "watch_closed"):
-            faults.watch_closed(session)
-    return resp
-
-
-def _oldest(store: Any, key: str, requested: int) -> int:
-    """What kube prints after a too old resourceVersion: the oldest retained event's version minus one."""
-    history = getattr(store, "_history", {}).get(key)
-    return int(history[0].rv) - 1 if history else requested + 1
+    failure = _start(session, opts)
+    if failure is not None:
+        return ErrorStream(failure)
+    ctx.store.add_watcher(rt.storage_key, session)
+    ctx.watches.sessions.add(session)
+    if opts.send_initial and opts.bookmarks:
+        session._bookmark(initial_events_end=True)
+    if ctx.faults is not None:
+        ctx.faults.watch_opened(session)
+    return session
