@@ -52,12 +52,22 @@ class Expectations:
 
     ``clock`` is a monotonic clock (the injected :class:`~aiplane.kube.clock.Clock`'s ``monotonic``);
     ``timeout`` bounds how long :meth:`pending` waits for the cache (``None``: for ever).
+    ``keep_objects``: remember what each write returned, for :meth:`view`; a controller that only
+    waits (:meth:`pending`) turns it off and keeps versions alone, which matters when it creates
+    thousands of pods at once.
     """
 
-    def __init__(self, *, timeout: float | None = None, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        timeout: float | None = None,
+        clock: Callable[[], float] | None = None,
+        keep_objects: bool = True,
+    ) -> None:
         self._items: dict[str, _Expected] = {}
         self._timeout = timeout
         self._clock = clock or _zero
+        self._keep = keep_objects
 
     def __len__(self) -> int:
         return len(self._items)
@@ -68,13 +78,18 @@ class Expectations:
 
     def view(self, key: str, cached: Obj | None) -> Obj | None:
         """What to decide on for ``key``: our latest write while the cache predates it, else the cache."""
+        if not self._keep:
+            raise RuntimeError("Expectations(keep_objects=False) cannot serve views of writes")
         expected = self._items.get(key)
-        if expected is None:
-            return cached
+        return cached if expected is None or self._caught_up(key, cached) else expected.obj
+
+    def _caught_up(self, key: str, cached: Obj | None) -> bool:
+        """Does the cache show ``key`` at or past our latest write? Drops the entry when it does."""
+        expected = self._items[key]
         if (objects.resource_version(cached) if cached is not None else "") in expected.stale:
-            return expected.obj
+            return False
         del self._items[key]
-        return cached
+        return True
 
     def exact(self, key: str) -> bool:
         """Is the view of ``key`` known to be the server's current object, as far as we wrote it?"""
@@ -140,8 +155,7 @@ class Expectations:
                 log.info("expectation timed out; deciding on the cache", owner=owner, key=key)
                 del self._items[key]
                 continue
-            self.view(key, lookup(key))
-            waiting = waiting or key in self._items
+            waiting = not self._caught_up(key, lookup(key)) or waiting
         return waiting
 
 

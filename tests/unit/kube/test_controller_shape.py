@@ -177,3 +177,16 @@ async def test_terminal_errors_are_not_retried_and_races_are(client: InMemoryKub
     assert calls["terminal"] == 1 and controller.queue.num_requeues(Request(None, "terminal")) == 0
     stop.set()
     await task
+
+
+def test_expectations_without_objects_only_wait() -> None:
+    clock = FakeClock(NOW)
+    exp = Expectations(timeout=30, clock=clock.monotonic, keep_objects=False)
+    created = {"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "4", "uid": "u"}}
+    exp.wrote("Pod/ns/p", None, created, conditional=True, owner="ns/m")
+    cache: dict[str, Any] = {}
+    assert exp.pending("ns/m", cache.get)
+    with pytest.raises(RuntimeError):
+        exp.view("Pod/ns/p", None)
+    cache["Pod/ns/p"] = created
+    assert not exp.pending("ns/m", cache.get) and len(exp) == 0

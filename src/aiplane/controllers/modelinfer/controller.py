@@ -146,7 +146,9 @@ class ModelInferReconciler:
         self.clock = clock
         self.status = StatusWriter(client, modelinfers_resource(), FIELD_MANAGER)
         # Keyed "Kind/namespace/name", owned by the ModelInfer's key (see the module docstring).
-        self.expectations = Expectations(timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic)
+        self.expectations = Expectations(
+            timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic, keep_objects=False
+        )
         for informer in (pods, services, podgroups, revisions):
             if informer is not None:
                 informer.add_indexer(BY_MODELINFER, _by_modelinfer)

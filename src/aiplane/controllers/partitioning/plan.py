@@ -50,6 +50,7 @@ from typing import Any, Final
 import structlog
 
 from aiplane.apimachinery import objects
+from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.plan_logic import (
     API_VERSION,
@@ -63,18 +64,16 @@ from aiplane.controllers.partitioning.plan_logic import (
     admit,
     children_by_node,
     desired_node_partitionings,
-    node_partitioning_views,
-    node_views,
     np_needs_update,
     plan_status,
     plan_view,
-    profile_views,
     revocation_patch,
     revoke,
     select_nodes,
     stale_node_partitionings,
 )
 from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.controllers.partitioning.views import node_partitioning_view, node_view, profile_view
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result, labels_changed
@@ -176,6 +175,10 @@ class PlanReconciler:
         self.status = StatusWriter(client, plans_resource(), FIELD_MANAGER)
         self.plan_writes = Expectations()
         self.np_writes = Expectations()
+        # Views built once per cached object (every reconcile reads every Node and NodePartitioning).
+        self.node_views = ViewMemo(node_view)
+        self.np_views = ViewMemo(node_partitioning_view)
+        self.profile_views = ViewMemo(profile_view)
         nps.add_handler(on_delete=lambda obj: self.np_writes.deleted(objects.name(obj), obj))
         plans.add_handler(on_delete=lambda obj: self.plan_writes.deleted(objects.name(obj), obj))
 
@@ -244,9 +247,9 @@ class PlanReconciler:
             return
         now = self.clock.now()
         view = plan_view(plan)
-        profiles = profile_views(self.profiles.list())
-        all_nps = node_partitioning_views(self.node_partitionings())
-        selection = select_nodes(view, node_views(self.nodes.list()), profiles, all_nps)
+        profiles = {p.name: p for p in self.profile_views.all(self.profiles.list())}
+        all_nps = self.np_views.all(self.node_partitionings())
+        selection = select_nodes(view, self.node_views.all(self.nodes.list()), profiles, all_nps)
 
         children = children_by_node(view, all_nps)
         for node, body in desired_node_partitionings(view, selection, profiles).items():
@@ -265,12 +268,12 @@ class PlanReconciler:
 
         # Admission and revocation decide on exact views only (see the module docstring). While
         # a child is inexact, the informer event of our own write will bring this plan back.
-        all_nps = node_partitioning_views(self.node_partitionings())
+        all_nps = self.np_views.all(self.node_partitionings())
         children = children_by_node(view, all_nps)
         if all(self.np_writes.exact(np.name) for np in children.values()):
             for node in revoke(view, children, eligible=selection.admissible):
                 await self._annotate(children[node].obj, revocation_patch(children[node]))
-                all_nps = node_partitioning_views(self.node_partitionings())
+                all_nps = self.np_views.all(self.node_partitionings())
             children = children_by_node(view, all_nps)
             admitted = admit(view, children, eligible=selection.admissible)
             for node in admitted:
@@ -282,7 +285,7 @@ class PlanReconciler:
                     "NodesAdmitted",
                     f"Admitted {len(admitted)} node(s) to start partitioning: {', '.join(admitted)}",
                 )
-                all_nps = node_partitioning_views(self.node_partitionings())
+                all_nps = self.np_views.all(self.node_partitionings())
 
         status, changed = plan_status(view, selection, all_nps, now, plan.get("status"))
         if not changed:

@@ -191,7 +191,7 @@ class _Rollup:
             sel.valid
             and not sel.held
             and bool(sel.targets)
-            and all(node in self.done_nodes for node in sel.targets)
+            and set(sel.targets) <= self.done_nodes
             and self.pending == self.in_progress == self.failed == 0
         )
 
