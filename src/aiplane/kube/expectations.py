@@ -65,6 +65,7 @@ class Expectations:
         keep_objects: bool = True,
     ) -> None:
         self._items: dict[str, _Expected] = {}
+        self._by_owner: dict[str, set[str]] = {}
         self._timeout = timeout
         self._clock = clock or _zero
         self._keep = keep_objects
@@ -74,7 +75,15 @@ class Expectations:
 
     def keys(self, owner: str | None = None) -> list[str]:
         """Keys with an outstanding write (of ``owner`` only, when given)."""
-        return [k for k, e in self._items.items() if owner is None or e.owner == owner]
+        return list(self._items) if owner is None else sorted(self._by_owner.get(owner, ()))
+
+    def _drop(self, key: str) -> None:
+        expected = self._items.pop(key)
+        if expected.owner is not None:
+            keys = self._by_owner[expected.owner]
+            keys.discard(key)
+            if not keys:
+                del self._by_owner[expected.owner]
 
     def view(self, key: str, cached: Obj | None) -> Obj | None:
         """What to decide on for ``key``: our latest write while the cache predates it, else the cache."""
@@ -88,7 +97,7 @@ class Expectations:
         expected = self._items[key]
         if (objects.resource_version(cached) if cached is not None else "") in expected.stale:
             return False
-        del self._items[key]
+        self._drop(key)
         return True
 
     def exact(self, key: str) -> bool:
@@ -123,23 +132,25 @@ class Expectations:
         exact = conditional and (expected is None or expected.exact)
         since = expected.since if expected is not None else self._clock()
         owner = owner if owner is not None else (expected.owner if expected is not None else None)
-        self._items[key] = _Expected(
-            stale, strip_managed_fields(after) if after else None, exact, owner, since
-        )
+        if owner is not None:
+            self._by_owner.setdefault(owner, set()).add(key)
+        kept = strip_managed_fields(after) if after and self._keep else None
+        self._items[key] = _Expected(stale, kept, exact, owner, since)
 
     def deleted(self, key: str, obj: Mapping[str, Any]) -> None:
         """The informer saw ``obj`` deleted: forget what we expected of it (not of a newer incarnation)."""
         expected = self._items.get(key)
         if expected is not None and (expected.obj is None or objects.uid(expected.obj) == objects.uid(obj)):
-            del self._items[key]
+            self._drop(key)
 
     def forget(self, key: str) -> None:
-        self._items.pop(key, None)
+        if key in self._items:
+            self._drop(key)
 
     def forget_owner(self, owner: str) -> None:
         """The owner is gone: nothing it wrote needs waiting for."""
         for key in self.keys(owner):
-            del self._items[key]
+            self._drop(key)
 
     def pending(self, owner: str, lookup: Callable[[str], Obj | None]) -> bool:
         """Does ``owner`` still have a write its cache does not show? (``lookup`` reads the cache.)
@@ -153,7 +164,7 @@ class Expectations:
             expected = self._items[key]
             if self._timeout is not None and now - expected.since > self._timeout:
                 log.info("expectation timed out; deciding on the cache", owner=owner, key=key)
-                del self._items[key]
+                self._drop(key)
                 continue
             waiting = not self._caught_up(key, lookup(key)) or waiting
         return waiting
