@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from aiplane.kube.client import ApiError
 from aiplane.kube.clock import FakeClock
@@ -166,17 +167,21 @@ async def test_terminal_errors_are_not_retried_and_races_are(client: InMemoryKub
 
     controller = Controller("c", reconcile, [], workers=1)
     stop = asyncio.Event()
-    task = asyncio.create_task(controller.run(stop, drain_timeout=5))
-    controller.enqueue(Request(None, "terminal"))
-    controller.enqueue(Request(None, "race"))
+    with capture_logs() as logs:
+        task = asyncio.create_task(controller.run(stop, drain_timeout=5))
+        controller.enqueue(Request(None, "terminal"))
+        controller.enqueue(Request(None, "race"))
 
-    async def race_resolved() -> bool:
-        return calls["race"] == 3
+        async def race_resolved() -> bool:
+            return calls["race"] == 3
 
-    await eventually(race_resolved)
+        await eventually(race_resolved)
+        stop.set()
+        await task
     assert calls["terminal"] == 1 and controller.queue.num_requeues(Request(None, "terminal")) == 0
-    stop.set()
-    await task
+    errors = [entry for entry in logs if entry["log_level"] == "error"]
+    # The terminal failure is said once, at error level; the two expected races never are.
+    assert [e.get("key") for e in errors] == ["terminal"], errors
 
 
 def test_expectations_without_objects_only_wait() -> None:
