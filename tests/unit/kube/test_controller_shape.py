@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
@@ -51,6 +51,7 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(json_objects, json_objects)
 def test_merge_patch_turns_the_old_status_into_the_new(before: dict[str, Any], after: dict[str, Any]) -> None:
     # A status never holds JSON nulls in a map (merge patch cannot write them), so compare without.
