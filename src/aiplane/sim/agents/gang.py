@@ -77,6 +77,7 @@ from aiplane.sim.agents.gang_plan import (
     CONTROLLER_MANAGER,
     FIELD_MANAGER,
     GANG_READY_REASON,
+    GPU_BINPACK_SCORING,
     GROUP_NAME_KEY,
     NOT_ENOUGH_PODS_OF_TASK,
     NOT_ENOUGH_RESOURCES,
@@ -91,6 +92,7 @@ from aiplane.sim.agents.gang_plan import (
     VALID_STATES,
     VOLCANO,
     GangPlan,
+    VolcanoScoring,
     enqueueable,
     gang_view,
     group_of,
@@ -102,6 +104,7 @@ from aiplane.sim.agents.gang_plan import (
     schedulable_message,
     set_condition,
     task_minimums_met,
+    task_order,
     task_status,
     volcano_fit_error,
 )
@@ -113,7 +116,6 @@ from aiplane.sim.agents.scheduler_filters import (
     ResourceList,
     fits_on_any,
     resource_list,
-    scheduling_order,
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
@@ -150,7 +152,7 @@ class _GroupSync:
 
     def pending(self) -> list[PodInfo]:
         """The schedulable pending members, in scheduling order."""
-        return scheduling_order(self.infos[id(p)] for p in self.pending_pods)
+        return task_order([self.infos[id(p)] for p in self.pending_pods])
 
     def pods_by_key(self) -> dict[PodKey, Obj]:
         return {(self.namespace, objects.name(p)): p for p in self.pending_pods}
@@ -187,6 +189,7 @@ class GangScheduler(SchedulingLoop):
         taint_details: bool = True,
         settle_delay: float = 0.05,
         create_podgroups: bool = True,
+        scoring: VolcanoScoring = GPU_BINPACK_SCORING,
     ) -> None:
         # taint_details: as the Kubernetes plugins Volcano vendors do.
         super().__init__(api, cache, retry_interval=retry_interval, taint_details=taint_details)
@@ -198,6 +201,8 @@ class GangScheduler(SchedulingLoop):
         self._settling: set[tuple[str, str]] = set()
         #: Volcano's ``overcommit-factor`` for the enqueue check.
         self.overcommit_factor = overcommit_factor
+        #: The ``binpack``/``nodeorder`` arguments nodes are scored with.
+        self.scoring = scoring
         self._members: dict[tuple[str, str], set[str]] = {}
         self._group: dict[PodKey, str] = {}
         self._waiting: dict[tuple[str, str], None] = {}
@@ -425,6 +430,7 @@ class GangScheduler(SchedulingLoop):
             self.cache.ledger(),
             total_tasks=len(run.members),
             taint_details=self.taint_details,
+            scoring=self.scoring,
         )
         if not plan.ready:
             run.unschedulable = run.waiting = True
