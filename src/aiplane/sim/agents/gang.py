@@ -24,8 +24,10 @@ pod), and the annotation naming it (``create_podgroups=False`` turns that off).
    (1.2, Volcano's default) minus what is requested and what other Inqueue/Running groups still
    reserve; otherwise a Normal ``Unschedulable`` event "resource in cluster is overused", and the
    group and its pods are reported unschedulable as in 3 (nobody tried: all pods ``Unschedulable``).
-3. *Allocate* (``Inqueue``, ``Running``, ``Unknown``): pending pods in priority/creation/name order are
-   placed tentatively, one after the other, with running accounting (the same filters as
+3. *Allocate* (``Inqueue``, ``Running``, ``Unknown``): pending pods in Volcano's task order (priority,
+   pod index, creation) are placed tentatively, one after the other, each on the fitting node with the
+   best ``binpack`` + ``nodeorder`` score (:func:`.gang_plan.volcano_find_node`; packing, so gangs do
+   not fragment GPU nodes), with running accounting (the same filters as
    :mod:`.scheduler`, Volcano's way: resources first, only the first insufficient one named). Volcano
    stops at the first pod that fits nowhere when ``minMember`` equals the number of pods, and skips
    the rest of that pod's task otherwise. If bound + tentative pods reach ``minMember`` (and every
