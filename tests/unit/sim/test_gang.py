@@ -9,19 +9,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aiplane.sim.agents.gang_plan import (
+    GPU_BINPACK_SCORING,
+    VOLCANO_DEFAULT_SCORING,
+    VolcanoScoring,
+    binpack_score,
     enqueueable,
     job_fit_error,
+    nodeorder_score,
     plan_gang,
     podgroup_for,
     podgroup_name_for,
     podgroup_phase,
     set_condition,
     task_minimums_met,
+    task_order,
     task_status,
     volcano_filter_node,
+    volcano_find_node,
     volcano_fit_error,
 )
-from aiplane.sim.agents.scheduler_filters import Ledger, NodeInfo, NodeStatus, PodInfo
+from aiplane.sim.agents.scheduler_filters import Ledger, NodeInfo, NodeStatus, PodInfo, add_into
 
 Obj = dict[str, Any]
 
@@ -220,3 +227,132 @@ def test_the_podgroup_volcanos_controller_creates_for_a_lone_pod() -> None:
             "blockOwnerDeletion": True,
         }
     ]
+
+
+# --- node scoring (binpack + nodeorder) and task order ------------------------------------------------
+
+
+def place_gangs(
+    gangs: list[list[int]], nodes: list[NodeInfo], scoring: VolcanoScoring = GPU_BINPACK_SCORING
+) -> tuple[list[bool], dict[str, dict[str, int]]]:
+    """Schedule GPU gangs one after the other as the agent does: each planned on the committed state,
+    committed only when the whole gang fits."""
+    used: dict[str, dict[str, int]] = {}
+    placed = []
+    for g, sizes in enumerate(gangs):
+        pods = [gpu_pod(f"g{g}-w-{i}", gpus) for i, gpus in enumerate(sizes)]
+        plan = plan_gang(task_order(pods), {}, len(pods), {}, nodes, Ledger(used), scoring=scoring)
+        placed.append(plan.ready)
+        if plan.ready:
+            by_key = {p.key: p for p in pods}
+            for key, node in plan.assignments.items():
+                add_into(used.setdefault(node, {}), by_key[key].requests)
+    return placed, used
+
+
+def test_binpack_keeps_whole_nodes_free_so_a_third_4_4_2_2_gang_fits() -> None:
+    nodes = [gpu_node(f"n{i}") for i in range(5)]
+    placed, used = place_gangs([[4, 4, 2, 2]] * 3, nodes)
+    assert placed == [True, True, True]
+    # packed: n0-n2 full, the third gang on the last two
+    assert sorted(u["amd.com/gpu"] for u in used.values()) == [4, 8, 8, 8, 8]
+
+
+def test_binpack_score_follows_volcanos_formula() -> None:
+    node = NodeInfo("n", allocatable={"cpu": 10_000, "memory": 100, "amd.com/gpu": 8})
+    pod = PodInfo("ns", "p", requests={"cpu": 1_000, "memory": 10, "amd.com/gpu": 2})
+    used = {"cpu": 4_000, "memory": 40, "amd.com/gpu": 2}
+    # (5/10 + 50/100 + 4/8) / 3 * 100
+    assert binpack_score(pod, node, used, GPU_BINPACK_SCORING) == 50.0
+    # default weights: cpu and memory only
+    assert binpack_score(pod, node, used, VOLCANO_DEFAULT_SCORING) == 50.0
+    assert binpack_score(gpu_pod("g", 2), node, used, VOLCANO_DEFAULT_SCORING) == 0.0
+    assert binpack_score(gpu_pod("g", 2), node, used, GPU_BINPACK_SCORING) == 50.0
+    # a resource that would overflow scores 0 but still counts its weight
+    assert binpack_score(gpu_pod("g", 8), node, used, GPU_BINPACK_SCORING) == 0.0
+
+
+def test_nodeorder_least_allocated_and_balanced_allocation() -> None:
+    node = NodeInfo("n", allocatable={"cpu": 10_000, "memory": 1_000})
+    pod = PodInfo("ns", "p", requests={"cpu": 5_000, "memory": 500})
+    no_binpack = VolcanoScoring(binpack_weight=0, balanced_resource=0)
+    assert nodeorder_score(pod, node, {}, no_binpack) == 50  # (50 + 50) / 2
+    assert nodeorder_score(pod, node, {"cpu": 5_000}, no_binpack) == 25  # (0 + 50) / 2
+    balanced_only = VolcanoScoring(least_requested=0)
+    assert nodeorder_score(pod, node, {"cpu": 5_000}, balanced_only) == 75  # 100 * (1 - |1 - .5| / 2)
+
+
+def test_volcano_prefers_the_most_packed_node_but_taint_toleration_outweighs_it() -> None:
+    soft = ({"key": "k", "value": "v", "effect": "PreferNoSchedule"},)
+    nodes = [gpu_node("a"), gpu_node("b", taints=soft), gpu_node("c")]
+    ledger = Ledger({"b": {"amd.com/gpu": 6}, "c": {"amd.com/gpu": 4}})
+    assert volcano_find_node(gpu_pod("p", 2), nodes, ledger)[0] == "c"
+    # tainttoleration (weight 3, normalized to 0..100) beats binpack's 100 vs 25
+    assert volcano_find_node(gpu_pod("p", 2), nodes[:2], Ledger({"b": {"amd.com/gpu": 6}}))[0] == "a"
+    assert volcano_find_node(gpu_pod("p", 2), [gpu_node("y"), gpu_node("x")], Ledger())[0] == "x"
+
+
+def test_task_order_is_volcanos_priority_then_pod_index_then_creation() -> None:
+    pods = [
+        gpu_pod("job-w-10", created="1"),
+        gpu_pod("job-w-2", created="2"),
+        gpu_pod("job-m-0", created="3"),
+        gpu_pod("job-w-1", created="0", priority=5),
+        gpu_pod("lonely", created="0"),
+    ]
+    order = [p.name for p in task_order(pods)]
+    assert order[0] == "job-w-1"
+    assert order.index("job-m-0") < order.index("job-w-2") < order.index("job-w-10")
+
+
+def ffd_fits(sizes: list[int], free: list[int]) -> bool:
+    free = list(free)
+    for size in sorted(sizes, reverse=True):
+        for i, room in enumerate(free):
+            if room >= size:
+                free[i] -= size
+                break
+        else:
+            return False
+    return True
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    used=st.lists(st.integers(0, 8), min_size=1, max_size=6),
+    sizes=st.lists(st.integers(1, 8), min_size=1, max_size=6),
+)
+def test_a_gang_that_one_node_can_hold_is_always_placed(used: list[int], sizes: list[int]) -> None:
+    """Guaranteed whatever the scores: if one node has room for the whole gang, every pod finds a node
+    in its turn (that node at least), so the gang is placed; and no node is ever overcommitted."""
+    nodes = [gpu_node(f"n{i}") for i in range(len(used))]
+    base = {f"n{i}": {"amd.com/gpu": u} for i, u in enumerate(used)}
+    pods = [gpu_pod(f"g-w-{i}", s) for i, s in enumerate(sizes)]
+    ledger = Ledger(base)
+    plan = plan_gang(task_order(pods), {}, len(pods), {}, nodes, ledger)
+    for node in nodes:
+        assert ledger.requested(node.name).get("amd.com/gpu", 0) <= 8
+    if max(8 - u for u in used) >= sum(sizes):
+        assert plan.ready
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    gangs=st.lists(
+        st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=4).map(
+            lambda s: sorted(s, reverse=True)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    node_count=st.integers(1, 5),
+)
+def test_power_of_two_gangs_that_fit_by_ffd_are_all_placed(gangs: list[list[int]], node_count: int) -> None:
+    """On equal 8-GPU nodes with power-of-two requests, tasks listed largest first: whenever first-fit
+    decreasing packs every gang's pods into the nodes, binpack places every gang (best fit with
+    divisible sizes never strands capacity that a later pod could use)."""
+    nodes = [gpu_node(f"n{i}") for i in range(node_count)]
+    if not ffd_fits([s for g in gangs for s in g], [8] * node_count):
+        return
+    placed, _ = place_gangs(gangs, nodes)
+    assert all(placed)

@@ -24,8 +24,10 @@ pod), and the annotation naming it (``create_podgroups=False`` turns that off).
    (1.2, Volcano's default) minus what is requested and what other Inqueue/Running groups still
    reserve; otherwise a Normal ``Unschedulable`` event "resource in cluster is overused", and the
    group and its pods are reported unschedulable as in 3 (nobody tried: all pods ``Unschedulable``).
-3. *Allocate* (``Inqueue``, ``Running``, ``Unknown``): pending pods in priority/creation/name order are
-   placed tentatively, one after the other, with running accounting (the same filters as
+3. *Allocate* (``Inqueue``, ``Running``, ``Unknown``): pending pods in Volcano's task order (priority,
+   pod index, creation) are placed tentatively, one after the other, each on the fitting node with the
+   best ``binpack`` + ``nodeorder`` score (:func:`.gang_plan.volcano_find_node`; packing, so gangs do
+   not fragment GPU nodes), with running accounting (the same filters as
    :mod:`.scheduler`, Volcano's way: resources first, only the first insufficient one named). Volcano
    stops at the first pod that fits nowhere when ``minMember`` equals the number of pods, and skips
    the rest of that pod's task otherwise. If bound + tentative pods reach ``minMember`` (and every
@@ -77,6 +79,7 @@ from aiplane.sim.agents.gang_plan import (
     CONTROLLER_MANAGER,
     FIELD_MANAGER,
     GANG_READY_REASON,
+    GPU_BINPACK_SCORING,
     GROUP_NAME_KEY,
     NOT_ENOUGH_PODS_OF_TASK,
     NOT_ENOUGH_RESOURCES,
@@ -91,6 +94,7 @@ from aiplane.sim.agents.gang_plan import (
     VALID_STATES,
     VOLCANO,
     GangPlan,
+    VolcanoScoring,
     enqueueable,
     gang_view,
     group_of,
@@ -102,6 +106,7 @@ from aiplane.sim.agents.gang_plan import (
     schedulable_message,
     set_condition,
     task_minimums_met,
+    task_order,
     task_status,
     volcano_fit_error,
 )
@@ -113,7 +118,6 @@ from aiplane.sim.agents.scheduler_filters import (
     ResourceList,
     fits_on_any,
     resource_list,
-    scheduling_order,
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
@@ -150,7 +154,7 @@ class _GroupSync:
 
     def pending(self) -> list[PodInfo]:
         """The schedulable pending members, in scheduling order."""
-        return scheduling_order(self.infos[id(p)] for p in self.pending_pods)
+        return task_order([self.infos[id(p)] for p in self.pending_pods])
 
     def pods_by_key(self) -> dict[PodKey, Obj]:
         return {(self.namespace, objects.name(p)): p for p in self.pending_pods}
@@ -187,6 +191,7 @@ class GangScheduler(SchedulingLoop):
         taint_details: bool = True,
         settle_delay: float = 0.05,
         create_podgroups: bool = True,
+        scoring: VolcanoScoring = GPU_BINPACK_SCORING,
     ) -> None:
         # taint_details: as the Kubernetes plugins Volcano vendors do.
         super().__init__(api, cache, retry_interval=retry_interval, taint_details=taint_details)
@@ -198,6 +203,8 @@ class GangScheduler(SchedulingLoop):
         self._settling: set[tuple[str, str]] = set()
         #: Volcano's ``overcommit-factor`` for the enqueue check.
         self.overcommit_factor = overcommit_factor
+        #: The ``binpack``/``nodeorder`` arguments nodes are scored with.
+        self.scoring = scoring
         self._members: dict[tuple[str, str], set[str]] = {}
         self._group: dict[PodKey, str] = {}
         self._waiting: dict[tuple[str, str], None] = {}
@@ -425,6 +432,7 @@ class GangScheduler(SchedulingLoop):
             self.cache.ledger(),
             total_tasks=len(run.members),
             taint_details=self.taint_details,
+            scoring=self.scoring,
         )
         if not plan.ready:
             run.unschedulable = run.waiting = True

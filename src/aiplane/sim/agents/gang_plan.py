@@ -7,6 +7,8 @@ controllers and users read them.
 
 from __future__ import annotations
 
+import functools
+import math
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -25,7 +27,6 @@ from aiplane.sim.agents.scheduler_filters import (
     NodeStatus,
     PodInfo,
     PodKey,
-    find_node,
     insufficient,
     taint_reason,
 )
@@ -145,6 +146,192 @@ def task_minimums_met(counts: Mapping[str, int], min_member: int, min_task: Mapp
     return all(counts.get(task, 0) >= need for task, need in min_task.items() if need > 0)
 
 
+# --- node scoring: Volcano's binpack and nodeorder plugins ------------------------------------------------
+
+#: kube-scheduler's ``MaxNodeScore``, the scale of every plugin score.
+MAX_NODE_SCORE = 100
+#: What kube scores a pod without a cpu or memory request as (``schedutil.DefaultMilliCPURequest``,
+#: ``DefaultMemoryRequest``), for ``NodeResourcesLeastAllocated``/``MostAllocated``.
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+#: ``NodeResourcesBalancedAllocation``'s resources in Volcano's ``nodeorder`` (``nvidia.com/gpu`` only).
+BALANCED_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+@dataclass(frozen=True)
+class VolcanoScoring:
+    """The arguments of Volcano's ``binpack`` and ``nodeorder`` plugins (``volcano-scheduler.conf``);
+    the defaults are Volcano's when the plugins are listed without arguments."""
+
+    binpack_weight: int = 1
+    binpack_cpu: int = 1
+    binpack_memory: int = 1
+    #: ``binpack.resources`` with their ``binpack.resources.<name>`` weights (Volcano: none).
+    binpack_resources: Mapping[str, int] = field(default_factory=dict)
+    least_requested: int = 1
+    most_requested: int = 0
+    balanced_resource: int = 1
+    node_affinity: int = 2
+    taint_toleration: int = 3
+
+    def binpack_weights(self) -> dict[str, int]:
+        return {**self.binpack_resources, "cpu": self.binpack_cpu, "memory": self.binpack_memory}
+
+
+#: Volcano's default ``volcano-scheduler.conf`` (binpack counts cpu and memory only).
+VOLCANO_DEFAULT_SCORING = VolcanoScoring()
+#: What the sim runs: the default plus ``binpack.resources: amd.com/gpu, nvidia.com/gpu`` (weight 1
+#: each), the setting GPU clusters use so that binpack packs accelerators.
+GPU_BINPACK_SCORING = VolcanoScoring(binpack_resources={"amd.com/gpu": 1, "nvidia.com/gpu": 1})
+
+
+def binpack_score(pod: PodInfo, node: NodeInfo, used: Mapping[str, int], scoring: VolcanoScoring) -> float:
+    """``BinPackingScore``: per requested resource with a weight, ``(used + request) / allocatable *
+    weight`` (0 if it overflows), summed, divided by the weights summed, * 100 * ``binpack.weight``."""
+    weights = scoring.binpack_weights()
+    score = 0.0
+    weight_sum = 0
+    for resource, request in pod.requests.items():
+        weight = weights.get(resource)
+        if request <= 0 or weight is None:
+            continue
+        capacity = node.allocatable.get(resource, 0)
+        total = used.get(resource, 0) + request
+        if capacity and weight and total <= capacity:
+            score += total * weight / capacity
+        weight_sum += weight
+    if weight_sum:
+        score /= weight_sum
+    return score * MAX_NODE_SCORE * scoring.binpack_weight
+
+
+def _non_zero(pod: PodInfo, resource: str) -> int:
+    request = pod.requests.get(resource, 0)
+    if request:
+        return request
+    return DEFAULT_MILLI_CPU if resource == "cpu" else DEFAULT_MEMORY
+
+
+def _allocated_score(pod: PodInfo, node: NodeInfo, used: Mapping[str, int], *, least: bool) -> int:
+    """``NodeResourcesFit`` ``LeastAllocated``/``MostAllocated`` over cpu and memory (equal weights),
+    integer arithmetic as kube's."""
+    total = 0
+    count = 0
+    for resource in ("cpu", "memory"):
+        capacity = node.allocatable.get(resource, 0)
+        if capacity <= 0:
+            continue
+        requested = used.get(resource, 0) + _non_zero(pod, resource)
+        if least:
+            total += 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
+        else:
+            total += min(requested, capacity) * MAX_NODE_SCORE // capacity
+        count += 1
+    return total // count if count else 0
+
+
+def balanced_score(pod: PodInfo, node: NodeInfo, used: Mapping[str, int]) -> int:
+    """``NodeResourcesBalancedAllocation``: 100 * (1 - the standard deviation of the requested fractions
+    of cpu, memory and, when the pod asks for it, ``nvidia.com/gpu``)."""
+    fractions = []
+    for resource in BALANCED_RESOURCES:
+        request = pod.requests.get(resource, 0)
+        capacity = node.allocatable.get(resource, 0)
+        if capacity <= 0 or (resource not in ("cpu", "memory") and request <= 0):
+            continue
+        fractions.append(min((used.get(resource, 0) + request) / capacity, 1.0))
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs(fractions[0] - fractions[1]) / 2
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) ** 2 for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+def nodeorder_score(pod: PodInfo, node: NodeInfo, used: Mapping[str, int], scoring: VolcanoScoring) -> float:
+    """``nodeorder``'s per-node part: least/most allocated, balanced allocation and the preferred
+    node-affinity weights (not normalized, as Volcano calls the plugin), each times its weight."""
+    score = 0.0
+    if scoring.least_requested:
+        score += _allocated_score(pod, node, used, least=True) * scoring.least_requested
+    if scoring.most_requested:
+        score += _allocated_score(pod, node, used, least=False) * scoring.most_requested
+    if scoring.balanced_resource:
+        score += balanced_score(pod, node, used) * scoring.balanced_resource
+    if scoring.node_affinity:
+        score += pod.affinity.preference(node) * scoring.node_affinity
+    return score
+
+
+def _soft_taints(pod: PodInfo, node: NodeInfo) -> int:
+    return sum(1 for t in node.taints if t.get("effect") == "PreferNoSchedule" and not pod.tolerates(t))
+
+
+def volcano_find_node(
+    pod: PodInfo,
+    nodes: Sequence[NodeInfo],
+    ledger: Ledger,
+    scoring: VolcanoScoring = GPU_BINPACK_SCORING,
+    *,
+    taint_details: bool = True,
+) -> tuple[str | None, list[NodeStatus]]:
+    """Volcano's predicate-then-prioritize for one task: the fitting node with the highest sum of the
+    plugins' scores (``binpack`` + ``nodeorder`` + the batch ``TaintToleration`` score, normalized over
+    the fitting nodes), ties by name; and the statuses of the nodes that do not fit."""
+    fitting: list[tuple[NodeInfo, float]] = []
+    failed: list[NodeStatus] = []
+    for node in nodes:
+        used = ledger.requested(node.name)
+        status = volcano_filter_node(pod, node, used, ledger.pods(node.name), taint_details=taint_details)
+        if status is not None:
+            failed.append(status)
+            continue
+        score = binpack_score(pod, node, used, scoring) if scoring.binpack_weight else 0.0
+        fitting.append((node, score + nodeorder_score(pod, node, used, scoring)))
+    if not fitting:
+        return None, failed
+    soft = {node.name: _soft_taints(pod, node) for node, _ in fitting}
+    most = max(soft.values())
+
+    def total(item: tuple[NodeInfo, float]) -> float:
+        normalized = soft[item[0].name] * MAX_NODE_SCORE // most if most else 0
+        return item[1] + scoring.taint_toleration * (MAX_NODE_SCORE - normalized)
+
+    # ``max`` keeps the first of equals: the first name (Volcano picks one of them at random).
+    best = max(sorted(fitting, key=lambda item: item[0].name), key=total)
+    return best[0].name, failed
+
+
+def pod_index(name: str) -> int | None:
+    """``GetPodIndexUnderTask``: the number after the last ``-`` of a name with at least three parts."""
+    parts = name.split("-")
+    if len(parts) < 3:
+        return None
+    try:
+        return int(parts[-1])
+    except ValueError:
+        return None
+
+
+def task_order(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """Volcano's ``TaskOrderFn`` in the default tiers: the ``priority`` plugin (higher first), then
+    ``CompareTask``: the pod index when both names carry one, then creation time; the name stands in
+    for Volcano's last tie-break, the uid."""
+
+    def compare(left: PodInfo, right: PodInfo) -> int:
+        if left.priority != right.priority:
+            return -1 if left.priority > right.priority else 1
+        li, ri = pod_index(left.name), pod_index(right.name)
+        if li is not None and ri is not None and li != ri:
+            return -1 if li < ri else 1
+        if left.created != right.created:
+            return -1 if left.created < right.created else 1
+        return -1 if left.name < right.name else (1 if left.name > right.name else 0)
+
+    return sorted(pods, key=functools.cmp_to_key(compare))
+
+
 @dataclass
 class GangPlan:
     """The outcome of one allocation pass over a gang's pending pods."""
@@ -167,6 +354,7 @@ def plan_gang(
     *,
     total_tasks: int | None = None,
     taint_details: bool = True,
+    scoring: VolcanoScoring = GPU_BINPACK_SCORING,
 ) -> GangPlan:
     """Place ``pending`` (in that order) tentatively on ``nodes`` with running accounting in ``ledger``
     and say whether the gang may be bound: ready pods (``ready_by_task``: bound, running or succeeded
@@ -181,9 +369,7 @@ def plan_gang(
     for pod in pending:
         if pod.task and pod.task in failed_tasks:
             continue  # Volcano skips the rest of a task that already failed to fit
-        node, statuses = find_node(
-            pod, nodes, ledger, filter_fn=volcano_filter_node, taint_details=taint_details
-        )
+        node, statuses = volcano_find_node(pod, nodes, ledger, scoring, taint_details=taint_details)
         if node is None:
             plan.failures[pod.key] = statuses
             if not formed and min_member >= total:
@@ -339,16 +525,23 @@ def gang_view(pod: Obj | None) -> tuple[Any, ...]:
 
 
 __all__ = [
+    "GPU_BINPACK_SCORING",
+    "VOLCANO_DEFAULT_SCORING",
     "GangPlan",
+    "VolcanoScoring",
+    "binpack_score",
     "enqueueable",
     "job_fit_error",
+    "nodeorder_score",
     "plan_gang",
     "podgroup_for",
     "podgroup_name_for",
     "podgroup_phase",
     "set_condition",
     "task_minimums_met",
+    "task_order",
     "task_status",
     "volcano_filter_node",
+    "volcano_find_node",
     "volcano_fit_error",
 ]
