@@ -94,6 +94,7 @@ class Limits:
         self.max_total = 0
         self.min_available = replicas
         self.checks = 0
+        self.progress: list[str] = []
 
     def __call__(self, event: Event) -> None:
         if event.key != POD_KEY:
@@ -106,6 +107,15 @@ class Limits:
         self.max_total = max(self.max_total, len(live))
         self.min_available = min(self.min_available, sum(1 for p in live if pod_ready(p)))
         self.checks += 1
+
+    def reasons(self, event: Event) -> None:
+        """The Deployment's ``Progressing`` reasons, in the order they were committed."""
+        if event.key.endswith("/deployments") and objects.name(event.obj) == "web":
+            for cond in objects.status(event.obj).get("conditions") or []:
+                if cond["type"] == "Progressing" and (
+                    not self.progress or self.progress[-1] != cond["reason"]
+                ):
+                    self.progress.append(cond["reason"])
 
     def assert_held(self) -> None:
         assert self.checks > 0
@@ -184,6 +194,7 @@ async def test_image_change_rolls_out_within_the_limits(
 
     limits = Limits(cluster, replicas=4, max_surge=1, max_unavailable=1)
     cluster.server.api.store.subscribe(limits)
+    cluster.server.api.store.subscribe(limits.reasons)
     try:
         await client.patch(
             DEPLOYMENTS,
@@ -194,7 +205,14 @@ async def test_image_change_rolls_out_within_the_limits(
         deploy = await until(lambda: rolled_out(client, generation=2), "the image rolled out", timeout=10)
     finally:
         cluster.server.api.store.unsubscribe(limits)
+        cluster.server.api.store.unsubscribe(limits.reasons)
     limits.assert_held()
+    assert limits.progress == [
+        "NewReplicaSetAvailable",
+        "NewReplicaSetCreated",
+        "ReplicaSetUpdated",
+        "NewReplicaSetAvailable",
+    ]
 
     sets = await replicasets(client)
     assert set(sets) >= {first} and len(sets) == 2

@@ -328,14 +328,6 @@ class DeploymentController(AgentLoop):
             raise
         message = f'Created new replica set "{objects.name(created)}"'
         self._set_progressing(deploy, "True", "NewReplicaSetCreated", message)
-        record_event(
-            self.api,
-            deploy,
-            "Normal",
-            "ScalingReplicaSet",
-            f"Scaled up replica set {objects.name(created)} from 0 to 0",
-            component=COMPONENT,
-        )
         return created
 
     def _sync_new(self, deploy: Obj, new: Obj, old: list[Obj]) -> Obj:
@@ -354,7 +346,8 @@ class DeploymentController(AgentLoop):
                 "spec": {**new["spec"], "minReadySeconds": min_ready},
             }
             new = self._update_rs(body) or new
-        if not any(c.get("type") == "Progressing" for c in objects.status(deploy).get("conditions") or []):
+        fresh = self.store.get(self.deploy_rt.storage_key, objects.namespace(deploy), objects.name(deploy))
+        if not any(c.get("type") == "Progressing" for c in objects.status(fresh).get("conditions") or []):
             self._set_progressing(
                 deploy, "True", "FoundNewReplicaSet", f'Found new replica set "{objects.name(new)}"'
             )
