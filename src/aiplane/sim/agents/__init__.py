@@ -13,6 +13,8 @@ plays them, in-process, on the event loop that serves it:
   NotReady; injected container restarts, pod failures and NotReady nodes) and the NoExecute taint
   eviction of kube-controller-manager;
 * :mod:`.daemonsets` — the DaemonSet controller;
+* :mod:`.replicasets` and :mod:`.deployments` — the ReplicaSet and Deployment controllers (the
+  arithmetic of rolling updates in :mod:`.rollout`);
 * :mod:`.amd_gpu_operator` — the AMD GPU operator's objects, its device plugin's registration with the
   kubelet and the Device Config Manager (DCM) that partitions GPUs.
 
@@ -32,8 +34,10 @@ from typing import TYPE_CHECKING
 from aiplane.sim.agents.amd_gpu_operator import AmdGpuOperator
 from aiplane.sim.agents.base import AgentLoop, AgentOptions, PodIndex, StoreIndex, record_event, write_status
 from aiplane.sim.agents.daemonsets import DaemonSetController
+from aiplane.sim.agents.deployments import DeploymentController
 from aiplane.sim.agents.gang import GangScheduler
 from aiplane.sim.agents.kubelet import Kubelet
+from aiplane.sim.agents.replicasets import ReplicaSetController
 from aiplane.sim.agents.scheduler import Scheduler, SchedulerCache
 
 if TYPE_CHECKING:
@@ -44,7 +48,7 @@ __all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "StoreIndex", "rec
 
 class Agents:
     """The simulated agents of one embedded cluster: ``scheduler``, ``gang``, ``kubelet``, ``daemonsets``,
-    ``amd``.
+    ``replicasets``, ``deployments``, ``amd``.
 
     ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
     as ``cluster.agents.amd.fail_nodes``, ``cluster.agents.amd.dcm_delay``,
@@ -68,6 +72,8 @@ class Agents:
         )
         self.kubelet: Kubelet = Kubelet(api, self.pods, ready_delay=options.ready_delay)
         self.daemonsets: DaemonSetController = DaemonSetController(api, self.pods)
+        self.replicasets: ReplicaSetController = ReplicaSetController(api, self.pods)
+        self.deployments: DeploymentController = DeploymentController(api, self.pods)
         self.amd: AmdGpuOperator = AmdGpuOperator(
             api,
             self.pods,
@@ -78,7 +84,15 @@ class Agents:
 
     @property
     def loops(self) -> tuple[AgentLoop, ...]:
-        return (self.scheduler, self.gang, self.kubelet, self.daemonsets, self.amd)
+        return (
+            self.scheduler,
+            self.gang,
+            self.kubelet,
+            self.daemonsets,
+            self.replicasets,
+            self.deployments,
+            self.amd,
+        )
 
     def start(self) -> None:
         """Start every agent on the running loop (the AMD operator first creates its objects)."""
