@@ -109,6 +109,24 @@ async def _until(check: Any, timeout: float, live: Live, render: Any) -> bool:
     return False
 
 
+async def _settled_writes(operator: InMemoryKubeClient, *, idle: float = 0.5, timeout: float = 5.0) -> int:
+    """The operator's write count once it has written nothing for ``idle`` seconds (or ``timeout``).
+
+    What the live view sees converge is the status write; the Events that reconcile records after it
+    are sent a moment later. The quiet window starts once those have landed, so it counts only what
+    the operator writes with nothing left to do (a write loop never goes idle and still shows).
+    """
+    end = time.monotonic() + timeout
+    last, since = operator.writes, time.monotonic()
+    while time.monotonic() < end:
+        await asyncio.sleep(0.05)
+        if operator.writes != last:
+            last, since = operator.writes, time.monotonic()
+        elif time.monotonic() - since >= idle:
+            break
+    return operator.writes
+
+
 async def partitioning_section(
     cluster: EmbeddedCluster,
     client: InMemoryKubeClient,
@@ -146,7 +164,7 @@ async def partitioning_section(
             done = await _until(
                 lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, watch.render
             )
-        writes = operator.writes
+        writes = await _settled_writes(operator)
         # A steady cluster must see zero writes from us: show it.
         await asyncio.sleep(opts.quiet_seconds)
         quiet = operator.writes - writes
@@ -225,7 +243,7 @@ async def modelinfer_section(
                 lambda: watch.converged(revision=old_revision), opts.timeout, live, watch.render
             )
         rollout_seconds = time.monotonic() - rollout_started
-        writes = operator.writes
+        writes = await _settled_writes(operator)
         await asyncio.sleep(opts.quiet_seconds)
         quiet = operator.writes - writes
         console.print()
