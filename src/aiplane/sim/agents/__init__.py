@@ -13,6 +13,7 @@ plays them, in-process, on the event loop that serves it:
   NotReady; injected container restarts, pod failures and NotReady nodes) and the NoExecute taint
   eviction of kube-controller-manager;
 * :mod:`.daemonsets` — the DaemonSet controller;
+* :mod:`.leaderworkerset` — the LeaderWorkerSet controller and its pod webhook;
 * :mod:`.amd_gpu_operator` — the AMD GPU operator's objects, its device plugin's registration with the
   kubelet and the Device Config Manager (DCM) that partitions GPUs.
 
@@ -34,6 +35,7 @@ from aiplane.sim.agents.base import AgentLoop, AgentOptions, PodIndex, StoreInde
 from aiplane.sim.agents.daemonsets import DaemonSetController
 from aiplane.sim.agents.gang import GangScheduler
 from aiplane.sim.agents.kubelet import Kubelet
+from aiplane.sim.agents.leaderworkerset import LeaderWorkerSetController
 from aiplane.sim.agents.scheduler import Scheduler, SchedulerCache
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ __all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "StoreIndex", "rec
 
 class Agents:
     """The simulated agents of one embedded cluster: ``scheduler``, ``gang``, ``kubelet``, ``daemonsets``,
-    ``amd``.
+    ``lws``, ``amd``.
 
     ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
     as ``cluster.agents.amd.fail_nodes``, ``cluster.agents.amd.dcm_delay``,
@@ -68,6 +70,7 @@ class Agents:
         )
         self.kubelet: Kubelet = Kubelet(api, self.pods, ready_delay=options.ready_delay)
         self.daemonsets: DaemonSetController = DaemonSetController(api, self.pods)
+        self.lws: LeaderWorkerSetController = LeaderWorkerSetController(api, self.pods)
         self.amd: AmdGpuOperator = AmdGpuOperator(
             api,
             self.pods,
@@ -78,7 +81,7 @@ class Agents:
 
     @property
     def loops(self) -> tuple[AgentLoop, ...]:
-        return (self.scheduler, self.gang, self.kubelet, self.daemonsets, self.amd)
+        return (self.scheduler, self.gang, self.kubelet, self.daemonsets, self.lws, self.amd)
 
     def start(self) -> None:
         """Start every agent on the running loop (the AMD operator first creates its objects)."""
