@@ -84,7 +84,7 @@ async def test_two_groups_of_two_run_with_lws_names_labels_env_and_status(
     assert sorted(found) == ["vllm-0", "vllm-0-1", "vllm-1", "vllm-1-1"]
     assert all(p["status"]["phase"] == "Running" and pod_ready(p) for p in found.values())
     for name, pod in found.items():
-        group, worker = (name.split("-")[1:] + ["0"])[:2]
+        group, worker = [*name.split("-")[1:], "0"][:2]
         labels = pod["metadata"]["labels"]
         assert labels["app"] == "vllm"
         assert labels["leaderworkerset.sigs.k8s.io/group-index"] == group
