@@ -12,6 +12,7 @@ import pytest
 from aiplane.kube.client import ApiError
 from aiplane.kube.resources import LEADERWORKERSETS, PODS, SERVICES
 from aiplane.sim.agents.base import pod_ready
+from aiplane.sim.apiserver.store import Event
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration.sim_helpers import agent_cluster, until
@@ -19,6 +20,7 @@ from tests.integration.sim_helpers import agent_cluster, until
 Obj = dict[str, Any]
 NS = "default"
 SELECT = "leaderworkerset.sigs.k8s.io/name=vllm"
+WORKER = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
 @pytest.fixture
@@ -132,19 +134,29 @@ async def test_leader_ready_starts_workers_only_after_the_leader_is_ready(
 ) -> None:
     assert cluster.agents is not None
     cluster.agents.kubelet.ready_delay = 0.3
-    await client.create(
-        LEADERWORKERSETS, lws_body(replicas=1, size=3, startupPolicy="LeaderReady"), namespace=NS
-    )
-    leader = await until(lambda: _pod(client, "vllm-0"), "leader created")
-    assert not (await pods(client)).keys() - {"vllm-0"}, "workers before the leader is Ready"
-    found = await until(lambda: _all(client, 3), "workers after the leader")
-    ready_at = next(c for c in found["vllm-0"]["status"]["conditions"] if c["type"] == "Ready")[
-        "lastTransitionTime"
-    ]
-    for name in ("vllm-0-1", "vllm-0-2"):
-        assert found[name]["metadata"]["creationTimestamp"] >= ready_at
-    assert leader["metadata"]["uid"] == found["vllm-0"]["metadata"]["uid"]
-    await until(lambda: available(client, 1), "Available")
+    store = cluster.server.store
+    early: list[str] = []
+
+    def check(event: Event) -> None:
+        """On every committed pod write: a worker is never created before its leader is Ready."""
+        labels = event.obj["metadata"].get("labels") or {}
+        if event.key == "/pods" and event.type == "ADDED" and labels.get(WORKER) not in (None, "0"):
+            leader = store.get("/pods", NS, f"vllm-{labels['leaderworkerset.sigs.k8s.io/group-index']}")
+            if leader is None or not pod_ready(leader):
+                early.append(event.obj["metadata"]["name"])
+
+    store.subscribe(check)
+    try:
+        body = lws_body(replicas=2, size=3, startupPolicy="LeaderReady")
+        await client.create(LEADERWORKERSETS, body, namespace=NS)
+        leader = await until(lambda: _pod(client, "vllm-0"), "leader created")
+        assert not (await pods(client)).keys() - {"vllm-0", "vllm-1"}, "workers before the leader is Ready"
+        found = await until(lambda: _all(client, 6), "workers after the leaders")
+        assert leader["metadata"]["uid"] == found["vllm-0"]["metadata"]["uid"]
+        await until(lambda: available(client, 2), "Available")
+    finally:
+        store.unsubscribe(check)
+    assert early == []
 
 
 async def _pod(client: InMemoryKubeClient, name: str) -> Obj | None:
