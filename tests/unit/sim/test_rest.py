@@ -463,3 +463,46 @@ def test_upsert_condition_keeps_the_transition_time_unless_the_status_flips() ->
     added = upsert_condition(old[:1], {"type": "Ready", "status": "True", "lastTransitionTime": "t1"})
     assert added == [old[0], {"type": "Ready", "status": "True", "lastTransitionTime": "t1"}]
     assert old[1]["lastTransitionTime"] == "t0" and added[0] is not old[0]  # the input is not changed
+
+
+def _pod_with(resources: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {
+            "initContainers": [{"name": "init", "image": "busybox", "resources": copy.deepcopy(resources)}],
+            "containers": [{"name": "c", "image": "nginx", "resources": copy.deepcopy(resources)}],
+        },
+    }
+
+
+def test_pod_limits_without_requests_become_requests(api: Api) -> None:
+    pod = api.create(
+        rt(api, "v1", "Pod"), "default", _pod_with({"limits": {"cpu": "2", "memory": "1Gi"}}), WriteOptions()
+    ).obj
+    for key in ("initContainers", "containers"):
+        assert pod["spec"][key][0]["resources"]["requests"] == {"cpu": "2", "memory": "1Gi"}
+    assert pod["status"]["qosClass"] == "Guaranteed"
+
+
+def test_pod_request_already_given_is_kept(api: Api) -> None:
+    resources = {"limits": {"cpu": "2", "amd.com/gpu": "1"}, "requests": {"cpu": "500m"}}
+    pod = api.create(rt(api, "v1", "Pod"), "default", _pod_with(resources), WriteOptions()).obj
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", "amd.com/gpu": "1"}
+    assert pod["status"]["qosClass"] == "Burstable"
+
+
+def test_pod_templates_are_not_defaulted_from_limits(api: Api) -> None:
+    template = _pod_with({"limits": {"cpu": "1"}})
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": template["spec"]},
+        },
+    }
+    stored = api.create(rt(api, "apps/v1", "Deployment"), "default", deployment, WriteOptions()).obj
+    assert stored["spec"]["template"]["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "1"}}

@@ -15,6 +15,7 @@ plays them, in-process, on the event loop that serves it:
 * :mod:`.daemonsets` — the DaemonSet controller;
 * :mod:`.replicasets` and :mod:`.deployments` — the ReplicaSet and Deployment controllers (the
   arithmetic of rolling updates in :mod:`.rollout`);
+* :mod:`.leaderworkerset` — the LeaderWorkerSet controller and its pod webhook;
 * :mod:`.amd_gpu_operator` — the AMD GPU operator's objects, its device plugin's registration with the
   kubelet and the Device Config Manager (DCM) that partitions GPUs.
 
@@ -37,6 +38,7 @@ from aiplane.sim.agents.daemonsets import DaemonSetController
 from aiplane.sim.agents.deployments import DeploymentController
 from aiplane.sim.agents.gang import GangScheduler
 from aiplane.sim.agents.kubelet import Kubelet
+from aiplane.sim.agents.leaderworkerset import LeaderWorkerSetController
 from aiplane.sim.agents.replicasets import ReplicaSetController
 from aiplane.sim.agents.scheduler import Scheduler, SchedulerCache
 
@@ -48,7 +50,7 @@ __all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "StoreIndex", "rec
 
 class Agents:
     """The simulated agents of one embedded cluster: ``scheduler``, ``gang``, ``kubelet``, ``daemonsets``,
-    ``replicasets``, ``deployments``, ``amd``.
+    ``replicasets``, ``deployments``, ``lws``, ``amd``.
 
     ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
     as ``cluster.agents.amd.fail_nodes``, ``cluster.agents.amd.dcm_delay``,
@@ -74,6 +76,7 @@ class Agents:
         self.daemonsets: DaemonSetController = DaemonSetController(api, self.pods)
         self.replicasets: ReplicaSetController = ReplicaSetController(api, self.pods)
         self.deployments: DeploymentController = DeploymentController(api, self.pods)
+        self.lws: LeaderWorkerSetController = LeaderWorkerSetController(api, self.pods)
         self.amd: AmdGpuOperator = AmdGpuOperator(
             api,
             self.pods,
@@ -91,6 +94,7 @@ class Agents:
             self.daemonsets,
             self.replicasets,
             self.deployments,
+            self.lws,
             self.amd,
         )
 

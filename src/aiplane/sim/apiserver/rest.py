@@ -25,7 +25,12 @@ from aiplane.schema.prune import prune_with_field_paths
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.resources import Registry, ResourceType
 from aiplane.sim.apiserver.store import Event, Store
-from aiplane.sim.apiserver.validation import check_pod_update, check_type_meta, validate_object
+from aiplane.sim.apiserver.validation import (
+    check_pod_update,
+    check_type_meta,
+    default_pod_requests,
+    validate_object,
+)
 
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -644,8 +649,9 @@ class Api:
         """What each kind's strategy does to a new object (status reset, defaults)."""
         key = (rt.group, rt.kind)
         if key == ("", "Pod"):
-            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec", {}))}
             spec = obj.setdefault("spec", {})
+            default_pod_requests(spec)
+            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("dnsPolicy", "ClusterFirst")

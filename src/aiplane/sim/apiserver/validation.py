@@ -37,6 +37,24 @@ DNS1035_MSG = (
 _LABEL_NAMED = {("", "Namespace")}
 _DNS1035_NAMED = {("", "Service")}
 
+
+def default_pod_requests(spec: dict[str, Any]) -> None:
+    """``SetDefaults_Pod``: a container resource with a limit and no request gets the limit as request.
+
+    kube does this on the Pod only, never on pod templates (a Deployment's template keeps its bare
+    limits), so the scheduler, QoS class and quota all see requests equal to limits.
+    """
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") or {}
+            limits = resources.get("limits")
+            if not limits:
+                continue
+            requests = resources.setdefault("requests", {})
+            for name, value in limits.items():
+                requests.setdefault(name, value)
+
+
 # Fields of a pod spec kube lets an update change (ValidatePodUpdate).
 _POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
 
