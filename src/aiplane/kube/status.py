@@ -25,6 +25,7 @@ from typing import Any
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import get_condition, set_condition, status_changed
+from aiplane.apimachinery.mergepatch import create_merge_patch
 from aiplane.kube.client import KubeClient
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.resources import Resource
@@ -35,7 +36,6 @@ __all__ = [
     "StatusWriter",
     "condition",
     "emit_transitions",
-    "merge_patch",
     "transition_events",
 ]
 
@@ -73,29 +73,6 @@ def condition(
     return mutate
 
 
-def merge_patch(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
-    """The RFC 7386 JSON merge patch that turns ``before`` into ``after`` (``{}`` when equal).
-
-    Removed keys become ``null``; nested objects are diffed; lists and scalars are replaced whole,
-    as merge patch semantics require.
-    """
-    patch: dict[str, Any] = {}
-    for key in before.keys() - after.keys():
-        patch[key] = None
-    for key, value in after.items():
-        old = before.get(key, _ABSENT)
-        if old == value and old is not _ABSENT:
-            continue
-        if isinstance(value, Mapping) and isinstance(old, Mapping):
-            patch[key] = merge_patch(old, value)
-        else:
-            patch[key] = copy.deepcopy(value)
-    return patch
-
-
-_ABSENT: Any = object()
-
-
 class StatusWriter:
     """Writes an object's ``/status`` subresource, only when the status changed (module docstring)."""
 
@@ -115,7 +92,7 @@ class StatusWriter:
             return None
         body = {
             "metadata": {"resourceVersion": objects.resource_version(obj)},
-            "status": merge_patch(current, desired),
+            "status": create_merge_patch(dict(current), dict(desired)),
         }
         return await self.client.patch(
             self.resource,

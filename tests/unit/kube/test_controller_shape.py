@@ -12,13 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from aiplane.apimachinery.mergepatch import create_merge_patch
 from aiplane.kube.client import ApiError
 from aiplane.kube.clock import FakeClock
 from aiplane.kube.controller import Controller, Request, Result, TerminalError
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.manager import ControllerOptions, Manager
 from aiplane.kube.resources import CONFIGMAPS
-from aiplane.kube.status import ConditionEvent, StatusWriter, condition, merge_patch, transition_events
+from aiplane.kube.status import ConditionEvent, StatusWriter, condition, transition_events
 from aiplane.sim.client import InMemoryKubeClient
 from tests.polling import eventually
 
@@ -56,7 +57,7 @@ def _without_nulls(value: Any) -> Any:
 def test_merge_patch_turns_the_old_status_into_the_new(before: dict[str, Any], after: dict[str, Any]) -> None:
     # A status never holds JSON nulls in a map (merge patch cannot write them), so compare without.
     before, after = _without_nulls(before), _without_nulls(after)
-    patch = merge_patch(before, after)
+    patch = create_merge_patch(before, after)
     assert apply_merge_patch(before, patch) == after
     assert (patch == {}) == (before == after)
 

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aiplane.apimachinery import mergepatch
 from aiplane.sim.apiserver import apply as ssa
-from aiplane.sim.apiserver import gojson, json_patch, merge_patch, strategic
+from aiplane.sim.apiserver import gojson, json_patch, strategic
 from aiplane.sim.apiserver import patch as p
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import Registry, ResourceType
@@ -438,7 +439,7 @@ RFC7386 = [
 def test_merge_patch_rfc7386_examples(
     target: dict[str, Any], patch_doc: dict[str, Any], result: dict[str, Any]
 ) -> None:
-    assert merge_patch.merge_patch(copy.deepcopy(target), patch_doc) == result
+    assert mergepatch.merge_patch(copy.deepcopy(target), patch_doc) == result
 
 
 _keys = st.sampled_from(["a", "b", "c", "d"])
@@ -456,8 +457,8 @@ _objects = st.dictionaries(_keys, _json, max_size=4)
 def test_the_merge_patch_of_a_diff_reproduces_the_target(
     original: dict[str, Any], target: dict[str, Any]
 ) -> None:
-    diff = merge_patch.create_merge_patch(original, target)
-    assert merge_patch.merge_patch(copy.deepcopy(original), diff) == target
+    diff = mergepatch.create_merge_patch(original, target)
+    assert mergepatch.merge_patch(copy.deepcopy(original), diff) == target
 
 
 def test_merge_patch_through_the_api(api: Api) -> None:

@@ -14,6 +14,7 @@ import orjson
 
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
+from aiplane.apimachinery.mergepatch import merge_patch
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.resources import ResourceType
 from aiplane.sim.apiserver.rest import Api, WriteOptions
@@ -87,18 +88,6 @@ def scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
 def _decode(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
@@ -138,7 +127,7 @@ def handle(
         if content_type == "application/json-patch+json":
             wanted = jsonpatch.apply_patch(scale_of(rt, current), wanted)
         else:
-            wanted = _merge(scale_of(rt, current), wanted)
+            wanted = merge_patch(scale_of(rt, current), wanted) if isinstance(wanted, dict) else wanted
     elif verb != "update":
         raise errors.method_not_allowed()
     replicas = _replicas(wanted, name)
