@@ -1,0 +1,1 @@
+"""Dynamo graph deployments: DGD and DCD controllers."""
