@@ -11,8 +11,8 @@ Where we decided differently from upstream (docs list them with the controller):
 * Named lists (env, ports, volumeMounts, volumes, imagePullSecrets) merge by name (:mod:`.merge`).
 * A probe handler given in ``mainContainer`` replaces the default's handler instead of sitting
   beside it; timings still merge. ``startupProbe`` there replaces the default wholly, as upstream.
-* ``gpu`` goes to the resource named by ``gpuType`` when set (upstream documented this but always
-  used ``nvidia.com/gpu`` in some paths), else ``nvidia.com/gpu``.
+* ``gpu`` goes to the resource named by ``gpuType`` when set, as the API field documents (the
+  reference notes only the ``nvidia.com/gpu`` mapping), else ``nvidia.com/gpu``.
 * Errors are ``ValueError`` naming the spec field to fix.
 
 Nothing here reads the cluster: what upstream discovers (service account, image-pull secrets, the
