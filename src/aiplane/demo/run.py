@@ -210,7 +210,7 @@ async def modelinfer_section(
     console.print(
         f"Applying {opts.examples}/modelinfer-1p2d.yaml: [bold]{namespace}/{name}[/], "
         f"{doc['spec']['replicas']} InferGroups of 1 prefill + 2 decode role replicas (entry + 1 worker each), "
-        "gang-scheduled by Volcano onto the partitioned MI300X nodes; then an image change rolls out "
+        "gang-scheduled by Volcano onto the MI300X nodes (Volcano's binpack and nodeorder scores choose which); then an image change rolls out "
         f"(maxUnavailable {max_unavailable}, maxSurge {max_surge})."
     )
     watch = ModelInferWatch(namespace, name)
