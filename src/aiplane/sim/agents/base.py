@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiplane.apimachinery import objects
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
 from aiplane.sim.apiserver.store import DELETED, Event
 from aiplane.sim.apiserver.workloop import WorkLoop
 
@@ -307,3 +307,44 @@ class AgentOptions:
     scheduler_retry_interval: float = 30.0
     #: Volcano's ``overcommit-factor`` for admitting PodGroups (``Pending`` → ``Inqueue``).
     gang_overcommit_factor: float = 1.2
+
+
+def create_owned_pod(
+    api: Api, pod_rt: ResourceType, owner: Obj, body: Obj, *, field_manager: str, component: str
+) -> None:
+    """Create a workload controller's pod and record kube's ``SuccessfulCreate``/``FailedCreate``.
+
+    A 403 (the namespace is being deleted) is not an error: the pod is not wanted any more.
+    """
+    namespace = objects.namespace(owner)
+    try:
+        created = api.create(pod_rt, namespace, body, WriteOptions(field_manager=field_manager)).obj
+    except ApiError as err:
+        if err.code == 403:
+            return
+        record_event(api, owner, "Warning", "FailedCreate", f"Error creating: {err}", component=component)
+        raise
+    record_event(
+        api, owner, "Normal", "SuccessfulCreate", f"Created pod: {objects.name(created)}", component=component
+    )
+
+
+def delete_owned_pod(api: Api, pod_rt: ResourceType, owner: Obj, pod: Obj, *, component: str) -> None:
+    """Delete a workload controller's pod (UID precondition) and record ``SuccessfulDelete``.
+
+    A pod already gone or replaced by a namesake (404, 409) is what was wanted: nothing is recorded.
+    """
+    try:
+        api.delete(
+            pod_rt,
+            objects.namespace(pod),
+            objects.name(pod),
+            DeleteOptions(precondition_uid=objects.uid(pod)),
+        )
+    except ApiError as err:
+        if err.code in (404, 409):
+            return
+        raise
+    record_event(
+        api, owner, "Normal", "SuccessfulDelete", f"Deleted pod: {objects.name(pod)}", component=component
+    )

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import controller_owner_reference
 from aiplane.apimachinery.selectors import required_node_affinity_matches
 from aiplane.sim.agents.base import (
     NODES,
@@ -44,12 +45,13 @@ from aiplane.sim.agents.base import (
     PodIndex,
     Work,
     controller_uid,
+    create_owned_pod,
+    delete_owned_pod,
     pod_ready,
-    record_event,
     write_status,
 )
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
+from aiplane.sim.apiserver.rest import WriteOptions
 from aiplane.sim.apiserver.store import ADDED, DELETED, Event
 
 if TYPE_CHECKING:
@@ -624,7 +626,7 @@ class DaemonSetController(AgentLoop):
                 "name": name,
                 "namespace": meta["namespace"],
                 "labels": {**objects.labels(template), REVISION_HASH_LABEL: current_hash},
-                "ownerReferences": [self._owner_ref(ds)],
+                "ownerReferences": [controller_owner_reference(ds)],
             },
             "data": {"spec": {"template": {**template, "$patch": "replace"}}},
             "revision": revision,
@@ -634,18 +636,6 @@ class DaemonSetController(AgentLoop):
         except ApiError as err:
             if err.code != 409:
                 raise
-
-    @staticmethod
-    def _owner_ref(ds: Obj) -> dict[str, Any]:
-        meta = objects.meta(ds)
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "name": meta["name"],
-            "uid": meta["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
 
     def _create_pod(self, ds: Obj, template: Obj, node_name: str, current_hash: str) -> None:
         meta = objects.meta(ds)
@@ -662,47 +652,15 @@ class DaemonSetController(AgentLoop):
                 REVISION_HASH_LABEL: current_hash,
                 TEMPLATE_GENERATION_LABEL: str(meta.get("generation", 1)),
             },
-            "ownerReferences": [self._owner_ref(ds)],
+            "ownerReferences": [controller_owner_reference(ds)],
         }
         if tmeta.get("annotations"):
             pod_meta["annotations"] = dict(tmeta["annotations"])
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
-        try:
-            created = self.api.create(
-                self.pod_rt, meta["namespace"], body, WriteOptions(field_manager=FIELD_MANAGER)
-            ).obj
-        except ApiError as err:
-            if err.code == 403:  # the namespace is being deleted: nothing to do
-                return
-            record_event(
-                self.api, ds, "Warning", "FailedCreate", f"Error creating: {err}", component=COMPONENT
-            )
-            raise
-        record_event(
-            self.api,
-            ds,
-            "Normal",
-            "SuccessfulCreate",
-            f"Created pod: {objects.name(created)}",
-            component=COMPONENT,
-        )
+        create_owned_pod(self.api, self.pod_rt, ds, body, field_manager=FIELD_MANAGER, component=COMPONENT)
 
     def _delete_pod(self, ds: Obj, pod: Obj) -> None:
-        pmeta = objects.meta(pod)
-        try:
-            self.api.delete(
-                self.pod_rt,
-                pmeta["namespace"],
-                pmeta["name"],
-                DeleteOptions(precondition_uid=pmeta.get("uid")),
-            )
-        except ApiError as err:
-            if err.code in (404, 409):
-                return
-            raise
-        record_event(
-            self.api, ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
-        )
+        delete_owned_pod(self.api, self.pod_rt, ds, pod, component=COMPONENT)
 
     def _update_status(self, ds: Obj, placement: Placement) -> None:
         """The counters ``kubectl get ds`` prints, from the pods as stored now (the placement's counts,

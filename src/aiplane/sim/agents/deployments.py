@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import controller_owner_reference
 from aiplane.sim.agents import rollout
 from aiplane.sim.agents.base import (
     PODS,
@@ -31,7 +32,7 @@ from aiplane.sim.agents.base import (
     write_status,
 )
 from aiplane.sim.agents.daemonsets import template_hash
-from aiplane.sim.agents.replicasets import available_in, live_pods, owner_ref
+from aiplane.sim.agents.replicasets import available_in, live_pods
 from aiplane.sim.agents.rollout import RsView
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
@@ -306,7 +307,7 @@ class DeploymentController(AgentLoop):
                 "namespace": meta["namespace"],
                 "labels": dict(tmeta["labels"]),
                 "annotations": self._annotations(deploy, next_revision, {}),
-                "ownerReferences": [owner_ref(deploy)],
+                "ownerReferences": [controller_owner_reference(deploy)],
             },
             "spec": {
                 "replicas": 0,

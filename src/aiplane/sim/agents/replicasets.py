@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import controller_owner_reference
 from aiplane.apimachinery.selectors import selector_matches
 from aiplane.sim.agents.base import (
     PODS,
@@ -25,13 +26,13 @@ from aiplane.sim.agents.base import (
     PodIndex,
     Work,
     controller_uid,
+    create_owned_pod,
+    delete_owned_pod,
     pod_ready,
     pod_terminal,
-    record_event,
     write_status,
 )
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
 from aiplane.sim.apiserver.store import DELETED, Event
 
 if TYPE_CHECKING:
@@ -86,18 +87,6 @@ def deletion_order(pods: Iterable[Obj]) -> list[Obj]:
             pod_ready(p),
         ),
     )
-
-
-def owner_ref(obj: Obj) -> dict[str, Any]:
-    meta = objects.meta(obj)
-    return {
-        "apiVersion": obj.get("apiVersion", "apps/v1"),
-        "kind": obj.get("kind"),
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 class ReplicaSetController(AgentLoop):
@@ -156,7 +145,7 @@ class ReplicaSetController(AgentLoop):
             "generateName": f"{meta['name']}-",
             "namespace": meta["namespace"],
             "labels": dict(tmeta.get("labels") or {}),
-            "ownerReferences": [owner_ref(rs)],
+            "ownerReferences": [controller_owner_reference(rs)],
         }
         if tmeta.get("annotations"):
             pod_meta["annotations"] = dict(tmeta["annotations"])
@@ -166,42 +155,10 @@ class ReplicaSetController(AgentLoop):
             "metadata": pod_meta,
             "spec": dict(template.get("spec") or {}),
         }
-        try:
-            created = self.api.create(
-                self.pod_rt, meta["namespace"], body, WriteOptions(field_manager=FIELD_MANAGER)
-            ).obj
-        except ApiError as err:
-            if err.code == 403:  # the namespace is being deleted
-                return
-            record_event(
-                self.api, rs, "Warning", "FailedCreate", f"Error creating: {err}", component=COMPONENT
-            )
-            raise
-        record_event(
-            self.api,
-            rs,
-            "Normal",
-            "SuccessfulCreate",
-            f"Created pod: {objects.name(created)}",
-            component=COMPONENT,
-        )
+        create_owned_pod(self.api, self.pod_rt, rs, body, field_manager=FIELD_MANAGER, component=COMPONENT)
 
     def _delete_pod(self, rs: Obj, pod: Obj) -> None:
-        pmeta = objects.meta(pod)
-        try:
-            self.api.delete(
-                self.pod_rt,
-                pmeta["namespace"],
-                pmeta["name"],
-                DeleteOptions(precondition_uid=pmeta.get("uid")),
-            )
-        except ApiError as err:
-            if err.code in (404, 409):
-                return
-            raise
-        record_event(
-            self.api, rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pmeta['name']}", component=COMPONENT
-        )
+        delete_owned_pod(self.api, self.pod_rt, rs, pod, component=COMPONENT)
 
     def _update_status(self, namespace: str, name: str) -> None:
         """``calculateStatus``: the counters from the pods as stored now; a timer re-checks a pod that
