@@ -308,6 +308,34 @@ def run(
         float, typer.Option(help="Seconds in-flight reconciles get to finish after SIGTERM.")
     ] = 30.0,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    ingress_controller_class_name: Annotated[
+        str, typer.Option(help="Dynamo: Ingress class of frontends' default ingress (empty: none).")
+    ] = "",
+    istio_virtual_service_gateway: Annotated[
+        str, typer.Option(help="Dynamo: Istio gateway (NAMESPACE/NAME) of frontends' default VirtualService.")
+    ] = "",
+    ingress_host_suffix: Annotated[
+        str, typer.Option(help="Dynamo: host suffix of default ingresses (<dgd>.<suffix>).")
+    ] = "local",
+    ingress_controller_tls_secret_name: Annotated[
+        str, typer.Option(help="Dynamo: TLS Secret of default ingresses (empty: no TLS).")
+    ] = "",
+    nats_server: Annotated[str, typer.Option(help="Dynamo: NATS_SERVER for every component pod.")] = "",
+    etcd_endpoints: Annotated[
+        str,
+        typer.Option(
+            help="Dynamo: ETCD_ENDPOINTS for every component pod; also enables the DCD etcd cleanup."
+        ),
+    ] = "",
+    model_express_url: Annotated[
+        str, typer.Option(help="Dynamo: MODEL_EXPRESS_URL for every component pod.")
+    ] = "",
+    prometheus_endpoint: Annotated[
+        str, typer.Option(help="Dynamo: PROMETHEUS_ENDPOINT for every component pod.")
+    ] = "",
+    mpi_run_ssh_secret_name: Annotated[
+        str, typer.Option(help="Dynamo: SSH keypair Secret of TRT-LLM multinode mpirun.")
+    ] = "mpi-run-ssh-secret",
 ) -> None:
     """Run the operator: a manager with the selected controllers, until SIGTERM.
 
@@ -338,6 +366,15 @@ def run(
             verify_timeout=verify_timeout,
             shutdown_timeout=shutdown_timeout,
             log_level=log_level,
+            ingress_controller_class_name=ingress_controller_class_name,
+            istio_virtual_service_gateway=istio_virtual_service_gateway,
+            ingress_host_suffix=ingress_host_suffix,
+            ingress_controller_tls_secret_name=ingress_controller_tls_secret_name,
+            nats_server=nats_server,
+            etcd_endpoints=etcd_endpoints,
+            model_express_url=model_express_url,
+            prometheus_endpoint=prometheus_endpoint,
+            mpi_run_ssh_secret_name=mpi_run_ssh_secret_name,
         )
     )
     raise typer.Exit(code)

@@ -31,6 +31,7 @@ from typing import Any, Final
 import yaml
 
 from aiplane.controllers import registry
+from aiplane.controllers.dynamo.options import DEFAULT_HOST_SUFFIX, DEFAULT_MPI_SSH_SECRET, DynamoOptions
 from aiplane.controllers.partitioning.options import DEFAULT_DCM_CONFIG, PartitioningOptions
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.leaderelection import LeaderElectionConfig
@@ -75,6 +76,30 @@ class RunOptions:
     kube_api_burst: int = 400
     shutdown_timeout: float = 30.0
     log_level: str = "info"
+    # Dynamo (upstream's operator flags of the same names; controllers/dynamo/options.py)
+    ingress_controller_class_name: str = ""
+    istio_virtual_service_gateway: str = ""
+    ingress_host_suffix: str = DEFAULT_HOST_SUFFIX
+    ingress_controller_tls_secret_name: str = ""
+    nats_server: str = ""
+    etcd_endpoints: str = ""
+    model_express_url: str = ""
+    prometheus_endpoint: str = ""
+    mpi_run_ssh_secret_name: str = DEFAULT_MPI_SSH_SECRET
+
+    def dynamo(self) -> DynamoOptions:
+        """The Dynamo controllers' options from these flags."""
+        return DynamoOptions(
+            ingress_class=self.ingress_controller_class_name,
+            istio_gateway=self.istio_virtual_service_gateway,
+            ingress_host_suffix=self.ingress_host_suffix,
+            ingress_tls_secret=self.ingress_controller_tls_secret_name,
+            nats_server=self.nats_server,
+            etcd_endpoints=self.etcd_endpoints,
+            model_express_url=self.model_express_url,
+            prometheus_endpoint=self.prometheus_endpoint,
+            mpi_ssh_secret=self.mpi_run_ssh_secret_name,
+        )
 
 
 class UsageError(Exception):
@@ -213,6 +238,7 @@ async def run(options: RunOptions) -> int:
             controller_options=ControllerOptions(max_concurrent_reconciles=options.max_concurrent_reconciles),
         )
         manager.set_options(partitioning)
+        manager.set_options(options.dynamo())
         for name, setup in selected.items():
             try:
                 result = setup(manager)

@@ -10,6 +10,7 @@ import asyncio
 import inspect
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,11 @@ from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, load_fleet
 
 
-async def in_process_manager(client: KubeClient, selected: dict[str, registry.ControllerSetup]) -> Manager:
-    """The manager ``aiplane run`` builds, on ``client`` (an in-memory client to the embedded server)."""
+async def in_process_manager(
+    client: KubeClient, selected: dict[str, registry.ControllerSetup], options: Sequence[object] = ()
+) -> Manager:
+    """The manager ``aiplane run`` builds, on ``client`` (an in-memory client to the embedded server);
+    ``options`` are controller packages' options (``manager.set_options``), defaults otherwise."""
     manager = Manager(
         client,
         leader_election=None,
@@ -32,6 +36,8 @@ async def in_process_manager(client: KubeClient, selected: dict[str, registry.Co
         health_probe_bind_address="0",
         handle_signals=False,
     )
+    for option in options:
+        manager.set_options(option)
     for setup in selected.values():
         result = setup(manager)
         if inspect.isawaitable(result):
