@@ -124,6 +124,22 @@ def mi300x_fleet(nodes: int) -> dict[str, object]:
     }
 
 
+def h100_fleet(nodes: int) -> dict[str, object]:
+    """A fleet file: ``nodes`` NVIDIA H100 nodes (8 ``nvidia.com/gpu`` each) and one control-plane node."""
+    return {
+        "nodePools": [
+            {
+                "name": "h100",
+                "count": nodes,
+                "gpu": {"vendor": "nvidia", "product": "H100-SXM", "count": 8},
+                "cpu": "224",
+                "memory": "2Ti",
+            },
+            {"name": "control", "count": 1, "controlPlane": True},
+        ]
+    }
+
+
 @dataclass
 class Sim:
     proc: subprocess.Popen[bytes]
@@ -140,6 +156,7 @@ def sim_running(
     prefix: str,
     *,
     nodes: int | None = None,
+    fleet: Mapping[str, object] | None = None,
     dcm_delay: float | None = None,
     pod_ready_delay: float | None = None,
     profile: Path | None = None,
@@ -148,17 +165,19 @@ def sim_running(
     """``aiplane sim --controllers none`` in its own process, in a temporary directory named after
     ``prefix`` (kept for the ``with`` block, for the kubeconfig and whatever the script puts there).
 
-    ``nodes``: a fleet of that many MI300X nodes (else the sim's default small fleet); ``dcm_delay``
+    ``nodes``: a fleet of that many MI300X nodes, or ``fleet``: a fleet file's content (else the sim's
+    default small fleet); ``dcm_delay``
     and ``pod_ready_delay``: the simulated agents' delays (else the sim's defaults); ``profile``: run the
     sim under cProfile. Yields once the kubeconfig is written, i.e. the server is serving."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         workdir = Path(tmp)
         kubeconfig = workdir / "kubeconfig"
         args = ["sim", "--kubeconfig", str(kubeconfig), "--controllers", "none"]
-        if nodes is not None:
-            fleet = workdir / "fleet.yaml"
-            fleet.write_text(yaml.safe_dump(mi300x_fleet(nodes)), encoding="utf-8")
-            args += ["--fleet", str(fleet)]
+        if nodes is not None or fleet is not None:
+            path = workdir / "fleet.yaml"
+            content = dict(fleet) if fleet is not None else mi300x_fleet(nodes or 0)
+            path.write_text(yaml.safe_dump(content), encoding="utf-8")
+            args += ["--fleet", str(path)]
         if dcm_delay is not None:
             args += ["--dcm-delay", str(dcm_delay)]
         if pod_ready_delay is not None:

@@ -24,6 +24,8 @@ from rich.console import Console
 from rich.live import Live
 
 from aiplane.controllers import registry
+from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.demo.dynamo import GraphWatch
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
 from aiplane.kube.client import ApiError
@@ -35,6 +37,11 @@ from aiplane.simrun import in_process_manager
 
 FIELD_MANAGER = "aiplane-demo"
 DEMO_NAMESPACE = "default"
+#: The demo's operator exposes Dynamo frontends through an Ingress of this class (``aiplane run
+#: --ingress-controller-class-name``), so the example graph shows its Ingress too.
+DEMO_INGRESS_CLASS = "nginx"
+DYNAMO_WORKER = "VllmDecodeWorker"
+DYNAMO_NEW_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1"
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,9 @@ def inference_workloads(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def _manager(cluster: EmbeddedCluster) -> tuple[Any, InMemoryKubeClient]:
     client = InMemoryKubeClient.for_cluster(cluster)
-    manager = await in_process_manager(client, registry.select("all"))
+    manager = await in_process_manager(
+        client, registry.select("all"), options=[DynamoOptions(ingress_class=DEMO_INGRESS_CLASS)]
+    )
     return manager, client
 
 
@@ -273,6 +282,105 @@ async def modelinfer_section(
     return ok
 
 
+def _with_worker_image(doc: dict[str, Any], service: str, image: str) -> dict[str, Any]:
+    """The same graph with one service's image changed: a template change, so that service rolls."""
+    out = copy.deepcopy(doc)
+    out["spec"]["services"][service]["extraPodSpec"]["mainContainer"]["image"] = image
+    return out
+
+
+async def _dynamo_children(client: InMemoryKubeClient, namespace: str, name: str) -> dict[str, int]:
+    """What the graph made, by kind, as ``kubectl get -l`` would count it."""
+    selector = f"nvidia.com/dynamo-graph-deployment-name={name}"
+    counts: dict[str, int] = {}
+    for api_version, kind in (
+        ("nvidia.com/v1alpha1", "DynamoComponentDeployment"),
+        ("apps/v1", "Deployment"),
+        ("v1", "Service"),
+        ("networking.k8s.io/v1", "Ingress"),
+        ("autoscaling/v2", "HorizontalPodAutoscaler"),
+        ("v1", "Pod"),
+    ):
+        items = (
+            await client.list(resource_for(api_version, kind), namespace=namespace, label_selector=selector)
+        )["items"]
+        counts[kind] = len(items)
+    pvcs = (await client.list(resource_for("v1", "PersistentVolumeClaim"), namespace=namespace))["items"]
+    counts["PersistentVolumeClaim"] = len(pvcs)
+    return counts
+
+
+async def dynamo_section(
+    cluster: EmbeddedCluster,
+    client: InMemoryKubeClient,
+    operator: InMemoryKubeClient,
+    opts: DemoOptions,
+    console: Console,
+) -> bool:
+    doc = load_manifests(opts.examples / "dynamo-vllm-disagg.yaml")[0]
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    console.rule("[bold]3. Dynamo: a disaggregated vLLM graph")
+    console.print(
+        f"Applying {opts.examples}/dynamo-vllm-disagg.yaml: [bold]{namespace}/{name}[/], a Frontend, prefill "
+        "and decode workers on the NVIDIA nodes: one DynamoComponentDeployment per service, each a Deployment "
+        f"(the Frontend also a Service and an Ingress of class {DEMO_INGRESS_CLASS}, the decode worker an HPA), "
+        f"and the compilation-cache PVC. Then the {DYNAMO_WORKER} image changes: the graph is not "
+        "'successful' again until the new pods are available."
+    )
+    watch = GraphWatch(namespace, name)
+    cluster.server.store.subscribe(watch)
+    try:
+        await client.apply(
+            NAMESPACES,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            field_manager=FIELD_MANAGER,
+        )
+        operator.reset_counts()
+        watch.started = time.monotonic()
+        await apply_all(client, [doc])
+        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+            up = await _until(watch.converged, opts.timeout, live, watch.render)
+        up_seconds = time.monotonic() - watch.started
+        if not up:
+            console.print("[bold red]the DynamoGraphDeployment did not become successful in time[/]")
+            return False
+        children = await _dynamo_children(client, namespace, name)
+        console.print()
+        console.print(
+            f"[green]successful[/] after {up_seconds:.1f}s. Now {DYNAMO_WORKER} gets {DYNAMO_NEW_IMAGE}."
+        )
+        rollout_started = time.monotonic()
+        await apply_all(client, [_with_worker_image(doc, DYNAMO_WORKER, DYNAMO_NEW_IMAGE)])
+        component = DYNAMO_WORKER
+
+        def rolled() -> bool:
+            return watch.converged(image=DYNAMO_NEW_IMAGE, component=component)
+
+        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+            done = await _until(rolled, opts.timeout, live, watch.render)
+        rollout_seconds = time.monotonic() - rollout_started
+        writes = await _settled_writes(operator)
+        await asyncio.sleep(opts.quiet_seconds)
+        quiet = operator.writes - writes
+        console.print()
+        console.print(
+            watch.summary(
+                up_seconds=up_seconds,
+                rollout_seconds=rollout_seconds,
+                children=children,
+                writes=writes,
+                quiet_writes=quiet,
+                quiet_seconds=opts.quiet_seconds,
+            )
+        )
+    finally:
+        cluster.server.store.unsubscribe(watch)
+    ok = done and quiet == 0 and watch.premature_successful == 0
+    if not ok:
+        console.print("[bold red]the graph's rollout did not complete cleanly[/]")
+    return ok
+
+
 async def run_demo(opts: DemoOptions, console: Console) -> int:
     # The operator's JSON logs would tear the live view apart: they go to a file the user can tail.
     opts.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -304,6 +412,8 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
         ok = await partitioning_section(cluster, client, operator, opts, console)
         if ok:
             ok = await modelinfer_section(cluster, client, operator, opts, console)
+        if ok:
+            ok = await dynamo_section(cluster, client, operator, opts, console)
         if opts.keep:
             # Handlers first: the message invites a Ctrl-C, which must find them installed.
             stop = asyncio.Event()
@@ -314,6 +424,7 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
                 f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
                 "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
                 "  kubectl -n team-a get modelinfer,pods,podgroups    kubectl -n team-a scale modelinfer/llama-70b-pd --replicas=3\n"
+                "  kubectl -n team-a get dgd,dcd,deploy,svc,ingress,hpa,pvc    kubectl -n team-a scale dcd/llama-disagg-vllmprefillworker --replicas=1\n"
                 "Ctrl-C stops it."
             )
             await stop.wait()

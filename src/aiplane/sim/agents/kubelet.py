@@ -51,6 +51,7 @@ from aiplane.sim.agents.base import (
     write_status,
 )
 from aiplane.sim.agents.daemonsets import EXECUTE_EFFECTS, toleration_tolerates_taint, untolerated_taints
+from aiplane.sim.agents.kubelet_refs import Missing, missing_for_containers, missing_for_volumes
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import DeleteOptions, rfc3339, upsert_condition
@@ -69,6 +70,9 @@ EVICTION_COMPONENT = "taint-eviction-controller"
 EVICTION_MANAGER = "kube-controller-manager"
 #: The containerd the fleet's nodes report (``containerRuntimeVersion: containerd://2.1.4``).
 RUNTIME = "containerd"
+
+SECRETS = "/secrets"
+CONFIGMAPS = "/configmaps"
 
 _CONDITION_ORDER = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
 
@@ -205,6 +209,59 @@ def with_container_readiness(status: dict[str, Any], node_is_ready: bool, now: s
     return {**status, "conditions": conditions}
 
 
+def waiting_status(pod: Obj, missing: list[Missing], *, now: str) -> dict[str, Any]:
+    """A Pending pod's status while the kubelet cannot start it: every container ``waiting`` —
+    ``CreateContainerConfigError`` with the message for one whose env reference is missing,
+    ``ContainerCreating`` otherwise (also for all of them while a volume cannot be mounted)."""
+    old = objects.status(pod)
+    by_container = {m.container: m.message for m in missing if m.container is not None}
+    statuses = []
+    for container in objects.spec(pod).get("containers") or []:
+        name = str(container.get("name"))
+        if name in by_container:
+            waiting = {"reason": "CreateContainerConfigError", "message": by_container[name]}
+        else:
+            waiting = {"reason": "ContainerCreating"}
+        statuses.append(
+            {
+                "name": name,
+                "state": {"waiting": waiting},
+                "lastState": {},
+                "ready": False,
+                "restartCount": 0,
+                "image": container.get("image"),
+                "imageID": "",
+                "started": False,
+            }
+        )
+    unready = " ".join(str(s["name"]) for s in statuses)
+    detail = {"reason": "ContainersNotReady", "message": f"containers with unready status: [{unready}]"}
+    wanted = {
+        "PodReadyToStartContainers": ("False" if not by_container else "True", {}),
+        "Initialized": ("True", {}),
+        "Ready": ("False", detail),
+        "ContainersReady": ("False", detail),
+        "PodScheduled": ("True", {}),
+    }
+    previous = {c.get("type"): c for c in old.get("conditions") or []}
+    conditions = []
+    for kind in _CONDITION_ORDER:
+        value, extra = wanted[kind]
+        before = previous.get(kind)
+        since = before.get("lastTransitionTime") if before and before.get("status") == value else now
+        conditions.append(
+            {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": since, **extra}
+        )
+    status: dict[str, Any] = {
+        **{k: v for k, v in old.items() if k in ("hostIP", "hostIPs", "qosClass", "startTime")},
+        "phase": "Pending",
+        "conditions": conditions,
+        "containerStatuses": statuses,
+    }
+    status.setdefault("startTime", now)
+    return status
+
+
 def terminated_state(
     container_status: Obj, *, exit_code: int, reason: str, now: str, message: str | None = None
 ) -> Obj:
@@ -256,6 +313,9 @@ class Kubelet(AgentLoop):
         self._next_ip: dict[str, int] = {}
         self._unready: dict[str, dict[str, asyncio.TimerHandle | None]] = {}  # pod uid -> container -> timer
         self.node_rt: ResourceType = api.resource("v1", "Node")
+        #: namespace -> {pod name: uid} of pods waiting for a Secret or ConfigMap to exist.
+        self._blocked: dict[str, dict[str, str]] = {}
+        self._warned: set[tuple[str, str]] = set()  # (pod uid, message): one Event per reason
 
     # --- events -----------------------------------------------------------------------------------
 
@@ -266,6 +326,11 @@ class Kubelet(AgentLoop):
     def on_event(self, event: Event) -> None:
         if event.key == PODS:
             self._on_pod(event)
+        elif event.key in (SECRETS, CONFIGMAPS):
+            if event.type != DELETED:
+                namespace = str(objects.meta(event.obj).get("namespace") or "")
+                for name in list(self._blocked.get(namespace, {})):
+                    self.enqueue(("pod", namespace, name))
         elif event.key == NODES:
             name = objects.name(event.obj)
             if event.type == DELETED:
@@ -284,6 +349,10 @@ class Kubelet(AgentLoop):
         meta = objects.meta(pod)
         uid = str(meta.get("uid"))
         if event.type == DELETED:
+            blocked = self._blocked.get(str(meta.get("namespace")), {})
+            if blocked.get(str(meta.get("name"))) == uid:
+                del blocked[str(meta.get("name"))]
+            self._warned = {w for w in self._warned if w[0] != uid}
             self.cancel(self._starting.pop(uid, None))
             _, timer = self._evicting.pop(uid, (0.0, None))
             self.cancel(timer)
@@ -353,12 +422,43 @@ class Kubelet(AgentLoop):
         node = self.store.get(NODES, "", node_name)
         if not node_ready(node):
             return  # started when the node is Ready again (its node event re-syncs the pod)
+        if self._missing_references(pod):
+            return  # retried when a Secret or ConfigMap of its namespace appears
         host_ip = internal_ip(node)
         pod_ip = host_ip if objects.spec(pod).get("hostNetwork") and host_ip else self._pod_ip(node_name)
         status = running_status(
             pod, host_ip=host_ip, pod_ip=pod_ip, now=rfc3339(self.api.clock()), ready=True
         )
         self._write_status(pod, status)
+
+    def _missing_references(self, pod: Obj) -> bool:
+        """Whether the pod waits for a Secret or ConfigMap; if so, report it as the kubelet does."""
+        meta = objects.meta(pod)
+        namespace, name = str(meta.get("namespace")), str(meta.get("name"))
+
+        def lookup(kind: str, ref: str) -> Obj | None:
+            return self.store.get(SECRETS if kind == "Secret" else CONFIGMAPS, namespace, ref)
+
+        missing = missing_for_volumes(pod, lookup) or missing_for_containers(pod, lookup)
+        blocked = self._blocked.setdefault(namespace, {})
+        if not missing:
+            blocked.pop(name, None)
+            return False
+        blocked[name] = objects.uid(pod)
+        status = waiting_status(pod, missing, now=rfc3339(self.api.clock()))
+        if status != objects.status(pod):
+            self._write_status(pod, status)
+        for item in missing:
+            if (objects.uid(pod), item.message) in self._warned:
+                continue
+            self._warned.add((objects.uid(pod), item.message))
+            reason, message = (
+                ("FailedMount", item.message)
+                if item.container is None
+                else ("Failed", f"Error: {item.message}")
+            )
+            record_event(self.api, pod, "Warning", reason, message, component=FIELD_MANAGER)
+        return True
 
     def _report_ready(self, pod: Obj, ready: bool) -> None:
         status = pod.get("status") or {}
@@ -656,6 +756,7 @@ __all__ = [
     "min_toleration_seconds",
     "running_status",
     "terminated_state",
+    "waiting_status",
     "with_container_readiness",
     "with_ready",
 ]
