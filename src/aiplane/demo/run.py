@@ -41,6 +41,7 @@ DEMO_NAMESPACE = "default"
 #: --ingress-controller-class-name``), so the example graph shows its Ingress too.
 DEMO_INGRESS_CLASS = "nginx"
 DYNAMO_WORKER = "VllmDecodeWorker"
+HF_TOKEN_SECRET = "hf-token-secret"
 DYNAMO_NEW_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1"
 
 
@@ -230,6 +231,18 @@ async def modelinfer_section(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             field_manager=FIELD_MANAGER,
         )
+        # The workers read their Hugging Face token from this Secret (envFromSecret); without it their
+        # containers would wait in CreateContainerConfigError, as on a real cluster.
+        await client.apply(
+            resource_for("v1", "Secret"),
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": HF_TOKEN_SECRET, "namespace": namespace},
+                "stringData": {"HF_TOKEN": "hf_demo_placeholder"},
+            },
+            field_manager=FIELD_MANAGER,
+        )
         operator.reset_counts()
         watch.started = time.monotonic()
         await apply_all(client, [doc])
@@ -333,6 +346,18 @@ async def dynamo_section(
         await client.apply(
             NAMESPACES,
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            field_manager=FIELD_MANAGER,
+        )
+        # The workers read their Hugging Face token from this Secret (envFromSecret); without it their
+        # containers would wait in CreateContainerConfigError, as on a real cluster.
+        await client.apply(
+            resource_for("v1", "Secret"),
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": HF_TOKEN_SECRET, "namespace": namespace},
+                "stringData": {"HF_TOKEN": "hf_demo_placeholder"},
+            },
             field_manager=FIELD_MANAGER,
         )
         operator.reset_counts()
