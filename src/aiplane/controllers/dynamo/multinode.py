@@ -19,6 +19,8 @@ class MultinodeInput:
     ssh_secret: str  # DynamoOptions.mpi_ssh_secret
 
 
-def multinode_templates(pod_template: dict[str, Any], inp: MultinodeInput) -> tuple[dict[str, Any], dict[str, Any]]:
+def multinode_templates(
+    pod_template: dict[str, Any], inp: MultinodeInput
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(leader_template, worker_template) for a LeaderWorkerSet; raises ValueError naming a field."""
     return copy.deepcopy(pod_template), copy.deepcopy(pod_template)
