@@ -35,6 +35,7 @@ from typing import Any, Final
 import structlog
 
 from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import get_condition
 from aiplane.apimachinery.meta import (
     controller_of,
     finalizer_patch_add,
@@ -53,6 +54,7 @@ from aiplane.controllers.dynamo.component_children import (
 )
 from aiplane.controllers.dynamo.component_status import (
     CONDITION_AVAILABLE,
+    REASON_RECONCILING,
     Availability,
     compute_status,
     deployment_availability,
@@ -181,13 +183,14 @@ class ComponentReconciler:
 
     async def reconcile(self, namespace: str, name: str) -> Result | None:
         key = f"{namespace}/{name}"
-        dcd = self.dcds.get(key)
+        dcd = self.expectations.view(f"{DCD_KIND}/{key}", self.dcds.get(key))
         if dcd is None:
             return None
         if objects.is_deleting(dcd):
             await self._finalize(dcd)
             return None  # owner references cascade the children's deletion
         if self.options.etcd_endpoints and not has_finalizer(dcd, FINALIZER):
+            before = dcd
             dcd = await self.client.patch(
                 dcds_resource(),
                 name,
@@ -196,6 +199,11 @@ class ComponentReconciler:
                 patch_type="json",
                 field_manager=FIELD_MANAGER,
             )
+            self.expectations.wrote(f"{DCD_KIND}/{key}", before, dcd, conditional=True)
+        if get_condition(objects.status(dcd).get("conditions"), CONDITION_AVAILABLE) is None:
+            # Upstream's contract: both conditions start Unknown, before any child exists.
+            starting = Availability("Unknown", REASON_RECONCILING, "Creating the component's resources")
+            dcd = await self._report(dcd, starting)
         try:
             desired = desired_children(
                 ChildrenInput(
@@ -308,11 +316,16 @@ class ComponentReconciler:
         observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
         return lws_availability(names, observed)
 
-    async def _report(self, dcd: Obj, availability: Availability) -> None:
+    async def _report(self, dcd: Obj, availability: Availability) -> Obj:
+        """Write the status if it changed; returns the DCD as written (or as it was)."""
         old = objects.status(dcd)
         status = compute_status(dcd, availability, now=self.clock.now())
-        if await self.status.write(dcd, status) is not None:
-            emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, status)
+        written = await self.status.write(dcd, status)
+        if written is None:
+            return dcd
+        self.expectations.wrote(f"{DCD_KIND}/{objects.key(dcd)}", dcd, written, conditional=True)
+        emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, status)
+        return written
 
 
 async def served(client: KubeClient, resource: Resource) -> bool:

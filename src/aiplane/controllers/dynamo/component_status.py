@@ -24,6 +24,7 @@ from aiplane.controllers.dynamo.podtemplate import LABEL_SELECTOR
 __all__ = [
     "CONDITION_AVAILABLE",
     "CONDITION_READY",
+    "REASON_RECONCILING",
     "Availability",
     "compute_status",
     "deployment_availability",
