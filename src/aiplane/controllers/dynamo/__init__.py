@@ -1,7 +1,7 @@
 """The NVIDIA Dynamo controllers (nvidia.com/v1alpha1): graph deployments and their components.
 
-So far only pure decisions live here: the DynamoGraphDeployment controller's DCD path
-(:mod:`.graph`, :mod:`.naming`, :mod:`.options`) and the DynamoComponentDeployment's pod template
-(:mod:`.podtemplate`, :mod:`.backends`, :mod:`.merge`); the executors and ``setup(manager)`` come
-later (issue #11).
+The DynamoComponentDeployment controller (:mod:`.component_controller`, with its pure decisions in
+:mod:`.component_children` and :mod:`.component_status`) builds on the pod template
+(:mod:`.podtemplate`, :mod:`.backends`, :mod:`.merge`); the DynamoGraphDeployment controller's DCD
+path is decided in :mod:`.graph`, :mod:`.naming` and :mod:`.options` (issue #11; docs/dynamo.md).
 """

@@ -357,6 +357,29 @@ def build_pod_template(
     ``service_account`` and ``image_pull_secrets`` are what the caller discovered in the namespace
     (planners always get ``planner-serviceaccount``). Raises ValueError naming the field to fix.
     """
+    template, _ = build_pod_template_and_backend(
+        dcd,
+        options,
+        graph_backend=graph_backend,
+        service_account=service_account,
+        image_pull_secrets=image_pull_secrets,
+    )
+    return template
+
+
+def build_pod_template_and_backend(
+    dcd: DynamoComponentDeployment | Mapping[str, Any],
+    options: PodTemplateOptions,
+    *,
+    graph_backend: str | None = None,
+    service_account: str | None = None,
+    image_pull_secrets: Sequence[str] = (),
+) -> tuple[dict[str, Any], str | None]:
+    """:func:`build_pod_template` and the backend it settled on (``vllm``/``sglang``/``trtllm``/None).
+
+    The multinode injection needs the backend that the template was built for (detected from a
+    worker's command, else declared); returning both keeps the two from ever disagreeing.
+    """
     model = as_dcd(dcd)
     spec = model.spec
     container, backend = _main_container(model, options, graph_backend)
@@ -374,4 +397,4 @@ def build_pod_template(
     _apply_volume_mounts(pod, container, spec, backend)
     _apply_shared_memory(pod, container, spec)
     pod = _apply_extra_pod_spec(pod, spec.extraPodSpec or {})
-    return {"metadata": _pod_metadata(model), "spec": pod}
+    return {"metadata": _pod_metadata(model), "spec": pod}, backend

@@ -1,0 +1,395 @@
+"""DynamoComponentDeployment controller: the executor around :mod:`.component_children` (what should
+exist) and :mod:`.component_status` (what to report).
+
+::
+
+    observe   the DCD, its children (Deployments, Services, Ingresses, VirtualServices, HPAs,
+              LeaderWorkerSets, PodGroups it controls) from informer caches, overlaid with our own
+              writes (Expectations.view); the parent DGD's backend; the component ServiceAccount
+    decide    component_children.desired_children → component_status.*_availability
+    act       create what is missing, replace what carries another spec hash, delete what this DCD
+              controls but no longer wants (surplus LeaderWorkerSets, an HPA turned off, …)
+    report    StatusWriter (only when changed) + transition Events
+
+Why the pieces are the way they are:
+
+* **Spec hash.** Children are rewritten only when ``nvidia.com/last-applied-hash`` differs from the
+  hash of what we would write, so server defaulting, other controllers' fields and the HPA's replica
+  count never cause a write: at steady state the controller writes nothing.
+* **A spec we cannot build** (a bad field, a multinode DCD on a cluster without LeaderWorkerSet) is
+  reported as ``Available=False`` with the message and a Warning Event, and not retried: only a
+  change to the DCD brings it back.
+* **APIs that may be absent.** An informer on an API the cluster does not serve would never sync
+  and would hold every controller of the manager back, so ``setup`` asks the server once which of
+  LeaderWorkerSet, Volcano PodGroup and Istio VirtualService it serves (a list request: 404 means
+  not served) and watches only those; a DCD that needs a missing one says so in its status.
+* **Finalizer** only when the operator has etcd endpoints (``--etcd-endpoints``): it exists to
+  delete the component's etcd keys, and without etcd it would only delay deletion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import structlog
+
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import get_condition
+from aiplane.apimachinery.meta import (
+    controller_of,
+    finalizer_patch_add,
+    finalizer_patch_remove,
+    has_finalizer,
+    is_controlled_by,
+)
+from aiplane.controllers.dynamo import etcd
+from aiplane.controllers.dynamo.component_children import (
+    ChildrenError,
+    ChildrenInput,
+    Desired,
+    desired_children,
+    needs_update,
+    updated,
+)
+from aiplane.controllers.dynamo.component_status import (
+    CONDITION_AVAILABLE,
+    REASON_RECONCILING,
+    Availability,
+    compute_status,
+    deployment_availability,
+    lws_availability,
+)
+from aiplane.controllers.dynamo.naming import DCD_KIND, DGD_KIND
+from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.controllers.dynamo.podtemplate import as_dcd, dynamo_namespace
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.clock import Clock
+from aiplane.kube.controller import Controller, Result
+from aiplane.kube.events import NORMAL, WARNING, EventRecorder
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.informer import Informer
+from aiplane.kube.manager import Manager
+from aiplane.kube.resources import (
+    DEPLOYMENTS,
+    HPAS,
+    INGRESSES,
+    LEADERWORKERSETS,
+    PODGROUPS,
+    SERVICEACCOUNTS,
+    SERVICES,
+    Resource,
+    resource_for,
+)
+from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
+
+Obj = dict[str, Any]
+
+FIELD_MANAGER: Final = "aiplane-dynamo-component"
+COMPONENT: Final = "dynamocomponentdeployment-controller"
+FINALIZER: Final = "nvidia.com/finalizer"
+#: ServiceAccounts with this label run component pods (upstream: the first one found).
+LABEL_COMPONENT_POD_SA: Final = "nvidia.com/dynamo-component-pod"
+#: Index of the child informers: the uid of the DCD that controls the object.
+BY_DCD: Final = "dynamocomponentdeployment-uid"
+#: Istio's GA VirtualService API (the resource table knows v1beta1).
+VIRTUALSERVICES_V1: Final = Resource("networking.istio.io", "v1", "virtualservices", "VirtualService", True)
+
+log = structlog.get_logger("aiplane.dynamo.component")
+
+
+def dcds_resource() -> Resource:
+    return resource_for("nvidia.com/v1alpha1", DCD_KIND)
+
+
+def dgds_resource() -> Resource:
+    return resource_for("nvidia.com/v1alpha1", DGD_KIND)
+
+
+def _by_dcd(obj: Mapping[str, Any]) -> list[str]:
+    owner = controller_of(obj)
+    if owner is None or owner.get("kind") != DCD_KIND or not owner.get("uid"):
+        return []
+    return [str(owner["uid"])]
+
+
+def _child_key(obj: Mapping[str, Any]) -> str:
+    return f"{obj.get('kind')}/{objects.namespace(obj)}/{objects.name(obj)}"
+
+
+#: Events for the Available condition flipping (DynamoComponentReady always follows it).
+TRANSITION_EVENTS: Final = (
+    ConditionEvent(CONDITION_AVAILABLE, "True", NORMAL),
+    ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True),
+)
+
+
+class ComponentReconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        dcds: Informer,
+        children: Mapping[str, tuple[Resource, Informer]],
+        dgds: Informer,
+        service_accounts: Informer,
+        recorder: EventRecorder,
+        clock: Clock,
+        options: DynamoOptions,
+        *,
+        missing_multinode_api: str | None = None,
+    ) -> None:
+        self.client = client
+        self.dcds = dcds
+        #: kind → (resource, informer) of every child kind this cluster serves.
+        self.children = dict(children)
+        self.dgds = dgds
+        self.service_accounts = service_accounts
+        self.recorder = recorder
+        self.clock = clock
+        self.options = options
+        self.missing_multinode_api = missing_multinode_api
+        self.status = StatusWriter(client, dcds_resource(), FIELD_MANAGER)
+        self.expectations = Expectations()
+        for _, informer in self.children.values():
+            informer.add_indexer(BY_DCD, _by_dcd)
+            informer.add_handler(on_delete=self._child_deleted)
+        dcds.add_handler(on_delete=lambda obj: self.expectations.forget_owner(objects.key(obj)))
+
+    def _child_deleted(self, obj: Obj) -> None:
+        self.expectations.deleted(_child_key(obj), obj)
+
+    async def __call__(self, request: Any) -> Result | None:
+        return await self.reconcile(request.namespace or "", request.name)
+
+    # --- observe ----------------------------------------------------------------------------------
+
+    def _view(self, kind: str, namespace: str, name: str) -> Obj | None:
+        _, informer = self.children[kind]
+        return self.expectations.view(f"{kind}/{namespace}/{name}", informer.get(f"{namespace}/{name}"))
+
+    def _graph_backend(self, dcd: Mapping[str, Any]) -> str | None:
+        for ref in objects.meta(dcd).get("ownerReferences") or []:
+            if isinstance(ref, Mapping) and ref.get("kind") == DGD_KIND and ref.get("name"):
+                dgd = self.dgds.get(f"{objects.namespace(dcd)}/{ref['name']}")
+                backend = objects.spec(dgd).get("backendFramework") if dgd else None
+                return str(backend) if backend else None
+        return None
+
+    def _service_account(self, namespace: str) -> str | None:
+        names = sorted(objects.name(sa) for sa in self.service_accounts.list(namespace))
+        return names[0] if names else None
+
+    # --- reconcile --------------------------------------------------------------------------------
+
+    async def reconcile(self, namespace: str, name: str) -> Result | None:
+        key = f"{namespace}/{name}"
+        dcd = self.expectations.view(f"{DCD_KIND}/{key}", self.dcds.get(key))
+        if dcd is None:
+            return None
+        if objects.is_deleting(dcd):
+            await self._finalize(dcd)
+            return None  # owner references cascade the children's deletion
+        if self.options.etcd_endpoints and not has_finalizer(dcd, FINALIZER):
+            before = dcd
+            dcd = await self.client.patch(
+                dcds_resource(),
+                name,
+                finalizer_patch_add(dcd, FINALIZER),
+                namespace=namespace,
+                patch_type="json",
+                field_manager=FIELD_MANAGER,
+            )
+            self.expectations.wrote(f"{DCD_KIND}/{key}", before, dcd, conditional=True)
+        if get_condition(objects.status(dcd).get("conditions"), CONDITION_AVAILABLE) is None:
+            # Upstream's contract: both conditions start Unknown, before any child exists.
+            starting = Availability("Unknown", REASON_RECONCILING, "Creating the component's resources")
+            dcd = await self._report(dcd, starting)
+        try:
+            desired = desired_children(
+                ChildrenInput(
+                    dcd,
+                    self.options,
+                    graph_backend=self._graph_backend(dcd),
+                    service_account=self._service_account(namespace),
+                    missing_multinode_api=self.missing_multinode_api,
+                    virtual_services="VirtualService" in self.children,
+                )
+            )
+        except ChildrenError as exc:
+            await self._report(dcd, Availability("False", exc.reason, str(exc)))
+            return None  # retrying cannot fix the spec; a change to the DCD brings it back
+        conflicts = await self._sync(dcd, key, desired)
+        if conflicts:
+            message = "; ".join(conflicts)
+            await self._report(dcd, Availability("False", "ChildNotControlled", message))
+            return None
+        await self._report(dcd, self._availability(dcd, desired))
+        return None
+
+    # --- act --------------------------------------------------------------------------------------
+
+    async def _sync(self, dcd: Obj, key: str, desired: Desired) -> list[str]:
+        """Create, update and delete children; returns the objects in the way (same name, not ours)."""
+        namespace, uid = objects.namespace(dcd), objects.uid(dcd)
+        wanted: set[str] = set()
+        conflicts: list[str] = []
+        for body in desired.children:
+            kind = str(body["kind"])
+            if kind not in self.children:
+                continue
+            wanted.add(_child_key(body))
+            live = self._view(kind, namespace, objects.name(body))
+            if live is None:
+                await self._create(key, body)
+            elif not is_controlled_by(live, uid):
+                conflicts.append(f"{kind} {objects.name(body)} exists and is not controlled by this DCD")
+            elif needs_update(live, body):
+                keep = desired.hpa_owns_replicas and kind == "Deployment"
+                await self._replace(key, live, updated(live, body, keep_replicas=keep))
+        for kind, (_, informer) in self.children.items():
+            for cached in informer.by_index(BY_DCD, uid):
+                child = _child_key(cached)
+                if child in wanted or objects.is_deleting(cached):
+                    continue
+                if self._view(kind, namespace, objects.name(cached)) is not None:
+                    await self._delete(key, cached)
+        return conflicts
+
+    async def _create(self, owner: str, body: Obj) -> None:
+        res, _ = self.children[str(body["kind"])]
+        try:
+            created = await self.client.create(
+                res, body, namespace=objects.namespace(body), field_manager=FIELD_MANAGER
+            )
+        except ApiError as exc:
+            if exc.already_exists:
+                return  # the cache will show it; the next reconcile decides on it
+            raise
+        self.expectations.wrote(_child_key(created), None, created, conditional=True, owner=owner)
+
+    async def _replace(self, owner: str, live: Obj, body: Obj) -> None:
+        res, _ = self.children[str(body["kind"])]
+        written = await self.client.replace(res, body, field_manager=FIELD_MANAGER)
+        self.expectations.wrote(_child_key(written), live, written, conditional=True, owner=owner)
+
+    async def _delete(self, owner: str, obj: Obj) -> None:
+        res, _ = self.children[str(obj["kind"])]
+        try:
+            result = await self.client.delete(
+                res,
+                objects.name(obj),
+                namespace=objects.namespace(obj),
+                preconditions={"uid": objects.uid(obj)},
+            )
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:
+                return
+            raise
+        after = result if result.get("kind") == obj.get("kind") else None
+        self.expectations.wrote(_child_key(obj), obj, after, conditional=True, owner=owner)
+
+    async def _finalize(self, dcd: Obj) -> None:
+        """Delete the component's etcd keys, then let the DCD go."""
+        if not has_finalizer(dcd, FINALIZER):
+            return
+        service = str(objects.spec(dcd).get("serviceName") or "")
+        if self.options.etcd_endpoints and service:
+            await etcd.delete_component_keys(
+                self.options.etcd_endpoints, dynamo_namespace(as_dcd(dcd)), service
+            )
+        await self.client.patch(
+            dcds_resource(),
+            objects.name(dcd),
+            finalizer_patch_remove(dcd, FINALIZER),
+            namespace=objects.namespace(dcd),
+            patch_type="json",
+            field_manager=FIELD_MANAGER,
+        )
+
+    # --- report -----------------------------------------------------------------------------------
+
+    def _availability(self, dcd: Obj, desired: Desired) -> Availability:
+        namespace, name = objects.namespace(dcd), objects.name(dcd)
+        if not desired.multinode:
+            return deployment_availability(self._view("Deployment", namespace, name), name)
+        names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
+        observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
+        return lws_availability(names, observed)
+
+    async def _report(self, dcd: Obj, availability: Availability) -> Obj:
+        """Write the status if it changed; returns the DCD as written (or as it was)."""
+        old = objects.status(dcd)
+        status = compute_status(dcd, availability, now=self.clock.now())
+        written = await self.status.write(dcd, status)
+        if written is None:
+            return dcd
+        self.expectations.wrote(f"{DCD_KIND}/{objects.key(dcd)}", dcd, written, conditional=True)
+        emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, status)
+        return written
+
+
+async def served(client: KubeClient, resource: Resource) -> bool:
+    """Does the cluster serve ``resource``? A list of at most one object: 404 means it does not."""
+    try:
+        await client.request("GET", resource.path(None), query={"limit": "1"})
+    except ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    return True
+
+
+def _missing_multinode_api(lws: bool, podgroups: bool) -> str | None:
+    missing = [label for label, ok in (("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)) if not ok]
+    return " and ".join(missing) + " API" if missing else None
+
+
+def build(
+    manager: Manager, *, lws: bool = True, podgroups: bool = True, virtual_services: bool = True
+) -> Controller:
+    """The controller, watching only the child kinds the cluster serves (see the module docstring)."""
+    options = manager.options(DynamoOptions)
+    informers = manager.informers
+    kinds: list[Resource] = [DEPLOYMENTS, SERVICES, INGRESSES, HPAS]
+    if lws:
+        kinds.append(LEADERWORKERSETS)
+    if podgroups:
+        kinds.append(PODGROUPS)
+    if virtual_services and options.istio_gateway:
+        kinds.append(VIRTUALSERVICES_V1)
+    children = {res.kind: (res, informers.informer(res)) for res in kinds}
+    reconciler = ComponentReconciler(
+        manager.client,
+        informers.informer(dcds_resource()),
+        children,
+        informers.informer(dgds_resource()),
+        informers.informer(SERVICEACCOUNTS, label_selector=f"{LABEL_COMPONENT_POD_SA}=true"),
+        EventRecorder(manager.client, COMPONENT),
+        manager.clock,
+        options,
+        missing_multinode_api=_missing_multinode_api(lws, podgroups),
+    )
+    builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
+    for res in kinds:
+        builder = builder.owns(res)
+    # Four workers by default: components are independent; --max-concurrent-reconciles overrides it.
+    return builder.workers(4).reconcile(reconciler)
+
+
+def _log_missing(names: Iterable[tuple[str, bool]]) -> None:
+    for label, ok in names:
+        if not ok:
+            log.warning(f"{label} API is not served: multinode DynamoComponentDeployments report it")
+
+
+async def setup(manager: Manager) -> None:
+    """``aiplane run --controllers dynamocomponentdeployment`` (also part of ``all``)."""
+    client = manager.client
+    lws = await served(client, LEADERWORKERSETS)
+    podgroups = await served(client, PODGROUPS)
+    options = manager.options(DynamoOptions)
+    virtual_services = bool(options.istio_gateway) and await served(client, VIRTUALSERVICES_V1)
+    _log_missing((("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)))
+    if options.istio_gateway and not virtual_services:
+        log.warning("an Istio gateway is configured but the VirtualService API is not served")
+    manager.add_controller(build(manager, lws=lws, podgroups=podgroups, virtual_services=virtual_services))
