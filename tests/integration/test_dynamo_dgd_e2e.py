@@ -382,8 +382,29 @@ async def test_deleting_the_graph_removes_its_dcds_and_pvcs(world: World) -> Non
 
 
 async def test_zero_writes_after_convergence(world: World) -> None:
-    await world.client.create(DGD, graph(), namespace=NS)
-    await eventually(lambda: _both(world), 10, "two DCDs")
+    """With every kind of thing the controller makes: DCDs (one scaled directly), a PVC, the
+    planner's ServiceAccount."""
+    services = {
+        "Frontend": {"componentType": "frontend"},
+        "Planner": {"componentType": "planner", "replicas": 1},
+        "Worker": {"componentType": "worker", "replicas": 2},
+    }
+    pvcs = [
+        {
+            "name": "m",
+            "create": True,
+            "size": "1Gi",
+            "storageClass": "fast",
+            "volumeAccessMode": "ReadWriteOnce",
+        }
+    ]
+    await world.client.create(DGD, graph(services=services, pvcs=pvcs), namespace=NS)
+
+    async def three() -> bool:
+        return len(await world.dcds()) == 3
+
+    await eventually(three, 10, "three DCDs")
+    await _scale(world, "g-frontend", 2)
     await world.all_available()
     await eventually(world.ready, 10, "successful")
     await asyncio.sleep(0.5)  # let in-flight Events land before counting

@@ -268,6 +268,7 @@ class GraphReconciler:
             except ApiError as exc:
                 if not exc.already_exists:
                     raise
+                continue
             self.recorder.emit(
                 dgd, NORMAL, "PVCCreated", f"Created PersistentVolumeClaim {body['metadata']['name']}"
             )
