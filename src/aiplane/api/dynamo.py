@@ -12,9 +12,10 @@ add to the seed:
 - DGDR ``status.generatedDeployment`` is a RawExtension marked ``x-kubernetes-embedded-resource``.
 - PVC has a CEL rule: storageClass, size and volumeAccessMode are required when create is true.
 - DynamoComponentDeployment has a status (conditions, podSelector, replicas…) and a scale subresource.
-- DynamoGraphDeploymentStatus has ``observedGeneration`` in addition to the seed's state and conditions.
+- DynamoGraphDeploymentStatus has ``observedGeneration`` and ``readyServices`` (``"2/3"``) in addition to the
+  seed's state and conditions.
 - SLASpec ``itl`` and ``ttft`` have ``minimum: 1`` (the upstream controller rejects values <= 0).
-- Printer columns: DGD Backend/State/Ready, DCD Service/Backend/Replicas/Ready-Replicas/Available,
+- Printer columns: DGD Backend/State/Ready/Ready-Services, DCD Service/Backend/Replicas/Ready-Replicas/Available,
   DGDR Model/Backend/State/DGD-State, each followed by Age.
 """
 
@@ -482,6 +483,13 @@ class DynamoGraphDeploymentStatus(ApiModel):
         "Conditions contains the latest observed conditions of the graph deployment.\n"
         "The slice is merged by type on patch updates."
     )
+    readyServices: str | None = Field(
+        None,
+        description=(
+            'ReadyServices is "<ready>/<services>": how many of the graph\'s services have a\n'
+            "DynamoComponentDeployment that is Available at its current generation."
+        ),
+    )
 
 
 class DynamoGraphDeployment(Resource):
@@ -498,6 +506,7 @@ class DynamoGraphDeployment(Resource):
             PrinterColumn("Backend", ".spec.backendFramework"),
             PrinterColumn("State", ".status.state"),
             PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+            PrinterColumn("Ready-Services", ".status.readyServices"),
             AGE,
         ),
     )

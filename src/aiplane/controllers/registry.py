@@ -75,6 +75,7 @@ CONTROLLERS: dict[str, ControllerSetup] = {
     "partitioningplan": _lazy("aiplane.controllers.partitioning.plan"),
     "nodepartitioning": _lazy("aiplane.controllers.partitioning.node"),
     "modelinfer": _lazy("aiplane.controllers.modelinfer.controller"),
+    "dynamographdeployment": _lazy("aiplane.controllers.dynamo.graph_controller"),
     "dynamocomponentdeployment": _lazy("aiplane.controllers.dynamo.component_controller"),
 }
 

@@ -31,7 +31,7 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import controller_owner_reference
 from aiplane.apimachinery.quantity import Quantity, add_resource_lists
 from aiplane.controllers.dynamo import multinode
-from aiplane.controllers.dynamo.naming import COMPONENT_FRONTEND, lws_name
+from aiplane.controllers.dynamo.naming import ANNOTATION_LAST_APPLIED_HASH, COMPONENT_FRONTEND, lws_name
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.dynamo.podtemplate import (
     FRONTEND_PORT,
@@ -58,7 +58,7 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-ANNOTATION_HASH: Final = "nvidia.com/last-applied-hash"
+ANNOTATION_HASH: Final = ANNOTATION_LAST_APPLIED_HASH
 ANNOTATION_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 LABEL_ROLE: Final = "role"
 LABEL_INSTANCE: Final = "instance-id"

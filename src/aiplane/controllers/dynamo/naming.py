@@ -52,6 +52,8 @@ LABEL_GRAPH_NAME: Final = "nvidia.com/dynamo-graph-deployment-name"
 #: ``<dcd>``: the DCD controller's pod selector, so a DCD name is also a label value.
 LABEL_SELECTOR: Final = "nvidia.com/selector"
 ANNOTATION_ENABLE_METRICS: Final = "nvidia.com/enable-metrics"
+#: Upstream's spec hash on every child it syncs (DCDs, Deployments, …): rewritten only when it differs.
+ANNOTATION_LAST_APPLIED_HASH: Final = "nvidia.com/last-applied-hash"
 
 COMPONENT_FRONTEND: Final = "frontend"
 COMPONENT_PLANNER: Final = "planner"

@@ -1,0 +1,421 @@
+"""DynamoGraphDeployment controller (the DCD path): one DynamoComponentDeployment per service.
+
+::
+
+    observe   the DGD, the DCDs it controls (indexed by owner uid), PVCs by name, the namespace's
+              planner ServiceAccount, all from informer caches, overlaid with our own DCD writes
+              (Expectations.view); whether LeaderWorkerSet is served (one cached probe)
+    decide    graph.validate_graph → graph.multinode_problem → graph.desired_dcds / stale_dcds →
+              graph_sync (what to write) → graph_status.decide (state, Ready, readyServices)
+    act       finalizer first; planner ServiceAccount; PVCs; DCD creates/updates (spec-hash guarded);
+              stale DCDs deleted with a uid precondition
+    report    /status merge patch only when it changed; Events from graph_status.graph_events
+
+Upstream's order (``../shared/reference/dynamo.md`` §1 "Reconcile order") is kept: finalizer,
+planner account, PVCs, orchestrator choice, DCDs. Validation comes before any of it, so an invalid
+graph creates nothing. The orchestrator is always the DCD path: Grove is not supported, and the
+``nvidia.com/enable-grove`` annotation is ignored (docs/dynamo.md).
+
+Deletion: the finalizer ``nvidia.com/finalizer`` is kept for upstream compatibility, but upstream's
+``FinalizeResource`` for a DGD does nothing, and neither do we. Every DCD and every PVC the graph
+created carries a controller ownerReference to it, so the garbage collector removes them (and the
+DCDs' own children) once the DGD is gone; the planner ServiceAccount is shared by the namespace's
+graphs and, as upstream, stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import (
+    controller_of,
+    finalizer_patch_add,
+    finalizer_patch_remove,
+    has_finalizer,
+)
+from aiplane.controllers.dynamo.graph import (
+    desired_dcds,
+    multinode_problem,
+    node_count,
+    services,
+    stale_dcds,
+    validate_graph,
+)
+from aiplane.controllers.dynamo.graph_status import (
+    REASON_FAILED,
+    REASON_FINALIZER,
+    REASON_INVALID,
+    DcdView,
+    Failure,
+    WantedDcd,
+    dcd_view,
+    decide,
+    graph_events,
+    status_of,
+)
+from aiplane.controllers.dynamo.graph_sync import (
+    needs_planner_account,
+    plan_dcd,
+    plan_pvcs,
+    planner_service_account,
+    wanted_dcd,
+)
+from aiplane.controllers.dynamo.naming import API_VERSION, DCD_KIND, DGD_KIND, PLANNER_SERVICE_ACCOUNT
+from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.clock import Clock
+from aiplane.kube.controller import Controller, Request, Result, TerminalError
+from aiplane.kube.events import NORMAL, EventRecorder
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.informer import Informer
+from aiplane.kube.manager import Manager
+from aiplane.kube.resources import LEADERWORKERSETS, PVCS, SERVICEACCOUNTS, Resource, resource_for
+from aiplane.kube.status import StatusWriter
+
+Obj = dict[str, Any]
+
+FIELD_MANAGER: Final = "aiplane-dynamographdeployment"
+COMPONENT: Final = "dynamographdeployment-controller"
+FINALIZER: Final = "nvidia.com/finalizer"
+#: How long a "LeaderWorkerSet is (not) served" answer is trusted; a graph refused for want of LWS
+#: is looked at again after this long, so installing LWS later is noticed without a restart.
+LWS_RECHECK_SECONDS: Final = 60.0
+#: How long to serve our own DCD writes in place of a cache that has not shown them.
+EXPECTATIONS_TIMEOUT: Final = 30.0
+BY_OWNER: Final = "dgd-owner"
+BY_PVC: Final = "dgd-pvc"
+
+
+def dgd_resource() -> Resource:
+    return resource_for(API_VERSION, DGD_KIND)
+
+
+def dcd_resource() -> Resource:
+    return resource_for(API_VERSION, DCD_KIND)
+
+
+def _by_owner(obj: Mapping[str, Any]) -> list[str]:
+    owner = controller_of(obj)
+    return (
+        [str(owner["uid"])]
+        if owner is not None and owner.get("kind") == DGD_KIND and owner.get("uid")
+        else []
+    )
+
+
+def _by_pvc(dgd: Mapping[str, Any]) -> list[str]:
+    raw = objects.spec(dgd).get("pvcs")
+    entries = raw if isinstance(raw, list) else ()
+    return [
+        f"{objects.namespace(dgd)}/{e['name']}"
+        for e in entries
+        if isinstance(e, Mapping) and isinstance(e.get("name"), str)
+    ]
+
+
+class LwsProbe:
+    """Is ``leaderworkerset.x-k8s.io/v1`` served? One list call, its answer cached for a while and
+    asked only when a graph has a multinode service (a cheap stand-in for upstream's discovery)."""
+
+    def __init__(self, client: KubeClient, clock: Clock, ttl: float = LWS_RECHECK_SECONDS) -> None:
+        self.client = client
+        self.clock = clock
+        self.ttl = ttl
+        self._answer: tuple[float, bool] | None = None
+
+    async def served(self) -> bool:
+        now = self.clock.monotonic()
+        if self._answer is not None and now - self._answer[0] < self.ttl:
+            return self._answer[1]
+        try:
+            await self.client.request("GET", LEADERWORKERSETS.path(None), query={"limit": "1"})
+            served = True
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            served = False
+        self._answer = (now, served)
+        return served
+
+
+class GraphReconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        dgds: Informer,
+        dcds: Informer,
+        pvcs: Informer,
+        accounts: Informer,
+        recorder: EventRecorder,
+        clock: Clock,
+        options: DynamoOptions,
+        lws: LwsProbe,
+    ) -> None:
+        self.client = client
+        self.dgds = dgds
+        self.dcds = dcds
+        self.pvcs = pvcs
+        self.accounts = accounts
+        self.recorder = recorder
+        self.clock = clock
+        self.options = options
+        self.lws = lws
+        self.status = StatusWriter(client, dgd_resource(), FIELD_MANAGER)
+        self.expectations = Expectations(timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic)
+        dcds.add_indexer(BY_OWNER, _by_owner)
+        dgds.add_indexer(BY_PVC, _by_pvc)
+        for informer in (dcds, dgds):
+            informer.add_handler(on_delete=lambda obj: self.expectations.deleted(objects.key(obj), obj))
+
+    async def __call__(self, request: Request) -> Result | None:
+        return await self.reconcile(request.namespace or "", request.name)
+
+    # --- reconcile --------------------------------------------------------------------------------
+
+    async def reconcile(self, namespace: str, name: str) -> Result | None:
+        key = f"{namespace}/{name}"
+        # Our own finalizer and status writes overlay the cache until it shows them, so the next
+        # reconcile neither repeats them nor sends a write guarded by a stale resourceVersion.
+        dgd = self.expectations.view(key, self.dgds.get(key))
+        if dgd is None:
+            return None
+        if objects.is_deleting(dgd):
+            await self._finalize(dgd)
+            return None
+        dgd = await self._ensure_finalizer(dgd)
+        problems = validate_graph(dgd)
+        if problems:
+            listed = "; ".join(str(p) for p in problems)
+            await self._report(dgd, [], {}, Failure(REASON_INVALID, f"invalid spec: {listed}"))
+            return None
+        if any(node_count(s) > 1 for s in services(dgd).values()):
+            problem = multinode_problem(dgd, await self.lws.served())
+            if problem is not None:
+                await self._report(dgd, [], {}, Failure(REASON_FAILED, problem))
+                return Result(requeue_after=LWS_RECHECK_SECONDS)
+        if needs_planner_account(dgd):
+            await self._ensure_planner_account(namespace)
+        desired = desired_dcds(dgd, self.options)
+        wanted = [wanted_dcd(body) for body in desired.values()]
+        views = {n: dcd_view(o, objects.uid(dgd)) for n, o in self._observed(dgd, desired).items()}
+        missing = await self._sync_pvcs(dgd)
+        if missing:
+            await self._report(dgd, wanted, views, Failure(REASON_FAILED, "; ".join(missing)))
+            return None
+        views = await self._sync_dcds(dgd, desired)
+        await self._report(dgd, wanted, views)
+        return None
+
+    # --- finalizer --------------------------------------------------------------------------------
+
+    async def _patch_finalizer(self, dgd: Obj, patch: list[dict[str, Any]]) -> Obj:
+        try:
+            patched = await self.client.patch(
+                dgd_resource(),
+                objects.name(dgd),
+                patch,
+                namespace=objects.namespace(dgd),
+                patch_type="json",
+                field_manager=FIELD_MANAGER,
+            )
+        except ApiError as exc:
+            if exc.not_found or exc.invalid or exc.transient:
+                raise  # races (a failed JSON-patch test is a 422) and outages: the runtime retries
+            await self._report(dgd, [], {}, Failure(REASON_FINALIZER, f"finalizer {FINALIZER}: {exc}"))
+            raise
+        self.expectations.wrote(objects.key(dgd), dgd, patched, conditional=True)
+        return patched
+
+    async def _ensure_finalizer(self, dgd: Obj) -> Obj:
+        """Added before anything is created, as upstream; the patched object (with its new
+        resourceVersion) is what the status write is then guarded by."""
+        patch = finalizer_patch_add(dgd, FINALIZER)
+        return await self._patch_finalizer(dgd, patch) if patch else dgd
+
+    async def _finalize(self, dgd: Obj) -> None:
+        """Nothing outside the cluster to clean up (upstream's FinalizeResource is empty): drop the
+        finalizer and let owner references take the DCDs and PVCs."""
+        if has_finalizer(dgd, FINALIZER):
+            await self._patch_finalizer(dgd, finalizer_patch_remove(dgd, FINALIZER))
+        for key in self.expectations.keys(objects.key(dgd)):
+            self.expectations.forget(key)
+
+    # --- planner ServiceAccount and PVCs ----------------------------------------------------------
+
+    async def _ensure_planner_account(self, namespace: str) -> None:
+        if self.accounts.get(f"{namespace}/{PLANNER_SERVICE_ACCOUNT}") is not None:
+            return
+        try:
+            await self.client.create(
+                SERVICEACCOUNTS,
+                planner_service_account(namespace),
+                namespace=namespace,
+                field_manager=FIELD_MANAGER,
+            )
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+
+    async def _sync_pvcs(self, dgd: Obj) -> list[str]:
+        """Create the claims the graph may create; return the entries naming a missing claim."""
+        namespace = objects.namespace(dgd)
+        plan = plan_pvcs(dgd, lambda pvc: self.pvcs.get(f"{namespace}/{pvc}"))
+        for body in plan.create:
+            try:
+                await self.client.create(PVCS, body, namespace=namespace, field_manager=FIELD_MANAGER)
+            except ApiError as exc:
+                if not exc.already_exists:
+                    raise
+                continue
+            self.recorder.emit(
+                dgd, NORMAL, "PVCCreated", f"Created PersistentVolumeClaim {body['metadata']['name']}"
+            )
+        return plan.missing
+
+    # --- DCDs -------------------------------------------------------------------------------------
+
+    def _observed(self, dgd: Obj, desired: Mapping[str, Any]) -> dict[str, Obj]:
+        """The DCDs this graph wants or controls, as cached overlaid with our own writes."""
+        namespace = objects.namespace(dgd)
+        found = {objects.name(o): o for o in self.dcds.by_index(BY_OWNER, objects.uid(dgd))}
+        for dcd_name in desired:
+            cached = self.dcds.get(f"{namespace}/{dcd_name}")
+            if cached is not None:
+                found[dcd_name] = cached
+        observed: dict[str, Obj] = {}
+        for dcd_name in sorted(set(found) | set(desired)):
+            view = self.expectations.view(f"{namespace}/{dcd_name}", found.get(dcd_name))
+            if view is not None:
+                observed[dcd_name] = view
+        return observed
+
+    async def _sync_dcds(self, dgd: Obj, desired: Mapping[str, Obj]) -> dict[str, DcdView]:
+        """Create or update each wanted DCD, delete the stale ones; return the views the status is
+        decided on (a DCD just written is judged by what the write returned: its new generation is
+        not yet observed, so it is not ready — the #3567 fix)."""
+        uid = objects.uid(dgd)
+        owner_key = objects.key(dgd)
+        observed = self._observed(dgd, desired)
+        for dcd_name, body in desired.items():
+            write = plan_dcd(body, observed.get(dcd_name), uid)
+            if write is None:
+                continue
+            key = f"{objects.namespace(dgd)}/{dcd_name}"
+            before = observed.get(dcd_name)
+            after = await self._write_dcd(dgd, write.verb, write.body)
+            if after is None:
+                continue
+            self.expectations.wrote(key, before, after, conditional=True, owner=owner_key)
+            observed[dcd_name] = after
+            if write.overrode_replicas is not None:
+                self.recorder.emit(
+                    dgd,
+                    NORMAL,
+                    "ReplicasOverridden",
+                    f"DynamoComponentDeployment {dcd_name} was scaled to {write.overrode_replicas}; set back "
+                    f"to {objects.spec(body).get('replicas')} from the graph's service replicas (remove "
+                    "replicas from the service to scale the DCD directly)",
+                )
+        for stale in stale_dcds(dgd, observed.values()):
+            await self._delete_dcd(dgd, observed[stale])
+        return {n: dcd_view(o, uid) for n, o in observed.items() if n in desired}
+
+    async def _write_dcd(self, dgd: Obj, verb: str, body: Obj) -> Obj | None:
+        """Create (AlreadyExists: the cache will show it) or replace one DCD. A DCD the API server
+        rejects stops the graph as failed until the graph changes; races propagate."""
+        try:
+            if verb == "create":
+                return await self.client.create(
+                    dcd_resource(), body, namespace=objects.namespace(dgd), field_manager=FIELD_MANAGER
+                )
+            return await self.client.replace(dcd_resource(), body, field_manager=FIELD_MANAGER)
+        except ApiError as exc:
+            if verb == "create" and exc.already_exists:
+                return None
+            if exc.invalid or exc.status == 400:
+                message = f"DynamoComponentDeployment {objects.name(body)}: {exc}"
+                await self._report(dgd, [], {}, Failure(REASON_FAILED, message))
+                raise TerminalError(message) from exc
+            raise
+
+    async def _delete_dcd(self, dgd: Obj, dcd: Obj) -> None:
+        try:
+            await self.client.delete(
+                dcd_resource(),
+                objects.name(dcd),
+                namespace=objects.namespace(dcd),
+                preconditions={"uid": objects.uid(dcd)},
+            )
+        except ApiError as exc:
+            if not (exc.not_found or exc.conflict):
+                raise
+            return
+        self.recorder.emit(
+            dgd,
+            NORMAL,
+            "DeletedDCD",
+            f"Deleted DynamoComponentDeployment {objects.name(dcd)}: its service left spec.services",
+        )
+
+    # --- report -----------------------------------------------------------------------------------
+
+    async def _report(
+        self, dgd: Obj, wanted: list[WantedDcd], views: Mapping[str, DcdView], failure: Failure | None = None
+    ) -> None:
+        before = objects.status(dgd)
+        report = decide(wanted, views, failure)
+        status = status_of(report, objects.generation(dgd) or 0, before, self.clock.now())
+        written = await self.status.write(dgd, status)
+        if written is not None:
+            self.expectations.wrote(objects.key(dgd), dgd, written, conditional=True)
+            for type_, reason, message in graph_events(before, status):
+                self.recorder.emit(dgd, type_, reason, message)
+
+
+def _to_dgds(dgds: Informer) -> Any:
+    """A PVC's graphs: those whose ``spec.pvcs`` name it (a missing claim being created brings a
+    refused graph back) and the one controlling it."""
+
+    def map_pvc(pvc: Obj) -> Iterable[Request]:
+        namespace = objects.namespace(pvc)
+        requests = {
+            Request(namespace or None, objects.name(d))
+            for d in dgds.by_index(BY_PVC, f"{namespace}/{objects.name(pvc)}")
+        }
+        owner = controller_of(pvc)
+        if owner is not None and owner.get("kind") == DGD_KIND:
+            requests.add(Request(namespace or None, str(owner.get("name"))))
+        return sorted(requests)
+
+    return map_pvc
+
+
+def setup_controller(manager: Manager) -> Controller:
+    informers = manager.informers
+    dgds = informers.informer(dgd_resource())
+    reconciler = GraphReconciler(
+        manager.client,
+        dgds,
+        informers.informer(dcd_resource()),
+        informers.informer(PVCS),
+        informers.informer(SERVICEACCOUNTS, field_selector=f"metadata.name={PLANNER_SERVICE_ACCOUNT}"),
+        EventRecorder(manager.client, COMPONENT),
+        manager.clock,
+        manager.options(DynamoOptions),
+        LwsProbe(manager.client, manager.clock),
+    )
+    builder = (
+        Controller.build("dynamographdeployment")
+        .for_(dgd_resource())
+        .owns(dcd_resource())
+        .watches(PVCS, _to_dgds(dgds))
+    )
+    # Four workers by default: graphs are independent; --max-concurrent-reconciles overrides it.
+    return builder.workers(4).reconcile(reconciler)
+
+
+def setup(manager: Manager) -> None:
+    """``aiplane run --controllers dynamographdeployment`` (also part of ``all``)."""
+    manager.add_controller(setup_controller(manager))

@@ -1,0 +1,235 @@
+"""What a DynamoGraphDeployment's status says: a pure decision over the DCDs as observed.
+
+Upstream (``dynamographdeployment_controller.go``, ``../shared/reference/dynamo.md`` §1 "DGD status")
+reports ``status.state`` (``pending`` | ``successful`` | ``failed``) and one condition ``Ready``
+whose reasons are ``all_resources_are_ready``, ``some_resources_are_not_ready``,
+``failed_to_reconcile_the_resources`` and ``failed_to_handle_the_finalizer``. We keep those.
+
+Where we depart from upstream, on purpose:
+
+* **#3567 (premature ``successful`` during a rollout).** Upstream counted a DCD ready when its
+  ``Available`` condition was True — also right after the DGD changed it, before the DCD controller
+  had looked at the new spec. Here a DCD is ready only when ``Available=True`` was observed at the
+  DCD's current ``metadata.generation`` *and* the DCD carries the spec this graph wants now (its
+  ``nvidia.com/last-applied-hash`` and, when the graph owns them, its replicas).
+* **``invalid_spec``.** A graph whose children the API server would reject (names too long, a
+  Dynamo namespace conflict) is reported before anything is created, naming each field.
+* **``status.readyServices``** (``"2/3"``) feeds ``kubectl get dgd``'s ``Ready-Services`` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import get_condition, set_condition
+from aiplane.apimachinery.meta import is_controlled_by
+from aiplane.controllers.dynamo.naming import ANNOTATION_LAST_APPLIED_HASH
+from aiplane.kube.status import ConditionEvent, transition_events
+
+__all__ = [
+    "ANNOTATION_LAST_APPLIED_HASH",
+    "MAX_MESSAGE",
+    "REASON_ALL_READY",
+    "REASON_FAILED",
+    "REASON_FINALIZER",
+    "REASON_INVALID",
+    "REASON_NOT_READY",
+    "STATE_FAILED",
+    "STATE_PENDING",
+    "STATE_SUCCESSFUL",
+    "DcdView",
+    "Failure",
+    "GraphReport",
+    "WantedDcd",
+    "dcd_view",
+    "decide",
+    "graph_events",
+    "not_ready_reason",
+    "status_of",
+]
+
+Obj = Mapping[str, Any]
+
+#: The hash of what the DGD last wrote into a DCD (upstream's child-sync annotation).
+
+CONDITION_READY: Final = "Ready"
+CONDITION_AVAILABLE: Final = "Available"
+
+STATE_PENDING: Final = "pending"
+STATE_SUCCESSFUL: Final = "successful"
+STATE_FAILED: Final = "failed"
+
+REASON_ALL_READY: Final = "all_resources_are_ready"
+REASON_NOT_READY: Final = "some_resources_are_not_ready"
+REASON_FAILED: Final = "failed_to_reconcile_the_resources"
+REASON_FINALIZER: Final = "failed_to_handle_the_finalizer"
+REASON_INVALID: Final = "invalid_spec"
+
+#: Condition messages are capped (the API allows 32 KiB; a human reads far less).
+MAX_MESSAGE: Final = 4096
+
+
+@dataclass(frozen=True)
+class DcdView:
+    """What the status needs of one observed DCD."""
+
+    name: str
+    generation: int
+    controlled: bool  # controlled by this DGD (a DCD of the same name owned by someone else is not ours)
+    deleting: bool
+    applied_hash: str
+    replicas: int | None
+    available: str | None  # the Available condition's status; None when there is none
+    available_reason: str
+    available_generation: int | None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def dcd_view(dcd: Obj, owner_uid: str) -> DcdView:
+    """Read one DCD (tolerating malformed objects)."""
+    conditions = objects.status(dcd).get("conditions")
+    available = get_condition(conditions if isinstance(conditions, list) else None, CONDITION_AVAILABLE)
+    return DcdView(
+        name=objects.name(dcd),
+        generation=objects.generation(dcd) or 0,
+        controlled=bool(owner_uid) and is_controlled_by(dcd, owner_uid),
+        deleting=objects.is_deleting(dcd),
+        applied_hash=str(objects.annotations(dcd).get(ANNOTATION_LAST_APPLIED_HASH) or ""),
+        replicas=_int(objects.spec(dcd).get("replicas")),
+        available=str(available.get("status")) if available is not None else None,
+        available_reason=str((available or {}).get("reason") or ""),
+        available_generation=_int((available or {}).get("observedGeneration")),
+    )
+
+
+@dataclass(frozen=True)
+class WantedDcd:
+    """One DCD the graph wants: its name, the hash of the body we write, and the replicas the graph
+    owns (``None``: the service sets none, so whoever scales the DCD decides)."""
+
+    name: str
+    hash: str
+    replicas: int | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Reconcile could not go on: the Ready reason and a message naming what to fix."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class GraphReport:
+    state: str
+    reason: str
+    message: str
+    ready_services: str | None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == STATE_SUCCESSFUL
+
+
+def not_ready_reason(wanted: WantedDcd, view: DcdView | None) -> str | None:
+    """Why this DCD does not count as ready yet; ``None`` when it does (the #3567 fix lives here)."""
+    if view is None:
+        return "not created yet"
+    if not view.controlled:
+        return "exists but is not controlled by this DynamoGraphDeployment"
+    if view.deleting:
+        return "being deleted"
+    if view.applied_hash != wanted.hash or (wanted.replicas is not None and view.replicas != wanted.replicas):
+        return "not yet updated to the graph's spec"
+    if view.available is None:
+        return "no Available condition yet"
+    if view.available_generation is None or view.available_generation < view.generation:
+        return (
+            f"generation {view.generation} not yet observed by its controller "
+            f"(Available observed generation {view.available_generation or 0})"
+        )
+    if view.available != "True":
+        return view.available_reason or f"Available is {view.available}"
+    return None
+
+
+def _cap(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+
+
+def decide(
+    wanted: Sequence[WantedDcd], views: Mapping[str, DcdView], failure: Failure | None = None
+) -> GraphReport:
+    """The graph's state: ``failed`` when reconcile could not go on, else ``successful`` only when
+    every wanted DCD is ready (:func:`not_ready_reason`), else ``pending``."""
+    reasons = {w.name: not_ready_reason(w, views.get(w.name)) for w in wanted}
+    not_ready = [(name, why) for name, why in sorted(reasons.items()) if why is not None]
+    ready_services = f"{len(wanted) - len(not_ready)}/{len(wanted)}" if wanted else None
+    if failure is not None:
+        return GraphReport(STATE_FAILED, failure.reason, _cap(failure.message), ready_services)
+    if not wanted:
+        # validate_graph refuses a graph without services, so this is a graph still being read.
+        return GraphReport(STATE_PENDING, REASON_NOT_READY, "no services", ready_services)
+    if not not_ready:
+        return GraphReport(STATE_SUCCESSFUL, REASON_ALL_READY, "All resources are ready", ready_services)
+    listed = "; ".join(f"{name}: {why}" for name, why in not_ready)
+    return GraphReport(
+        STATE_PENDING,
+        REASON_NOT_READY,
+        _cap(f"{len(not_ready)} of {len(wanted)} resources not ready: {listed}"),
+        ready_services,
+    )
+
+
+def status_of(report: GraphReport, generation: int, existing: Obj | None, now: datetime) -> dict[str, Any]:
+    """The DGD's whole status for ``report`` (fields we do not own are kept; the Ready condition's
+    ``lastTransitionTime`` moves only when it flips)."""
+    old = dict(existing or {})
+    conditions, _ = set_condition(
+        old.get("conditions") if isinstance(old.get("conditions"), list) else None,
+        CONDITION_READY,
+        "True" if report.ready else "False",
+        report.reason,
+        report.message,
+        observed_generation=generation,
+        now=now,
+    )
+    status = {**old, "state": report.state, "conditions": conditions, "observedGeneration": generation}
+    if report.ready_services is None:
+        status.pop("readyServices", None)
+    else:
+        status["readyServices"] = report.ready_services
+    return status
+
+
+_BECAME_READY: Final = (ConditionEvent(CONDITION_READY, "True", "Normal"),)
+
+
+def _ready(status: Obj | None) -> Mapping[str, Any]:
+    conditions = (status or {}).get("conditions")
+    return get_condition(conditions if isinstance(conditions, list) else None, CONDITION_READY) or {}
+
+
+def graph_events(before: Obj | None, after: Obj | None) -> list[tuple[str, str, str]]:
+    """``(type, reason, message)`` Events for a status change: Ready turning True (Normal), a new
+    failure (Warning, once per distinct reason and message), and a ready graph losing readiness
+    (Warning). A graph that is merely still coming up gets no Event."""
+    events = transition_events(_BECAME_READY, before, after)
+    old, new = _ready(before), _ready(after)
+    if (after or {}).get("state") == STATE_FAILED:
+        if (before or {}).get("state") != STATE_FAILED or (old.get("reason"), old.get("message")) != (
+            new.get("reason"),
+            new.get("message"),
+        ):
+            events.append(("Warning", str(new.get("reason", "")), str(new.get("message", ""))))
+    elif new.get("status") == "False" and old.get("status") == "True":
+        events.append(("Warning", str(new.get("reason", "")), str(new.get("message", ""))))
+    return events
