@@ -5,10 +5,12 @@ headless Service, status, startup policy, scaling, group recreation and cascadin
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from aiplane.controllers.dynamo.multinode import MultinodeInput, multinode_templates
 from aiplane.kube.client import ApiError
 from aiplane.kube.resources import LEADERWORKERSETS, PODS, SERVICES
 from aiplane.sim.agents.base import pod_ready
@@ -16,6 +18,7 @@ from aiplane.sim.apiserver.store import Event
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration.sim_helpers import agent_cluster, until
+from tests.unit.dynamo_multinode.shell import expand, run_script
 
 Obj = dict[str, Any]
 NS = "default"
@@ -231,3 +234,37 @@ async def test_a_template_change_replaces_every_group(client: InMemoryKubeClient
 async def test_missing_lws_is_404(client: InMemoryKubeClient) -> None:
     with pytest.raises(ApiError):
         await client.get(LEADERWORKERSETS, "nope", NS)
+
+
+async def test_dynamo_trtllm_leader_reaches_every_pod_of_its_group_by_lws_env_alone(
+    client: InMemoryKubeClient, tmp_path: Path
+) -> None:
+    """LWS injects only LWS_LEADER_ADDRESS, LWS_GROUP_SIZE and LWS_WORKER_INDEX (``AddLWSVariables``);
+    the mpirun host list Dynamo's TRT-LLM leader builds from them must name each pod's DNS address."""
+    main = {
+        "name": "main",
+        "image": "trtllm",
+        "command": ["/bin/sh", "-c"],
+        "args": ["python3 -m dynamo.trtllm"],
+    }
+    base = {"metadata": {"labels": {"app": "trt"}}, "spec": {"containers": [main]}}
+    leader_tpl, worker_tpl = multinode_templates(base, MultinodeInput("trtllm", 3, 4, "mpi-ssh"))
+    body = lws_body(replicas=1, size=3)
+    body["spec"]["leaderWorkerTemplate"].update(leaderTemplate=leader_tpl, workerTemplate=worker_tpl)
+    await client.create(LEADERWORKERSETS, body, namespace=NS)
+    await until(lambda: available(client, 1), "LWS Available with its group ready")
+    found = await pods(client)
+    assert sorted(found) == ["vllm-0", "vllm-0-1", "vllm-0-2"]
+    for pod in found.values():
+        assert {k for k in env(pod) if k.startswith("LWS_")} == {
+            "LWS_LEADER_ADDRESS",
+            "LWS_GROUP_SIZE",
+            "LWS_WORKER_INDEX",
+        }
+    leader = found["vllm-0"]
+    container = leader["spec"]["containers"][0]
+    script = expand(container["args"][0], env(leader))
+    ran = run_script(script, env(leader), ("ls", "cp", "chmod", "mpirun"), tmp_path)
+    hosts = ran[ran.index("-H") + 1].split(",")
+    addresses = [f"{p['spec']['hostname']}.{p['spec']['subdomain']}.{NS}" for p in found.values()]
+    assert sorted(hosts) == sorted(addresses) and hosts[0] == f"vllm-0.vllm.{NS}"
