@@ -76,8 +76,9 @@ def _status(old: Obj, conditions: list[Obj], generation: int, **fields: Any) -> 
     out: Obj = {"observedGeneration": generation}
     if old.get("lastScaleTime"):
         out["lastScaleTime"] = old["lastScaleTime"]
-    for key in ("currentReplicas", "desiredReplicas"):
-        out[key] = int(fields.get(key, 0) or 0)
+    if fields.get("currentReplicas"):  # omitempty in the Go type, unlike desiredReplicas
+        out["currentReplicas"] = int(fields["currentReplicas"])
+    out["desiredReplicas"] = int(fields.get("desiredReplicas") or 0)
     if fields.get("currentMetrics"):
         out["currentMetrics"] = fields["currentMetrics"]
     if fields.get("lastScaleTime"):
@@ -435,7 +436,12 @@ def target_unreachable(hpa: Obj, error: str, now: str) -> Decision:
         f"the HPA controller was unable to get the target's current scale: {error}",
         now,
     )
-    status = {**old, "conditions": conditions, "observedGeneration": objects.generation(hpa) or 1}
+    status = {
+        **old,
+        "desiredReplicas": int(old.get("desiredReplicas") or 0),
+        "conditions": conditions,
+        "observedGeneration": objects.generation(hpa) or 1,
+    }
     return Decision(status, [("Warning", "FailedGetScale", error)])
 
 

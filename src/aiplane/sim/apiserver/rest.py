@@ -325,6 +325,8 @@ class Api:
                 ],
             )
         warnings = self._prune(rt, obj, opts)
+        if subresource is None:
+            apply_defaults(rt.group, rt.kind, obj)  # as decoding the body does
         obj = self._merge_for_update(rt, current, obj, subresource)
         _normalize(rt, obj)
         validate_object(rt, obj, current)
