@@ -98,7 +98,8 @@ async def run_sim(
     if agents:
         print(
             "aiplane sim: simulated agents: kube-scheduler, Volcano gang scheduler, kubelet, "
-            "daemonset controller, AMD GPU operator "
+            "daemonset, replicaset, deployment, horizontal-pod-autoscaler and persistentvolume controllers, "
+            "hostpath volume provisioner, LeaderWorkerSet controller, AMD GPU operator "
             f"(pod ready delay {pod_ready_delay}s, DCM delay {dcm_delay}s)",
             file=sys.stderr,
         )

@@ -24,6 +24,23 @@ from aiplane.sim.apiserver.server import ApiServer
 from aiplane.sim.namespace_defaults import NamespaceDefaults
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: The StorageClasses a new cluster has: ``standard`` (the default, as kind and minikube name theirs)
+#: and ``standard-rwx`` (ReadWriteMany claims of the Dynamo examples), both provisioned by the
+#: simulated hostpath provisioner (``aiplane.sim.agents.volumes``).
+STORAGE_CLASSES: tuple[dict[str, Any], ...] = tuple(
+    {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name, **({"annotations": annotations} if annotations else {})},
+        "provisioner": "sim.aiplane.io/hostpath",
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
+    for name, annotations in (
+        ("standard", {"storageclass.kubernetes.io/is-default-class": "true"}),
+        ("standard-rwx", {}),
+    )
+)
 
 
 class EmbeddedCluster:
@@ -81,6 +98,9 @@ class EmbeddedCluster:
         node_rt = api.resource("v1", "Node")
         for node in fleet_mod.node_objects(fleet):
             api.create(node_rt, None, node)
+        sc_rt = api.resource("storage.k8s.io/v1", "StorageClass")
+        for storage_class in STORAGE_CLASSES:
+            api.create(sc_rt, None, storage_class)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         runner = web.AppRunner(self.server.app(), handle_signals=False, access_log=None)

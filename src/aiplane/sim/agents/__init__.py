@@ -15,6 +15,9 @@ plays them, in-process, on the event loop that serves it:
 * :mod:`.daemonsets` — the DaemonSet controller;
 * :mod:`.replicasets` and :mod:`.deployments` — the ReplicaSet and Deployment controllers (the
   arithmetic of rolling updates in :mod:`.rollout`);
+* :mod:`.hpa` — the HorizontalPodAutoscaler controller (bounds only: the sim serves no metrics APIs;
+  the sim-only annotation ``sim.aiplane.io/desired-replicas`` stands in for a metric);
+* :mod:`.volumes` — the PersistentVolume controller and a hostpath external-provisioner;
 * :mod:`.leaderworkerset` — the LeaderWorkerSet controller and its pod webhook;
 * :mod:`.amd_gpu_operator` — the AMD GPU operator's objects, its device plugin's registration with the
   kubelet and the Device Config Manager (DCM) that partitions GPUs.
@@ -37,10 +40,12 @@ from aiplane.sim.agents.base import AgentLoop, AgentOptions, PodIndex, StoreInde
 from aiplane.sim.agents.daemonsets import DaemonSetController
 from aiplane.sim.agents.deployments import DeploymentController
 from aiplane.sim.agents.gang import GangScheduler
+from aiplane.sim.agents.hpa import HorizontalPodAutoscalerController
 from aiplane.sim.agents.kubelet import Kubelet
 from aiplane.sim.agents.leaderworkerset import LeaderWorkerSetController
 from aiplane.sim.agents.replicasets import ReplicaSetController
 from aiplane.sim.agents.scheduler import Scheduler, SchedulerCache
+from aiplane.sim.agents.volumes import VolumeController
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.rest import Api
@@ -50,7 +55,7 @@ __all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "StoreIndex", "rec
 
 class Agents:
     """The simulated agents of one embedded cluster: ``scheduler``, ``gang``, ``kubelet``, ``daemonsets``,
-    ``replicasets``, ``deployments``, ``lws``, ``amd``.
+    ``replicasets``, ``deployments``, ``hpa``, ``volumes``, ``lws``, ``amd``.
 
     ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
     as ``cluster.agents.amd.fail_nodes``, ``cluster.agents.amd.dcm_delay``,
@@ -76,6 +81,8 @@ class Agents:
         self.daemonsets: DaemonSetController = DaemonSetController(api, self.pods)
         self.replicasets: ReplicaSetController = ReplicaSetController(api, self.pods)
         self.deployments: DeploymentController = DeploymentController(api, self.pods)
+        self.hpa: HorizontalPodAutoscalerController = HorizontalPodAutoscalerController(api)
+        self.volumes: VolumeController = VolumeController(api)
         self.lws: LeaderWorkerSetController = LeaderWorkerSetController(api, self.pods)
         self.amd: AmdGpuOperator = AmdGpuOperator(
             api,
@@ -94,6 +101,8 @@ class Agents:
             self.daemonsets,
             self.replicasets,
             self.deployments,
+            self.hpa,
+            self.volumes,
             self.lws,
             self.amd,
         )

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiplane.apimachinery import objects
@@ -65,6 +65,7 @@ from aiplane.sim.agents.base import (
 )
 from aiplane.sim.agents.scheduler_filters import (
     SCHEDULING_GATED_MESSAGE,
+    SELECTED_NODE,
     Ledger,
     NodeInfo,
     PodInfo,
@@ -76,7 +77,9 @@ from aiplane.sim.agents.scheduler_filters import (
     fits_on_any,
     node_scheduling_view,
     pod_requests,
+    prefilter_message,
     scheduling_order,
+    volume_prefilter,
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions, rfc3339, upsert_condition
@@ -373,6 +376,9 @@ class Scheduler(SchedulingLoop):
         # taint_details: kube-scheduler before 1.34.2 named the taint.
         super().__init__(api, cache, retry_interval=retry_interval, taint_details=taint_details)
         self._pending: dict[PodKey, None] = {}
+        self._pvc_rt = api.resource("v1", "PersistentVolumeClaim")
+        self._pvc_key = self._pvc_rt.storage_key
+        self._sc_key = api.resource("storage.k8s.io/v1", "StorageClass").storage_key
         #: The pods found unschedulable, as last tried (the queueing hints check them node by node).
         self._unschedulable: dict[PodKey, PodInfo] = {}
 
@@ -403,6 +409,12 @@ class Scheduler(SchedulingLoop):
                 old_spec = (event.old or {}).get("spec")
                 if key not in self._pending or event.type == ADDED or old_spec != pod.get("spec"):
                     self._pending[key] = None
+                    self.enqueue(("pod", *key))
+        elif event.key in (self._pvc_key, self._sc_key):
+            # a claim made, bound or deleted, or a class added: retry the pods that wait in its namespace
+            namespace = objects.namespace(event.obj)
+            for key in self._pending:
+                if key[0] == namespace or event.key == self._sc_key:
                     self.enqueue(("pod", *key))
         if self._unschedulable:
             self._note_capacity(event)
@@ -444,9 +456,19 @@ class Scheduler(SchedulingLoop):
             self._unschedulable.pop(key, None)
             self.reporter.report(pod, "SchedulingGated", SCHEDULING_GATED_MESSAGE, event=False)
             return
+        blocked, delayed = volume_prefilter(pod, self._claim(namespace), self._binding_mode)
+        if blocked is not None:
+            self._unschedulable.pop(key, None)
+            if not self.reporter.report(
+                pod, "Unschedulable", prefilter_message(len(self.cache.nodes), blocked)
+            ):
+                self.later(0.05, ("pod", namespace, name))
+            return
         info = self.cache.pod_info(pod)
         nodes = list(self.cache.nodes.values())
         node, failed = find_node(info, nodes, self.cache.ledger(), taint_details=self.taint_details)
+        if node is not None and delayed:
+            self._select_node(delayed, node)
         if node is None:
             self._unschedulable[key] = info
             if not self.reporter.report(pod, "Unschedulable", fit_error_message(len(nodes), failed)):
@@ -455,6 +477,37 @@ class Scheduler(SchedulingLoop):
             return
         if self._bind(pod, node):
             self._forget(key)
+
+    def _claim(self, namespace: str) -> Callable[[str], Obj | None]:
+        return lambda name: self.store.get(self._pvc_key, namespace, name)
+
+    def _binding_mode(self, class_name: str) -> str | None:
+        storage_class = self.store.get(self._sc_key, "", class_name)
+        return None if storage_class is None else str(storage_class.get("volumeBindingMode") or "Immediate")
+
+    def _select_node(self, claims: list[Obj], node: str) -> None:
+        """VolumeBinding's PreBind for ``WaitForFirstConsumer`` claims: name the chosen node in
+        ``volume.kubernetes.io/selected-node`` for the provisioner (the pod is bound without waiting
+        for the volume; docs/sim.md)."""
+        for claim in claims:
+            if objects.annotations(claim).get(SELECTED_NODE) == node:
+                continue
+            meta = objects.meta(claim)
+            body = {
+                **claim,
+                "metadata": {**meta, "annotations": {**objects.annotations(claim), SELECTED_NODE: node}},
+            }
+            try:
+                self.api.update(
+                    self._pvc_rt,
+                    meta["namespace"],
+                    meta["name"],
+                    body,
+                    WriteOptions(field_manager=self.field_manager),
+                )
+            except ApiError as err:
+                if err.code not in (404, 409):
+                    raise
 
     @property
     def pending(self) -> list[PodKey]:

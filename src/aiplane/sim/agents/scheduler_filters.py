@@ -498,3 +498,56 @@ __all__ = [
     "pod_requests",
     "score_key",
 ]
+
+
+# --- VolumeBinding's PreFilter -----------------------------------------------------------------------
+
+ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+#: The annotation through which the scheduler tells a provisioner the node of a delayed claim's pod.
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+def pod_claim_names(pod: Obj) -> list[str]:
+    """The claims a pod mounts: its ``persistentVolumeClaim`` volumes and the claims of its generic
+    ephemeral volumes (``<pod>-<volume>``)."""
+    names = []
+    for volume in objects.spec(pod).get("volumes") or []:
+        if volume.get("persistentVolumeClaim"):
+            names.append(str(volume["persistentVolumeClaim"].get("claimName") or ""))
+        elif volume.get("ephemeral"):
+            names.append(f"{objects.name(pod)}-{volume.get('name')}")
+    return names
+
+
+def volume_prefilter(
+    pod: Obj, claim: Callable[[str], Obj | None], binding_mode: Callable[[str], str | None]
+) -> tuple[str | None, list[Obj]]:
+    """VolumeBinding's PreFilter: why the pod cannot be scheduled on any node (a missing or deleted
+    claim, an unbound claim of an ``Immediate`` class), or ``None`` and the unbound claims that wait
+    for this pod's node (``WaitForFirstConsumer``)."""
+    delayed = []
+    unbound_immediate = False
+    for name in pod_claim_names(pod):
+        found = claim(name)
+        if found is None:
+            return f'persistentvolumeclaim "{name}" not found', []
+        if objects.is_deleting(found):
+            return f'persistentvolumeclaim "{name}" is being deleted', []
+        if objects.spec(found).get("volumeName"):
+            continue
+        class_name = str(objects.spec(found).get("storageClassName") or "")
+        if class_name and binding_mode(class_name) == "WaitForFirstConsumer":
+            delayed.append(found)
+        else:
+            unbound_immediate = True
+    return (ERR_UNBOUND_IMMEDIATE if unbound_immediate else None), delayed
+
+
+def prefilter_message(total_nodes: int, reason: str) -> str:
+    """``FitError.Error()`` for a PreFilter rejection (UnschedulableAndUnresolvable on every node)."""
+    if total_nodes == 0:
+        return ERR_NO_NODES
+    return (
+        f"0/{total_nodes} nodes are available: {reason}. preemption: 0/{total_nodes} nodes are available: "
+        f"{total_nodes} {PREEMPTION_NOT_HELPFUL}."
+    )

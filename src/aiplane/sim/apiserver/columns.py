@@ -21,6 +21,7 @@ from aiplane.sim.apiserver.printers_apis import (
     print_pdb,
     print_replicaset,
     print_statefulset,
+    print_storage_class,
 )
 from aiplane.sim.apiserver.printers_v1 import (
     print_configmap,
@@ -29,6 +30,7 @@ from aiplane.sim.apiserver.printers_v1 import (
     print_namespace,
     print_node,
     print_pod,
+    print_pv,
     print_pvc,
     print_secret,
     print_service,
@@ -169,6 +171,49 @@ def builtin_printers() -> dict[tuple[str, str], tuple[tuple[dict[str, Any], ...]
                 c("VolumeMode", "string", doc(core + "PersistentVolumeClaimSpec", "volumeMode"), 1),
             ),
             print_pvc,
+        ),
+        ("", "PersistentVolume"): (
+            (
+                name,
+                c("Capacity", "string", doc(core + "PersistentVolumeSpec", "capacity")),
+                c("Access Modes", "string", doc(core + "PersistentVolumeSpec", "accessModes")),
+                c(
+                    "Reclaim Policy",
+                    "string",
+                    doc(core + "PersistentVolumeSpec", "persistentVolumeReclaimPolicy"),
+                ),
+                c("Status", "string", doc(core + "PersistentVolumeStatus", "phase")),
+                c("Claim", "string", doc(core + "PersistentVolumeSpec", "claimRef")),
+                c("StorageClass", "string", "StorageClass of the pv"),
+                c("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv"),
+                c("Reason", "string", doc(core + "PersistentVolumeStatus", "reason")),
+                age,
+                c("VolumeMode", "string", doc(core + "PersistentVolumeSpec", "volumeMode"), 1),
+            ),
+            print_pv,
+        ),
+        ("storage.k8s.io", "StorageClass"): (
+            (
+                name,
+                c("Provisioner", "string", "Indicates the type of the provisioner."),
+                c(
+                    "ReclaimPolicy",
+                    "string",
+                    "Dynamically provisioned PersistentVolumes of this storage class are created with this reclaimPolicy. Defaults to Delete.",
+                ),
+                c(
+                    "VolumeBindingMode",
+                    "string",
+                    "VolumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  When unset, VolumeBindingImmediate is used. This field is only honored by servers that enable the VolumeScheduling feature.",
+                ),
+                c(
+                    "AllowVolumeExpansion",
+                    "string",
+                    "AllowVolumeExpansion shows whether the storage class allow volume expand.",
+                ),
+                age,
+            ),
+            print_storage_class,
         ),
         ("apps", "Deployment"): (
             (

@@ -302,3 +302,22 @@ def print_default(obj: dict[str, Any], now: datetime) -> list[Any]:
         created = None
     stamp = (created or datetime(1, 1, 1, tzinfo=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     return [meta(obj).get("name", ""), stamp]
+
+
+def print_storage_class(obj: dict[str, Any], now: datetime) -> list[Any]:
+    """``printStorageClass``: the default class's name carries `` (default)``."""
+    annotations = meta(obj).get("annotations") or {}
+    name = str(meta(obj).get("name", ""))
+    if "true" in (
+        annotations.get("storageclass.kubernetes.io/is-default-class"),
+        annotations.get("storageclass.beta.kubernetes.io/is-default-class"),
+    ):
+        name += " (default)"
+    return [
+        name,
+        str(obj.get("provisioner") or ""),
+        str(obj.get("reclaimPolicy") or "Delete"),
+        str(obj.get("volumeBindingMode") or "Immediate"),
+        bool(obj.get("allowVolumeExpansion") or False),
+        age(obj, now),
+    ]

@@ -403,3 +403,25 @@ def access_modes(modes: Any) -> str:
         ("ReadWriteOncePod", "RWOP"),
     ]
     return ",".join(s for mode, s in short if mode in present)
+
+
+def print_pv(obj: dict[str, Any], now: datetime) -> list[Any]:
+    """``printPersistentVolume``."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    ref = spec.get("claimRef") or {}
+    claim = f"{ref.get('namespace')}/{ref.get('name')}" if ref else ""
+    phase = "Terminating" if meta(obj).get("deletionTimestamp") else str(status.get("phase") or "")
+    return [
+        meta(obj).get("name", ""),
+        quantity((spec.get("capacity") or {}).get("storage")),
+        access_modes(spec.get("accessModes")),
+        str(spec.get("persistentVolumeReclaimPolicy") or ""),
+        phase,
+        claim,
+        str(spec.get("storageClassName") or ""),
+        spec.get("volumeAttributesClassName") or "<unset>",
+        str(status.get("reason") or ""),
+        age(obj, now),
+        str(spec.get("volumeMode") or "Filesystem"),
+    ]

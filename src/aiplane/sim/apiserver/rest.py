@@ -23,6 +23,7 @@ from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.values import GoLiteral
 from aiplane.schema.prune import prune_with_field_paths
 from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver.defaults import admit_claim_class, apply_defaults
 from aiplane.sim.apiserver.resources import Registry, ResourceType
 from aiplane.sim.apiserver.store import Event, Store
 from aiplane.sim.apiserver.validation import (
@@ -324,6 +325,8 @@ class Api:
                 ],
             )
         warnings = self._prune(rt, obj, opts)
+        if subresource is None:
+            apply_defaults(rt.group, rt.kind, obj)  # as decoding the body does
         obj = self._merge_for_update(rt, current, obj, subresource)
         _normalize(rt, obj)
         validate_object(rt, obj, current)
@@ -648,6 +651,7 @@ class Api:
     def _prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         """What each kind's strategy does to a new object (status reset, defaults)."""
         key = (rt.group, rt.kind)
+        apply_defaults(rt.group, rt.kind, obj)
         if key == ("", "Pod"):
             spec = obj.setdefault("spec", {})
             default_pod_requests(spec)
@@ -673,6 +677,12 @@ class Api:
         elif key == ("", "Service"):
             self._default_service(obj)
             obj["status"] = {"loadBalancer": {}}
+        elif key == ("", "PersistentVolumeClaim"):
+            sc_rt = self.registry.for_kind("storage.k8s.io/v1", "StorageClass")
+            admit_claim_class(obj, lambda: self.store.items(sc_rt.storage_key) if sc_rt else [])
+            obj.pop("status", None)
+        elif key == ("", "PersistentVolume"):
+            obj["status"] = {"phase": "Pending", "lastPhaseTransitionTime": rfc3339(self.clock())}
         elif key == ("apiextensions.k8s.io", "CustomResourceDefinition") or "status" in rt.subresources:
             obj.pop("status", None)
 
