@@ -12,7 +12,7 @@ import pytest
 
 from aiplane.controllers.dynamo.multinode import MultinodeInput, multinode_templates
 from aiplane.kube.client import ApiError
-from aiplane.kube.resources import LEADERWORKERSETS, PODS, SERVICES
+from aiplane.kube.resources import LEADERWORKERSETS, PODS, SECRETS, SERVICES
 from aiplane.sim.agents.base import pod_ready
 from aiplane.sim.apiserver.store import Event
 from aiplane.sim.client import InMemoryKubeClient
@@ -251,6 +251,9 @@ async def test_dynamo_trtllm_leader_reaches_every_pod_of_its_group_by_lws_env_al
     leader_tpl, worker_tpl = multinode_templates(base, MultinodeInput("trtllm", 3, 4, "mpi-ssh"))
     body = lws_body(replicas=1, size=3)
     body["spec"]["leaderWorkerTemplate"].update(leaderTemplate=leader_tpl, workerTemplate=worker_tpl)
+    # The SSH keypair Secret the templates mount (the kubelet waits for it, as a real one does).
+    ssh = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "mpi-ssh"}, "stringData": {"k": "v"}}
+    await client.create(SECRETS, ssh, namespace=NS)
     await client.create(LEADERWORKERSETS, body, namespace=NS)
     await until(lambda: available(client, 1), "LWS Available with its group ready")
     found = await pods(client)

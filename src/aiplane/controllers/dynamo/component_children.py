@@ -427,7 +427,14 @@ def desired_children(inp: ChildrenInput) -> Desired:
     autoscaling = spec.get("autoscaling")
     hpa_on = isinstance(autoscaling, Mapping) and bool(autoscaling.get("enabled")) and not is_multinode
     if is_multinode:
-        children.extend(_multinode(inp, template, backend, nodes, replicas))
+        # Only workers get a backend's multinode wiring; upstream gives other components its no-op backend.
+        worker_backend = backend if spec.get("componentType") == "worker" else None
+        try:
+            children.extend(_multinode(inp, template, worker_backend, nodes, replicas))
+        except ChildrenError:
+            raise
+        except ValueError as exc:
+            raise ChildrenError(str(exc)) from None
     else:
         children.append(_stamp(_deployment(dcd, template, replicas), ignore_replicas=hpa_on))
     if spec.get("componentType") == COMPONENT_FRONTEND:
