@@ -195,6 +195,26 @@ async def partitioning_section(
     return ok
 
 
+async def ensure_secret(client: InMemoryKubeClient, namespace: str, name: str, data: dict[str, str]) -> None:
+    """A Secret the example's pods read (a token), as the user would create it before applying: without
+    it their containers wait in CreateContainerConfigError, as on a real cluster."""
+    await client.apply(
+        NAMESPACES,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        field_manager=FIELD_MANAGER,
+    )
+    await client.apply(
+        resource_for("v1", "Secret"),
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "stringData": data,
+        },
+        field_manager=FIELD_MANAGER,
+    )
+
+
 def _bump_images(doc: dict[str, Any], tag: str) -> dict[str, Any]:
     """The same ModelInfer with every container image re-tagged: a template change, so a rollout."""
     out = copy.deepcopy(doc)
@@ -231,18 +251,7 @@ async def modelinfer_section(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             field_manager=FIELD_MANAGER,
         )
-        # The workers read their Hugging Face token from this Secret (envFromSecret); without it their
-        # containers would wait in CreateContainerConfigError, as on a real cluster.
-        await client.apply(
-            resource_for("v1", "Secret"),
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": HF_TOKEN_SECRET, "namespace": namespace},
-                "stringData": {"HF_TOKEN": "hf_demo_placeholder"},
-            },
-            field_manager=FIELD_MANAGER,
-        )
+        await ensure_secret(client, namespace, "hf-creds", {"token": "hf_demo_placeholder"})
         operator.reset_counts()
         watch.started = time.monotonic()
         await apply_all(client, [doc])
@@ -348,18 +357,7 @@ async def dynamo_section(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             field_manager=FIELD_MANAGER,
         )
-        # The workers read their Hugging Face token from this Secret (envFromSecret); without it their
-        # containers would wait in CreateContainerConfigError, as on a real cluster.
-        await client.apply(
-            resource_for("v1", "Secret"),
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": HF_TOKEN_SECRET, "namespace": namespace},
-                "stringData": {"HF_TOKEN": "hf_demo_placeholder"},
-            },
-            field_manager=FIELD_MANAGER,
-        )
+        await ensure_secret(client, namespace, HF_TOKEN_SECRET, {"HF_TOKEN": "hf_demo_placeholder"})
         operator.reset_counts()
         watch.started = time.monotonic()
         await apply_all(client, [doc])

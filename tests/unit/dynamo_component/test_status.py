@@ -53,6 +53,19 @@ def test_deployment_ready_only_when_current_generation_is_fully_rolled_out() -> 
     assert deployment_availability(deployment(condition="False"), "d").status == "False"
 
 
+def test_a_surge_rollout_in_flight_is_not_ready() -> None:
+    """Upstream #3567 (one replica, maxSurge 1): the new pod is created (updated 1) but not ready, the
+    old one still serves (available 1). updated >= desired and available >= desired both hold, yet the
+    rollout is in flight: two pods exist, one of them old."""
+    surging = deployment(1, updated=1, available=1)
+    surging["status"]["replicas"] = 2
+    verdict = deployment_availability(surging, "d")
+    assert (verdict.status, verdict.reason) == ("False", "DeploymentNotReady")
+    assert "1 old replica(s) pending termination" in verdict.message
+    done = deployment(1, updated=1, available=1)
+    assert deployment_availability(done, "d").status == "True"
+
+
 def test_zero_desired_is_ready_and_unknown_before_the_deployment_controller_reports() -> None:
     assert deployment_availability(deployment(0, updated=0, available=0), "d").status == "True"
     assert deployment_availability(None, "d").reason == "Reconciling"

@@ -61,7 +61,12 @@ def _available_condition(obj: Mapping[str, Any]) -> bool:
 
 def deployment_availability(deployment: Mapping[str, Any] | None, name: str) -> Availability:
     """``DeploymentReady`` once the Deployment's controller observed its generation and every desired
-    replica is updated and available with its ``Available`` condition True; 0 desired is ready."""
+    replica is updated and available with its ``Available`` condition True; 0 desired is ready.
+
+    Also, as ``kubectl rollout status`` decides it: no old replica is left (``replicas`` ≤
+    ``updatedReplicas``) and every updated one is available. Without this, the first surge pod of a
+    one-replica rollout makes ``updated`` and ``available`` (the old pod) both reach 1 while the new
+    pod is still starting — a rollout in flight reported ready, which is upstream #3567 again."""
     if deployment is None:
         return Availability("Unknown", REASON_RECONCILING, f"Deployment {name} is being created")
     status = objects.status(deployment)
@@ -87,7 +92,15 @@ def deployment_availability(deployment: Mapping[str, Any] | None, name: str) -> 
         message = f"Deployment {name}: generation {generation} not yet observed by its controller"
         return Availability("False", "DeploymentNotReady", message, *have)
     progress = f"{counts['updated']}/{desired} updated, {counts['available']}/{desired} available"
-    if counts["updated"] >= desired and counts["available"] >= desired and _available_condition(deployment):
+    if counts["replicas"] > counts["updated"]:
+        old = counts["replicas"] - counts["updated"]
+        message = f"Deployment {name}: {progress}, {old} old replica(s) pending termination"
+        return Availability("False", "DeploymentNotReady", message, *have)
+    if (
+        counts["updated"] >= desired
+        and counts["available"] >= max(desired, counts["updated"])
+        and _available_condition(deployment)
+    ):
         return Availability("True", "DeploymentReady", f"Deployment {name}: {progress}", *have)
     return Availability("False", "DeploymentNotReady", f"Deployment {name}: {progress}", *have)
 
@@ -96,7 +109,11 @@ def _lws_ready(lws: Mapping[str, Any]) -> bool:
     desired = _int(objects.spec(lws).get("replicas"), 1)
     if desired == 0:
         return True
-    return _int(objects.status(lws).get("readyReplicas")) >= desired and _available_condition(lws)
+    status = objects.status(lws)
+    # ``updatedReplicas`` (when the LWS controller reports it): a group still on the old template is a
+    # rollout in flight, not a ready component.
+    updated = _int(status.get("updatedReplicas"), desired)
+    return _int(status.get("readyReplicas")) >= desired and updated >= desired and _available_condition(lws)
 
 
 def lws_availability(names: Sequence[str], observed: Mapping[str, Mapping[str, Any] | None]) -> Availability:
