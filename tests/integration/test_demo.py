@@ -58,7 +58,14 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
     flat = " ".join(re.sub(r"[│|]", " ", out).split())  # rich wraps table cells across lines
     assert "fewest groups available 1 (floor replicas - maxUnavailable = 1)" in flat
     assert "most groups 2 (ceiling replicas + maxSurge = 2)" in flat
-    assert out.count("then 0 in the 1s after") == 2
+    # Then the example Dynamo graph on the NVIDIA nodes, and a worker image change that is not
+    # "successful" while it rolls (upstream #3567), measured on every committed change.
+    assert "DynamoGraphDeployment team-a/llama-disagg" in out
+    assert (
+        "3 DynamoComponentDeployment, 3 Deployment, 1 Service, 1 Ingress, 1 HorizontalPodAutoscaler" in flat
+    )
+    assert "'successful' while a rollout was in flight: 0 times" in flat
+    assert out.count("then 0 in the 1s after") == 3
     assert "aiplane demo --keep" in out and "KUBECONFIG=" in out
     # The operator's logs went to the file, not into the live view.
     assert '"controller"' not in out
@@ -101,6 +108,15 @@ def test_demo_keep_leaves_a_cluster_kubectl_can_use_until_sigint(tmp_path: Path)
             check=False,
         )
         assert got.returncode == 0 and "scaled" in got.stdout, got.stderr
+        got = subprocess.run(
+            [KUBECTL, "-n", "team-a", "get", "dgd,dcd"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert got.returncode == 0 and "successful" in got.stdout and "3/3" in got.stdout, got.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     finally:

@@ -167,7 +167,8 @@ async def test_frontend_gets_deployment_service_and_ingress_and_becomes_availabl
     conds = {c["type"]: c for c in status["conditions"]}
     assert conds["DynamoComponentReady"]["status"] == "True"
     assert conds["Available"]["reason"] == "DeploymentReady"
-    assert world.seen["fe"][0][1:] == ("Unknown", "Reconciling")  # both start Unknown
+    assert world.seen["fe"][0][1] != "True"  # never Available before its pods were
+    assert world.seen["fe"][-1][1:] == ("True", "DeploymentReady")
     deploy = await world.client.get(DEPLOYMENTS, "fe", NS)
     assert deploy["metadata"]["ownerReferences"][0]["uid"] == dcd["metadata"]["uid"]
     assert "finalizers" not in dcd["metadata"]  # no etcd endpoints, no finalizer

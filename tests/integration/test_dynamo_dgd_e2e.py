@@ -140,7 +140,7 @@ async def test_one_dcd_per_service_then_successful_only_when_every_dcd_is_availa
     await world.make_available("g-frontend")
     await eventually(lambda: _ready_services(world, "1/2"), 10, "1/2 ready")
     _, reason, message = await world.state()
-    assert reason == "some_resources_are_not_ready" and "g-vllmworker: no Available condition yet" in message
+    assert reason == "some_resources_are_not_ready" and "g-vllmworker: Reconciling" in message
     await world.make_available("g-vllmworker")
     dgd = await eventually(world.ready, 10, "successful")
     ready = next(c for c in dgd["status"]["conditions"] if c["type"] == "Ready")

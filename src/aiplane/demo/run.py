@@ -447,7 +447,9 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
                 f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
                 "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
                 "  kubectl -n team-a get modelinfer,pods,podgroups    kubectl -n team-a scale modelinfer/llama-70b-pd --replicas=3\n"
-                "  kubectl -n team-a get dgd,dcd,deploy,svc,ingress,hpa,pvc    kubectl -n team-a scale dcd/llama-disagg-vllmprefillworker --replicas=1\n"
+                "  kubectl -n team-a get dgd,dcd,deploy,svc,ingress,hpa,pvc\n"
+                "  kubectl -n team-a patch dgd/llama-disagg --type merge -p "
+                '\'{"spec":{"services":{"VllmPrefillWorker":{"replicas":1}}}}\'\n'
                 "Ctrl-C stops it."
             )
             await stop.wait()

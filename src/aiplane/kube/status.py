@@ -117,7 +117,9 @@ class ConditionEvent:
     ``reason``/``message`` default to the condition's own. ``from_absent``: also when the condition
     did not exist before (False for "Resumed"-like rules that need the opposite status first).
     ``on_reason_change``: also when the status stays but the reason changes (a plan blocked for a
-    new reason).
+    new reason). ``from_statuses``: only when the condition had one of these statuses before ("lost
+    availability" is True → False, not the Unknown → False of a component still starting);
+    ``reasons``: only when the condition's reason is one of these (a failure, not progress).
     """
 
     condition: str
@@ -127,6 +129,8 @@ class ConditionEvent:
     message: str | None = None
     from_absent: bool = True
     on_reason_change: bool = False
+    from_statuses: tuple[str, ...] | None = None
+    reasons: tuple[str, ...] | None = None
 
 
 def _conditions(status: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
@@ -136,6 +140,10 @@ def _conditions(status: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 
 def _fires(rule: ConditionEvent, now: Mapping[str, Any], was: Mapping[str, Any] | None) -> bool:
     if now.get("status") != rule.status:
+        return False
+    if rule.reasons is not None and now.get("reason") not in rule.reasons:
+        return False
+    if rule.from_statuses is not None and (was is None or was.get("status") not in rule.from_statuses):
         return False
     if was is None:
         return rule.from_absent

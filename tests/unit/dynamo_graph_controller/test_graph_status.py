@@ -84,7 +84,7 @@ def test_dcd_view_reads_the_available_condition_and_its_generation() -> None:
         (view(deleting=True), WantedDcd("g-a", "h"), "being deleted"),
         (view(applied_hash="old"), WantedDcd("g-a", "h"), "not yet updated to the graph's spec"),
         (view(replicas=5), WantedDcd("g-a", "h", replicas=2), "not yet updated to the graph's spec"),
-        (view(available=None), WantedDcd("g-a", "h"), "no Available condition yet"),
+        (view(available=None), WantedDcd("g-a", "h"), "Reconciling"),
         (
             view(generation=4, available_generation=3),
             WantedDcd("g-a", "h"),

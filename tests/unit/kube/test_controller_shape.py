@@ -94,6 +94,24 @@ def test_transition_table_fires_once_per_flip() -> None:
     ]
 
 
+def test_transition_filters_tell_lost_availability_and_failures_from_progress() -> None:
+    rules = (
+        ConditionEvent("Available", "False", "Warning", on_reason_change=True, from_statuses=("True",)),
+        ConditionEvent("Available", "False", "Warning", reasons=("InvalidSpec",)),
+    )
+
+    def status(state: str, reason: str) -> dict[str, Any]:
+        return {"conditions": [{"type": "Available", "status": state, "reason": reason, "message": reason}]}
+
+    starting = transition_events(rules, status("Unknown", "Reconciling"), status("False", "NotReady"))
+    assert starting == []  # a component coming up is progress
+    assert transition_events(rules, None, status("False", "NotReady")) == []
+    lost = transition_events(rules, status("True", "Ready"), status("False", "NotReady"))
+    assert lost == [("Warning", "NotReady", "NotReady")]
+    broken = transition_events(rules, None, status("False", "InvalidSpec"))
+    assert broken == [("Warning", "InvalidSpec", "InvalidSpec")]
+
+
 def test_expectations_treat_resource_versions_as_opaque() -> None:
     # "10" < "9" as strings and 10 > 9 as numbers: neither order may matter, only equality.
     exp = Expectations()

@@ -35,7 +35,6 @@ from typing import Any, Final
 import structlog
 
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import get_condition
 from aiplane.apimachinery.meta import (
     controller_of,
     finalizer_patch_add,
@@ -45,6 +44,8 @@ from aiplane.apimachinery.meta import (
 )
 from aiplane.controllers.dynamo import etcd
 from aiplane.controllers.dynamo.component_children import (
+    REASON_INVALID,
+    REASON_NO_ORCHESTRATOR,
     ChildrenError,
     ChildrenInput,
     Desired,
@@ -54,7 +55,6 @@ from aiplane.controllers.dynamo.component_children import (
 )
 from aiplane.controllers.dynamo.component_status import (
     CONDITION_AVAILABLE,
-    REASON_RECONCILING,
     Availability,
     compute_status,
     deployment_availability,
@@ -117,10 +117,17 @@ def _child_key(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind')}/{objects.namespace(obj)}/{objects.name(obj)}"
 
 
-#: Events for the Available condition flipping (DynamoComponentReady always follows it).
+REASON_CHILD_NOT_CONTROLLED: Final = "ChildNotControlled"
+#: Reasons that mean "fix something", not "still rolling out".
+FAILURE_REASONS: Final = (REASON_INVALID, REASON_NO_ORCHESTRATOR, REASON_CHILD_NOT_CONTROLLED)
+
+#: Events for the Available condition flipping (DynamoComponentReady always follows it): Normal when
+#: it turns True; Warning when a ready component loses availability, or for a failure. A component
+#: that is still starting (Unknown → False, DeploymentNotReady) is progress, not a warning.
 TRANSITION_EVENTS: Final = (
     ConditionEvent(CONDITION_AVAILABLE, "True", NORMAL),
-    ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True),
+    ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, from_statuses=("True",)),
+    ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=FAILURE_REASONS),
 )
 
 
@@ -200,10 +207,9 @@ class ComponentReconciler:
                 field_manager=FIELD_MANAGER,
             )
             self.expectations.wrote(f"{DCD_KIND}/{key}", before, dcd, conditional=True)
-        if get_condition(objects.status(dcd).get("conditions"), CONDITION_AVAILABLE) is None:
-            # Upstream's contract: both conditions start Unknown, before any child exists.
-            starting = Availability("Unknown", REASON_RECONCILING, "Creating the component's resources")
-            dcd = await self._report(dcd, starting)
+        # No status write before the children exist (upstream writes Unknown first): the first status
+        # is written once they are, Unknown/Reconciling until the Deployment controller has observed
+        # them — one write fewer per new component, and the same first answer.
         try:
             desired = desired_children(
                 ChildrenInput(
@@ -221,7 +227,7 @@ class ComponentReconciler:
         conflicts = await self._sync(dcd, key, desired)
         if conflicts:
             message = "; ".join(conflicts)
-            await self._report(dcd, Availability("False", "ChildNotControlled", message))
+            await self._report(dcd, Availability("False", REASON_CHILD_NOT_CONTROLLED, message))
             return None
         await self._report(dcd, self._availability(dcd, desired))
         return None

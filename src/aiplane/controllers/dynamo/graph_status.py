@@ -150,7 +150,10 @@ def not_ready_reason(wanted: WantedDcd, view: DcdView | None) -> str | None:
     if view.applied_hash != wanted.hash or (wanted.replicas is not None and view.replicas != wanted.replicas):
         return "not yet updated to the graph's spec"
     if view.available is None:
-        return "no Available condition yet"
+        # What the DCD's own first status says (upstream: Available starts Unknown/Reconciling): one
+        # word for "its controller has not reported yet", so the graph's message (and a status write)
+        # does not change when that first status lands.
+        return "Reconciling"
     if view.available_generation is None or view.available_generation < view.generation:
         return (
             f"generation {view.generation} not yet observed by its controller "
