@@ -174,7 +174,19 @@ async def test_a_worker_image_change_is_not_successful_until_its_new_pods_are_av
     assert world.watch.premature_successful == 0
 
 
-async def test_scaling_through_the_dgd_and_through_kubectl_scale_dcd(world: World) -> None:
+async def _kubectl(world: World, tmp_path: Path, *args: str) -> str:
+    kubeconfig = tmp_path / "kubeconfig"
+    if not kubeconfig.exists():
+        world.cluster.write_kubeconfig(kubeconfig)
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    done = await asyncio.to_thread(
+        subprocess.run, [KUBECTL, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return str(done.stdout)
+
+
+async def test_scaling_through_the_dgd_and_through_kubectl_scale_dcd(world: World, tmp_path: Path) -> None:
     doc = example()
     del doc["spec"]["services"]["Frontend"]["replicas"]  # not set by the graph: a direct scale sticks
     await world.client.create(DGD, doc, namespace=NS)
@@ -183,9 +195,8 @@ async def test_scaling_through_the_dgd_and_through_kubectl_scale_dcd(world: Worl
         DGD, NAME, {"spec": {"services": {"VllmPrefillWorker": {"replicas": 1}}}}, namespace=NS
     )
     await eventually(lambda: _replicas(world, "llama-disagg-vllmprefillworker", 1), 20, "prefill scaled to 1")
-    await world.client.patch(
-        DCD, "llama-disagg-frontend", {"spec": {"replicas": 2}}, namespace=NS, subresource="scale"
-    )
+    out = await _kubectl(world, tmp_path, "-n", NS, "scale", "dcd/llama-disagg-frontend", "--replicas=2")
+    assert "scaled" in out
     await eventually(lambda: _replicas(world, "llama-disagg-frontend", 2), 20, "frontend scaled to 2")
     await eventually(world.successful, 30, "graph successful after scaling")
     dcd = await world.client.get(DCD, "llama-disagg-frontend", NS)
@@ -339,19 +350,7 @@ async def test_a_two_node_trtllm_worker_gets_one_lws_and_podgroup_per_replica(wo
 async def test_kubectl_get_dgd_dcd_shows_state_readiness_and_age(world: World, tmp_path: Path) -> None:
     await world.client.create(DGD, example(), namespace=NS)
     await eventually(world.successful, 30, "graph successful")
-    kubeconfig = tmp_path / "kubeconfig"
-    world.cluster.write_kubeconfig(kubeconfig)
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [KUBECTL, "-n", NS, "get", "dgd,dcd"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    lines = (await _kubectl(world, tmp_path, "-n", NS, "get", "dgd,dcd")).splitlines()
     dgd_header = lines[0].split()
     assert dgd_header[:2] == ["NAME", "BACKEND"] and "STATE" in dgd_header and "AGE" in dgd_header
     dgd_row = next(line for line in lines if line.startswith("dynamographdeployment"))
