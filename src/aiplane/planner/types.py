@@ -1,0 +1,153 @@
+"""The planner's vocabulary: what is asked (:class:`PlanRequest`), what is known about models and GPU
+systems (:class:`ModelSpec`, :class:`SystemSpec`), where latencies come from (:class:`LatencyModel`)
+and what is answered (:class:`PlanResult`).
+
+These types are the contract between the planner, ``aiplane plan`` and the DGDR controller: they are
+frozen dataclasses of plain values, so a plan can cross a thread or process boundary and be compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Backend = Literal["vllm", "sglang", "trtllm"]
+Vendor = Literal["nvidia", "amd"]
+
+
+class PlannerError(ValueError):
+    """Bad input: the message names the field and, for unknown names, the known ones."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the latency and memory models need of a transformer (from its Hugging Face config)."""
+
+    name: str
+    layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    #: 0 for a dense model.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    #: Dense layers before the MoE ones (DeepSeek's first_k_dense_replace), and shared experts.
+    dense_layers: int = 0
+    shared_experts: int = 0
+    #: bf16 | fp8 | fp4 — follows the checkpoint (``-FP8`` IDs, ``quantization_config``).
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+    #: Multi-head latent attention (DeepSeek): the KV cache holds kv_lora_rank + rope dims per token.
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+
+
+@dataclass(frozen=True)
+class SystemSpec:
+    """One GPU system's public specification (per GPU unless said otherwise)."""
+
+    name: str
+    vendor: Vendor
+    memory_gib: float
+    memory_bandwidth_tbs: float
+    bf16_tflops: float
+    fp8_tflops: float
+    fp4_tflops: float
+    #: Intra-node GPU-to-GPU bandwidth per GPU (NVLink / Infinity Fabric), GB/s.
+    interconnect_gbs: float
+    gpus_per_node: int
+    #: The extended resource pods request: ``nvidia.com/gpu`` or ``amd.com/gpu``.
+    resource: str
+
+
+class LatencyModel(Protocol):
+    """Where latencies come from: the built-in analytic model or AIConfigurator's engine."""
+
+    name: str
+
+    def prefill_ms(self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int) -> float:
+        """Time to prefill ``batch`` requests of ``isl`` tokens on one engine of ``tp`` GPUs."""
+        ...
+
+    def decode_step_ms(
+        self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
+    ) -> float:
+        """One decode step for ``batch`` requests at ``context`` tokens on one engine of ``tp`` GPUs."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One question, as ``aiplane plan``'s flags and the DGDR's spec ask it."""
+
+    model: str
+    backend: Backend
+    system: str
+    isl: int
+    osl: int
+    ttft_ms: float
+    itl_ms: float
+    min_gpus_per_engine: int = 1
+    max_gpus_per_engine: int = 8
+    #: The GPUs (or partitions) the plan may use in all; None: no budget (size one engine pair).
+    total_gpus: int | None = None
+    #: AMD compute partitions per physical GPU on the target nodes (CPX on MI300X: 8); 1 = whole GPUs.
+    partitions_per_gpu: int = 1
+    latency_model: Literal["builtin", "aic"] = "builtin"
+    #: A Hugging Face ``config.json`` for a model the registry does not know.
+    model_config: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    """A worker kind: tensor-parallel size, how many workers, and (decode, aggregated) the batch."""
+
+    tp: int
+    workers: int
+    batch: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A disaggregated plan (prefill and decode) or an aggregated one (``agg``)."""
+
+    tokens_per_second_per_gpu: float
+    tokens_per_second_per_user: float
+    ttft_ms: float
+    itl_ms: float
+    gpus: int
+    meets_sla: bool
+    prefill: EnginePlan | None = None
+    decode: EnginePlan | None = None
+    agg: EnginePlan | None = None
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """One measured-or-modelled point of the profile data the SLA planner service reads."""
+
+    x: int
+    latency_ms: float
+    tokens_per_second_per_gpu: float
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The answer: the best disaggregated and aggregated plans (None when infeasible at all)."""
+
+    model: str
+    system: str
+    backend: Backend
+    latency_model: str
+    disagg: Plan | None
+    agg: Plan | None
+    #: (tokens/s/user, tokens/s/GPU) of the disaggregated candidates on the Pareto frontier.
+    frontier: tuple[tuple[float, float], ...] = ()
+    #: Prefill TTFT against ISL, decode ITL against context, at the chosen TPs.
+    prefill_profile: tuple[ProfilePoint, ...] = field(default=())
+    decode_profile: tuple[ProfilePoint, ...] = field(default=())
