@@ -136,7 +136,7 @@ async def _start(
 
 
 async def _not_served(client: InMemoryKubeClient) -> bool:
-    return not await component_controller.served(client, LEADERWORKERSETS)
+    return not await client.served(LEADERWORKERSETS)
 
 
 @pytest.fixture

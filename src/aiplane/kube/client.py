@@ -326,6 +326,19 @@ class KubeClient(abc.ABC):
             body["deleteOptions"] = dict(delete_options)
         await self.request("POST", PODS.path(namespace, name, "eviction"), body=body, retry_throttled=False)
 
+    async def served(self, res: Resource) -> bool:
+        """Does the cluster serve ``res`` (an optional API: Volcano, LeaderWorkerSet, Istio)? A list of at
+        most one object, cluster-wide: 404 means it does not. Controllers ask before they start an
+        informer on such an API, because an informer on an unserved one never syncs and would hold
+        every controller of the manager back."""
+        try:
+            await self.request("GET", res.path(None), query={"limit": "1"})
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
+
 
 def _kubernetes_config() -> tuple[Any, Any]:
     """kubernetes_asyncio's config loaders and a fresh ``Configuration``, imported on first use (see

@@ -237,7 +237,7 @@ async def test_without_volcano_the_controller_runs_without_podgroups_and_says_so
 
     client = InMemoryKubeClient.fresh()
     await client.delete(CRDS, "podgroups.scheduling.volcano.sh")
-    assert not await mic.podgroups_served(client)
+    assert not await client.served(PODGROUPS)
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     manager = Manager(client, leader_election=None, handle_signals=False, cache_sync_timeout=10)
     await mic.setup(manager)

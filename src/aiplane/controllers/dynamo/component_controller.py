@@ -334,17 +334,6 @@ class ComponentReconciler:
         return written
 
 
-async def served(client: KubeClient, resource: Resource) -> bool:
-    """Does the cluster serve ``resource``? A list of at most one object: 404 means it does not."""
-    try:
-        await client.request("GET", resource.path(None), query={"limit": "1"})
-    except ApiError as exc:
-        if exc.not_found:
-            return False
-        raise
-    return True
-
-
 def _missing_multinode_api(lws: bool, podgroups: bool) -> str | None:
     missing = [label for label, ok in (("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)) if not ok]
     return " and ".join(missing) + " API" if missing else None
@@ -391,10 +380,10 @@ def _log_missing(names: Iterable[tuple[str, bool]]) -> None:
 async def setup(manager: Manager) -> None:
     """``aiplane run --controllers dynamocomponentdeployment`` (also part of ``all``)."""
     client = manager.client
-    lws = await served(client, LEADERWORKERSETS)
-    podgroups = await served(client, PODGROUPS)
+    lws = await client.served(LEADERWORKERSETS)
+    podgroups = await client.served(PODGROUPS)
     options = manager.options(DynamoOptions)
-    virtual_services = bool(options.istio_gateway) and await served(client, VIRTUALSERVICES_V1)
+    virtual_services = bool(options.istio_gateway) and await client.served(VIRTUALSERVICES_V1)
     _log_missing((("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)))
     if options.istio_gateway and not virtual_services:
         log.warning("an Istio gateway is configured but the VirtualService API is not served")

@@ -129,13 +129,7 @@ class LwsProbe:
         now = self.clock.monotonic()
         if self._answer is not None and now - self._answer[0] < self.ttl:
             return self._answer[1]
-        try:
-            await self.client.request("GET", LEADERWORKERSETS.path(None), query={"limit": "1"})
-            served = True
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-            served = False
+        served = await self.client.served(LEADERWORKERSETS)
         self._answer = (now, served)
         return served
 

@@ -522,18 +522,6 @@ TRANSITION_EVENTS: Final = (
 )
 
 
-async def podgroups_served(client: KubeClient) -> bool:
-    """Is Volcano's PodGroup API installed? Without it a PodGroup informer would never sync and
-    would hold every controller of the manager back, so the controller then runs without one."""
-    try:
-        await client.request("GET", PODGROUPS.path(None), query={"limit": "1"})
-    except ApiError as exc:
-        if exc.not_found:
-            return False
-        raise
-    return True
-
-
 def setup_controller(manager: Manager, *, with_podgroups: bool = True) -> Controller:
     """Pods, Services, PodGroups and ControllerRevisions map to their ModelInfer by the name label
     (informers filtered server-side by that label's existence, as upstream does)."""
@@ -569,7 +557,9 @@ def setup_controller(manager: Manager, *, with_podgroups: bool = True) -> Contro
 
 async def setup(manager: Manager) -> None:
     """``aiplane run --controllers modelinfer`` (also part of ``all``)."""
-    with_podgroups = await podgroups_served(manager.client)
+    # Without Volcano's PodGroup API the controller runs without a PodGroup informer (one on an unserved
+    # API would never sync); gang scheduling then cannot be asked for.
+    with_podgroups = await manager.client.served(PODGROUPS)
     if not with_podgroups:
         log.warning("Volcano's PodGroup API is not served: ModelInfers are run without PodGroups")
     manager.add_controller(setup_controller(manager, with_podgroups=with_podgroups))
