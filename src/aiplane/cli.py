@@ -336,6 +336,9 @@ def run(
     mpi_run_ssh_secret_name: Annotated[
         str, typer.Option(help="Dynamo: SSH keypair Secret of TRT-LLM multinode mpirun.")
     ] = "mpi-run-ssh-secret",
+    profiler_image: Annotated[
+        str, typer.Option(help="Dynamo: image of online DGDR profiling Jobs (empty: online profiling refused).")
+    ] = "",
 ) -> None:
     """Run the operator: a manager with the selected controllers, until SIGTERM.
 
@@ -375,6 +378,7 @@ def run(
             model_express_url=model_express_url,
             prometheus_endpoint=prometheus_endpoint,
             mpi_run_ssh_secret_name=mpi_run_ssh_secret_name,
+            profiler_image=profiler_image,
         )
     )
     raise typer.Exit(code)
