@@ -337,7 +337,8 @@ def run(
         str, typer.Option(help="Dynamo: SSH keypair Secret of TRT-LLM multinode mpirun.")
     ] = "mpi-run-ssh-secret",
     profiler_image: Annotated[
-        str, typer.Option(help="Dynamo: image of online DGDR profiling Jobs (empty: online profiling refused).")
+        str,
+        typer.Option(help="Dynamo: image of online DGDR profiling Jobs (empty: online profiling refused)."),
     ] = "",
 ) -> None:
     """Run the operator: a manager with the selected controllers, until SIGTERM.

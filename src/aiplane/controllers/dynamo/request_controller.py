@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
@@ -62,6 +61,8 @@ from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, Resource, resource_for
 from aiplane.kube.status import StatusWriter
+from aiplane.planner.api import plan
+from aiplane.planner.systems import resolve_system
 from aiplane.planner.types import PlannerError, PlanRequest, PlanResult, SystemSpec
 
 Obj = dict[str, Any]
@@ -83,15 +84,13 @@ def dgd_resource() -> Resource:
 
 
 def default_plan(request: PlanRequest) -> PlanResult:
-    """``aiplane.planner.api.plan``, imported on first use (the planner is a layer of its own)."""
-    plan: Planner = importlib.import_module("aiplane.planner.api").plan
+    """The planner (tests inject a slow or failing one)."""
     return plan(request)
 
 
 def default_systems(name: str) -> SystemSpec:
-    """``aiplane.planner.systems.resolve_system``, imported on first use."""
-    resolve: Systems = importlib.import_module("aiplane.planner.systems").resolve_system
-    return resolve(name)
+    """The planner's GPU systems table."""
+    return resolve_system(name)
 
 
 def canonical(systems: Systems) -> Callable[[str], tuple[str, str, int]]:
