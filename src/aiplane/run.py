@@ -86,6 +86,7 @@ class RunOptions:
     model_express_url: str = ""
     prometheus_endpoint: str = ""
     mpi_run_ssh_secret_name: str = DEFAULT_MPI_SSH_SECRET
+    profiler_image: str = ""
 
     def dynamo(self) -> DynamoOptions:
         """The Dynamo controllers' options from these flags."""
@@ -99,6 +100,7 @@ class RunOptions:
             model_express_url=self.model_express_url,
             prometheus_endpoint=self.prometheus_endpoint,
             mpi_ssh_secret=self.mpi_run_ssh_secret_name,
+            profiler_image=self.profiler_image,
         )
 
 

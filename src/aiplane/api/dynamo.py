@@ -527,12 +527,32 @@ class SLASpec(ApiModel):
 
     itl: int = Field(ge=1, description="ITL is the target Inter-Token Latency in milliseconds.")
     ttft: int = Field(ge=1, description="TTFT is the target Time To First Token in milliseconds.")
+    isl: int = Field(
+        3000,
+        ge=1,
+        description="ISL is the Input Sequence Length (number of tokens) profiled for. Default: 3000.",
+    )
+    osl: int = Field(
+        500,
+        ge=1,
+        description="OSL is the Output Sequence Length (number of tokens) profiled for. Default: 500.",
+    )
 
 
 class GPUSpec(ApiModel):
     """GPUSpec defines optional GPU type specification."""
 
     type: str | None = Field(None, description='Type specifies the GPU type (e.g., "h200", "h100", "a100").')
+    minNumGPUsPerEngine: int = Field(
+        1,
+        ge=1,
+        description="MinNumGPUsPerEngine is the smallest number of GPUs one engine may use. Default: 1.",
+    )
+    maxNumGPUsPerEngine: int = Field(
+        8,
+        ge=1,
+        description="MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8.",
+    )
 
 
 class DeploymentOverridesSpec(ApiModel):

@@ -77,6 +77,7 @@ CONTROLLERS: dict[str, ControllerSetup] = {
     "modelinfer": _lazy("aiplane.controllers.modelinfer.controller"),
     "dynamographdeployment": _lazy("aiplane.controllers.dynamo.graph_controller"),
     "dynamocomponentdeployment": _lazy("aiplane.controllers.dynamo.component_controller"),
+    "dynamographdeploymentrequest": _lazy("aiplane.controllers.dynamo.request_controller"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).

@@ -5,7 +5,8 @@ Upstream these are operator flags: ``--ingress-controller-class-name``,
 decide the default ingress a frontend gets when its service spec has none, so every graph in a cluster
 is exposed the same way; ``--nats-server``, ``--etcd-endpoints``, ``--model-express-url`` and
 ``--prometheus-endpoint`` reach every component pod as env (user values win);
-``--mpi-run-ssh-secret-name`` is the SSH keypair TRT-LLM's multinode mpirun mounts. Both Dynamo
+``--mpi-run-ssh-secret-name`` is the SSH keypair TRT-LLM's multinode mpirun mounts;
+``--profiler-image`` runs the DGDR's online profiling Job. Both Dynamo
 controllers read one :class:`DynamoOptions` through ``manager.options(DynamoOptions)``.
 """
 
@@ -42,6 +43,9 @@ class DynamoOptions:
     prometheus_endpoint: str = ""
     #: The SSH keypair Secret TRT-LLM multinode workers and leaders mount at ``/ssh-pk``.
     mpi_ssh_secret: str = DEFAULT_MPI_SSH_SECRET
+    #: ``--profiler-image`` (Helm ``dynamo.dgdr.profilerImage``): the image of the online DGDR
+    #: profiling Job's ``profiler`` container. Empty: an online DGDR fails validation naming the flag.
+    profiler_image: str = ""
 
     @property
     def ingress_enabled(self) -> bool:

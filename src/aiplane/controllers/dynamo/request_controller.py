@@ -1,0 +1,525 @@
+"""DynamoGraphDeploymentRequest controller: SLA-driven planning, then (autoApply) a DGD.
+
+::
+
+    observe   the DGDR (cache + our own status writes), at validation its spec, base ConfigMap
+              (one read) and the cluster's nodes (GPU type and budget, request_target); its
+              profiling Job and output ConfigMap (labelled) and its DGD from caches; the plan of an
+              offline request from the plan task it started
+    decide    request_state.decide (pure state machine)
+    act       create the Job / start the plan off the event loop / write the output ConfigMap /
+              create the DGD, each at most once, then the status; Events of the transitions
+
+Offline requests (``online: false``) are planned by ``aiplane.planner.plan`` in a worker thread
+(``asyncio.to_thread``): the reconcile returns at once, the plan task enqueues the request when it
+finishes, so a slow plan occupies neither a worker nor the event loop. The plan lives in memory
+until its result is written to ``dgdr-output-<name>``; after an operator restart a request still in
+Profiling is planned again (plans are deterministic).
+
+Online requests run upstream's profiling Job (``request_job``) and take its output ConfigMap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import yaml
+from pydantic import ValidationError
+
+from aiplane.api.dynamo import DynamoGraphDeploymentRequestSpec
+from aiplane.apimachinery import objects
+from aiplane.controllers.dynamo.naming import API_VERSION, DGD_KIND
+from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.controllers.dynamo.request_graph import (
+    LABEL_DGDR_NAME,
+    LABEL_DGDR_NAMESPACE,
+    GraphPlan,
+    generate_graph,
+    with_request_metadata,
+)
+from aiplane.controllers.dynamo.request_job import (
+    JOB_NAME_PREFIX,
+    OUTPUT_KEY,
+    job_seen,
+    output_configmap,
+    output_name,
+    profiling_job,
+)
+from aiplane.controllers.dynamo.request_state import DgdSeen, Observed, Profile, RequestView, decide
+from aiplane.controllers.dynamo.request_target import Target, find_target
+from aiplane.controllers.dynamo.request_templates import base_graph
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.clock import Clock
+from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.events import EventRecorder
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.informer import Informer
+from aiplane.kube.manager import Manager
+from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, Resource, resource_for
+from aiplane.kube.status import StatusWriter
+from aiplane.planner.api import plan
+from aiplane.planner.systems import resolve_system
+from aiplane.planner.types import PlannerError, PlanRequest, PlanResult, SystemSpec
+
+Obj = dict[str, Any]
+Planner = Callable[[PlanRequest], PlanResult]
+Systems = Callable[[str], SystemSpec]
+
+FIELD_MANAGER: Final = "aiplane-dynamographdeploymentrequest"
+COMPONENT: Final = "dynamographdeploymentrequest-controller"
+DGDR_KIND: Final = "DynamoGraphDeploymentRequest"
+EXPECTATIONS_TIMEOUT: Final = 30.0
+
+
+def dgdr_resource() -> Resource:
+    return resource_for(API_VERSION, DGDR_KIND)
+
+
+def dgd_resource() -> Resource:
+    return resource_for(API_VERSION, DGD_KIND)
+
+
+def default_plan(request: PlanRequest) -> PlanResult:
+    """The planner (tests inject a slow or failing one)."""
+    return plan(request)
+
+
+def default_systems(name: str) -> SystemSpec:
+    """The planner's GPU systems table."""
+    return resolve_system(name)
+
+
+def canonical(systems: Systems) -> Callable[[str], tuple[str, str, int]]:
+    """(system, resource, GPUs per node) of a name; ValueError naming the known ones."""
+
+    def resolve(name: str) -> tuple[str, str, int]:
+        try:
+            spec = systems(name)
+        except PlannerError as exc:
+            raise ValueError(str(exc).removeprefix("system: ")) from exc
+        return spec.name, spec.resource, spec.gpus_per_node
+
+    return resolve
+
+
+def _spec(dgdr: Mapping[str, Any]) -> DynamoGraphDeploymentRequestSpec | str:
+    try:
+        return DynamoGraphDeploymentRequestSpec.model_validate(objects.spec(dgdr))
+    except ValidationError as exc:
+        return "; ".join(
+            f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+
+
+class RequestReconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        dgdrs: Informer,
+        jobs: Informer,
+        outputs: Informer,
+        dgds: Informer,
+        nodes: Informer,
+        recorder: EventRecorder,
+        clock: Clock,
+        options: DynamoOptions,
+        planner: Planner | None = None,
+        systems: Systems | None = None,
+    ) -> None:
+        self.client = client
+        self.dgdrs = dgdrs
+        self.jobs = jobs
+        self.outputs = outputs
+        self.dgds = dgds
+        self.nodes = nodes
+        self.recorder = recorder
+        self.clock = clock
+        self.options = options
+        self.planner: Planner = planner or default_plan
+        self.canonical = canonical(systems or default_systems)
+        self.status = StatusWriter(client, dgdr_resource(), FIELD_MANAGER)
+        self.expectations = Expectations(timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic)
+        #: Offline plans in flight or done, by (uid, generation).
+        self.plans: dict[tuple[str, int], asyncio.Task[Profile]] = {}
+        #: The output ConfigMap of each finished offline plan, written when its result is reported.
+        self.output_bodies: dict[tuple[str, int], Obj] = {}
+        self.plan_owners: dict[str, tuple[str, str]] = {}
+        self.controller: Controller | None = None
+
+    async def __call__(self, request: Request) -> Result | None:
+        return await self.reconcile(request.namespace or "", request.name)
+
+    async def reconcile(self, namespace: str, name: str) -> Result | None:
+        key = f"{namespace}/{name}"
+        dgdr = self.expectations.view(key, self.dgdrs.get(key))
+        if dgdr is None:
+            self._forget(key)
+            return None
+        spec = _spec(dgdr)
+        view = RequestView(
+            name=name,
+            namespace=namespace,
+            generation=objects.generation(dgdr) or 1,
+            online=not isinstance(spec, str) and spec.online,
+            auto_apply=not isinstance(spec, str) and spec.autoApply,
+            status=objects.status(dgdr),
+        )
+        seen, base, target = await self._observe(dgdr, view, spec)
+        decision = decide(view, seen, self.clock.now())
+        for action in decision.actions:
+            if action == "create_job" and not isinstance(spec, str):
+                await self._create_job(dgdr, spec)
+            elif action == "start_plan" and not isinstance(spec, str) and target is not None:
+                self._start_plan(dgdr, spec, target, base)
+            elif action == "write_output" and seen.profile is not None:
+                await self._write_output(dgdr)
+            elif action == "create_dgd":
+                await self._create_dgd(decision.status.get("generatedDeployment") or {})
+        written = await self.status.write(dgdr, decision.status)
+        if written is not None:
+            self.expectations.wrote(key, dgdr, written, conditional=True)
+            for type_, reason, message in decision.events:
+                self.recorder.emit(dgdr, type_, reason, message)
+        return None
+
+    def _forget(self, key: str) -> None:
+        """The request is gone: drop what was kept for it (its plans and output bodies)."""
+        self.expectations.forget(key)
+        namespace, _, name = key.partition("/")
+        uids = {u for (u, _g) in self.plans} | {u for (u, _g) in self.output_bodies}
+        for uid in uids:
+            if self.dgdrs.get(key) is None and self._plan_of(uid, namespace, name):
+                for k in [k for k in self.plans if k[0] == uid]:
+                    self.plans.pop(k).cancel()
+                for k in [k for k in self.output_bodies if k[0] == uid]:
+                    self.output_bodies.pop(k)
+
+    def _plan_of(self, uid: str, namespace: str, name: str) -> bool:
+        return self.plan_owners.get(uid) == (namespace, name)
+
+    # --- observe ----------------------------------------------------------------------------------
+
+    async def _observe(
+        self, dgdr: Obj, view: RequestView, spec: DynamoGraphDeploymentRequestSpec | str
+    ) -> tuple[Observed, Obj | None, Target | None]:
+        state = view.state
+        changed = view.generation != view.observed_generation
+        if isinstance(spec, str):
+            return Observed(problems=(spec,)), None, None
+        base: Obj | None = None
+        target: Target | None = None
+        problems: list[str] = []
+        validated = ""
+        if state in ("", "Pending", "Profiling") or (state == "Failed" and changed):
+            base, problem = await self._base(dgdr, spec)
+            problems += [problem] if problem else []
+            if spec.gpu is not None and spec.gpu.minNumGPUsPerEngine > spec.gpu.maxNumGPUsPerEngine:
+                problems.append(
+                    f"spec.gpu.minNumGPUsPerEngine: {spec.gpu.minNumGPUsPerEngine} is more than "
+                    f"spec.gpu.maxNumGPUsPerEngine {spec.gpu.maxNumGPUsPerEngine}"
+                )
+            if spec.online:
+                if not self.options.profiler_image:
+                    problems.append("spec.online: the operator was started without --profiler-image")
+            else:
+                found = find_target(self.nodes.list(), spec.gpu.type if spec.gpu else None, self.canonical)
+                if isinstance(found, str):
+                    problems.append(found)
+                else:
+                    target = found
+                    validated = found.describe()
+        seen = Observed(problems=tuple(problems), validated=validated, target=self._where(dgdr, view, spec))
+        if state == "Profiling" or (state in ("", "Failed") and not problems):
+            seen = dataclasses.replace(seen, **self._profiling(dgdr, view, spec))
+        if state in ("Deploying", "Ready"):
+            seen = dataclasses.replace(seen, dgd=await self._dgd(view))
+        return seen, base, target
+
+    async def _base(self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec) -> tuple[Obj | None, str]:
+        """The base graph: the referenced ConfigMap's YAML (one live read), else None (built-in)."""
+        ref = spec.profilingConfig.configMapRef if spec.profilingConfig else None
+        if ref is None:
+            return None, ""
+        field = "spec.profilingConfig.configMapRef"
+        namespace = objects.namespace(dgdr)
+        try:
+            cm = await self.client.get(CONFIGMAPS, ref.name, namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                return None, f"{field}.name: ConfigMap {namespace}/{ref.name} not found"
+            raise
+        data = cm.get("data") or {}
+        if ref.key not in data:
+            keys = ", ".join(sorted(data)) or "none"
+            return None, f"{field}.key: ConfigMap {ref.name} has no key {ref.key!r} (keys: {keys})"
+        try:
+            parsed = yaml.safe_load(data[ref.key])
+        except yaml.YAMLError as exc:
+            return None, f"{field}: key {ref.key} of ConfigMap {ref.name} is not YAML: {exc}"
+        if not isinstance(parsed, dict):
+            return None, f"{field}: key {ref.key} of ConfigMap {ref.name} is not a DynamoGraphDeployment"
+        return parsed, ""
+
+    def _where(self, dgdr: Obj, view: RequestView, spec: DynamoGraphDeploymentRequestSpec) -> tuple[str, str]:
+        generated = view.status.get("generatedDeployment") or {}
+        meta = generated.get("metadata") or {}
+        return str(meta.get("name") or view.name), str(meta.get("namespace") or view.namespace)
+
+    def _profiling(
+        self, dgdr: Obj, view: RequestView, spec: DynamoGraphDeploymentRequestSpec
+    ) -> dict[str, Any]:
+        if spec.online:
+            job = self.jobs.get(f"{view.namespace}/{JOB_NAME_PREFIX}{view.name}")
+            seen = job_seen(job) if job is not None else None
+            if seen is None or not seen.complete:
+                return {"job": seen}
+            cm = self.outputs.get(f"{view.namespace}/{output_name(view.name)}")
+            if cm is None or OUTPUT_KEY not in (cm.get("data") or {}):
+                return {
+                    "job": seen,
+                    "waiting": f"profiling Job done; waiting for ConfigMap {output_name(view.name)}",
+                }
+            return {"job": seen, "profile": self._online_profile(view, spec, cm)}
+        task = self.plans.get((objects.uid(dgdr), view.generation))
+        if task is None or not task.done():
+            return {}
+        return {"profile": task.result()}
+
+    def _online_profile(self, view: RequestView, spec: DynamoGraphDeploymentRequestSpec, cm: Obj) -> Profile:
+        results = f"configmap/{output_name(view.name)}"
+        try:
+            graph = yaml.safe_load(cm["data"][OUTPUT_KEY])
+        except yaml.YAMLError as exc:
+            return Profile(error=f"ConfigMap {output_name(view.name)} key {OUTPUT_KEY}: not YAML: {exc}")
+        if not isinstance(graph, dict) or not isinstance(graph.get("spec"), dict):
+            return Profile(
+                error=f"ConfigMap {output_name(view.name)} key {OUTPUT_KEY}: not a DynamoGraphDeployment"
+            )
+        name, namespace = self._names(view, spec, graph)
+        meta = {k: v for k, v in (graph.get("metadata") or {}).items() if k in ("labels", "annotations")}
+        graph = {**graph, "metadata": {"name": name, "namespace": namespace, **meta}}
+        generated = self._labelled(view, spec, graph)
+        return Profile(generated=generated, results=results, message="profiling Job completed")
+
+    def _names(
+        self, view: RequestView, spec: DynamoGraphDeploymentRequestSpec, base: Mapping[str, Any] | None
+    ) -> tuple[str, str]:
+        """Upstream: the generated graph's own name unless overridden; namespace the DGDR's unless
+        overridden. The built-in template is named after the request."""
+        overrides = spec.deploymentOverrides
+        own = (base or {}).get("metadata", {}).get("name") if base else None
+        name = (overrides.name if overrides and overrides.name else None) or own or view.name
+        namespace = (overrides.namespace if overrides and overrides.namespace else None) or view.namespace
+        return str(name), str(namespace)
+
+    def _labelled(self, view: RequestView, spec: DynamoGraphDeploymentRequestSpec, graph: Obj) -> Obj:
+        overrides = spec.deploymentOverrides
+        return with_request_metadata(
+            graph,
+            view.name,
+            view.namespace,
+            overrides.labels if overrides else None,
+            overrides.annotations if overrides else None,
+        )
+
+    async def _dgd(self, view: RequestView) -> DgdSeen | None:
+        deployment = view.status.get("deployment") or {}
+        if not deployment.get("created"):
+            return None
+        key = f"{deployment.get('namespace')}/{deployment.get('name')}"
+        dgd = self.dgds.get(key)
+        if dgd is None:
+            try:  # the cache may not show a DGD created a moment ago: ask before calling it deleted
+                dgd = await self.client.get(
+                    dgd_resource(), str(deployment.get("name")), str(deployment.get("namespace"))
+                )
+            except ApiError as exc:
+                if exc.not_found:
+                    return DgdSeen(exists=False)
+                raise
+        return DgdSeen(exists=True, state=str(objects.status(dgd).get("state") or ""))
+
+    # --- act --------------------------------------------------------------------------------------
+
+    async def _create_job(self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec) -> None:
+        body = profiling_job(dgdr, spec, self.options.profiler_image)
+        try:
+            await self.client.create(
+                JOBS, body, namespace=objects.namespace(dgdr), field_manager=FIELD_MANAGER
+            )
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+
+    def _start_plan(
+        self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec, target: Target, base: Obj | None
+    ) -> None:
+        key = (objects.uid(dgdr), objects.generation(dgdr) or 1)
+        if key in self.plans:
+            return
+        view_name, namespace = objects.name(dgdr), objects.namespace(dgdr)
+        task = asyncio.get_running_loop().create_task(self._plan(dgdr, spec, target, base))
+        self.plans[key] = task
+        self.plan_owners[key[0]] = (namespace, view_name)
+
+        def done(_: asyncio.Task[Profile]) -> None:
+            if self.controller is not None:
+                self.controller.enqueue(Request(namespace or None, view_name))
+
+        task.add_done_callback(done)
+
+    async def _plan(
+        self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec, target: Target, base: Obj | None
+    ) -> Profile:
+        gpu = spec.gpu
+        request = PlanRequest(
+            model=spec.modelName,
+            backend=spec.backend,
+            system=target.system,
+            isl=spec.sla.isl,
+            osl=spec.sla.osl,
+            ttft_ms=float(spec.sla.ttft),
+            itl_ms=float(spec.sla.itl),
+            min_gpus_per_engine=gpu.minNumGPUsPerEngine if gpu else 1,
+            max_gpus_per_engine=gpu.maxNumGPUsPerEngine if gpu else 8,
+            total_gpus=target.budget,
+            partitions_per_gpu=target.partitions_per_gpu,
+        )
+        try:
+            result = await asyncio.to_thread(self.planner, request)
+        except PlannerError as exc:
+            return Profile(error=str(exc), invalid=True)
+        return self._offline_profile(dgdr, spec, target, base, request, result)
+
+    def _offline_profile(
+        self,
+        dgdr: Obj,
+        spec: DynamoGraphDeploymentRequestSpec,
+        target: Target,
+        base: Obj | None,
+        request: PlanRequest,
+        result: PlanResult,
+    ) -> Profile:
+        name = objects.name(dgdr)
+        view = RequestView(
+            name, objects.namespace(dgdr), objects.generation(dgdr) or 1, False, spec.autoApply, {}
+        )
+        chosen = result.disagg
+        if chosen is None or chosen.prefill is None or chosen.decode is None:
+            return Profile(
+                error=(
+                    f"no disaggregated plan for {spec.modelName} on {target.budget} {target.system} "
+                    f"GPUs fits the engine sizes {request.min_gpus_per_engine}..{request.max_gpus_per_engine}"
+                )
+            )
+        graph_plan = GraphPlan(
+            backend=spec.backend,
+            prefill_tp=chosen.prefill.tp,
+            prefill_workers=chosen.prefill.workers,
+            decode_tp=chosen.decode.tp,
+            decode_workers=chosen.decode.workers,
+            ttft_ms=spec.sla.ttft,
+            itl_ms=spec.sla.itl,
+            gpu_resource=target.resource,
+            gpus_per_node=target.per_node,
+            profile_configmap=output_name(name),
+        )
+        dgd_name, namespace = self._names(view, spec, base)
+        try:
+            graph = generate_graph(
+                base or base_graph(spec.backend, spec.modelName, dgd_name), graph_plan, dgd_name, namespace
+            )
+        except ValueError as exc:
+            return Profile(error=f"spec.profilingConfig.configMapRef: {exc}", invalid=True)
+        generated = self._labelled(view, spec, graph)
+        sla = "meets the SLA" if chosen.meets_sla else "does NOT meet the SLA (closest plan)"
+        message = (
+            f"planned {chosen.prefill.workers}x prefill TP{chosen.prefill.tp} + {chosen.decode.workers}x decode "
+            f"TP{chosen.decode.tp} on {chosen.gpus} of {target.budget} {target.system} "
+            f"{'partitions' if target.partitions_per_gpu > 1 else 'GPUs'}: TTFT {chosen.ttft_ms:.0f} ms, "
+            f"ITL {chosen.itl_ms:.1f} ms, {chosen.tokens_per_second_per_gpu:.0f} tokens/s/GPU; {sla}"
+        )
+        self.output_bodies[(objects.uid(dgdr), view.generation)] = output_configmap(
+            dgdr, generated, json.dumps(dataclasses.asdict(result), sort_keys=True, indent=1)
+        )
+        return Profile(generated=generated, results=f"configmap/{output_name(name)}", message=message)
+
+    async def _write_output(self, dgdr: Obj) -> None:
+        body = self.output_bodies.get((objects.uid(dgdr), objects.generation(dgdr) or 1))
+        if body is None:
+            return
+        namespace = objects.namespace(dgdr)
+        current = self.outputs.get(f"{namespace}/{objects.name(body)}")
+        if current is None:
+            try:
+                await self.client.create(CONFIGMAPS, body, namespace=namespace, field_manager=FIELD_MANAGER)
+                return
+            except ApiError as exc:
+                if not exc.already_exists:
+                    raise
+                current = await self.client.get(CONFIGMAPS, objects.name(body), namespace)
+        if current.get("data") != body["data"]:
+            await self.client.replace(
+                CONFIGMAPS,
+                {
+                    **body,
+                    "metadata": {**body["metadata"], "resourceVersion": objects.resource_version(current)},
+                },
+                field_manager=FIELD_MANAGER,
+            )
+
+    async def _create_dgd(self, generated: Mapping[str, Any]) -> None:
+        """Create the DGD (no owner reference: it outlives the request); AlreadyExists is fine."""
+        namespace = str((generated.get("metadata") or {}).get("namespace") or "")
+        try:
+            await self.client.create(
+                dgd_resource(), dict(generated), namespace=namespace, field_manager=FIELD_MANAGER
+            )
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+
+
+def _labelled_requests(obj: Obj) -> Iterable[Request]:
+    labels = objects.labels(obj)
+    name, namespace = labels.get(LABEL_DGDR_NAME), labels.get(LABEL_DGDR_NAMESPACE)
+    return [Request(namespace or objects.namespace(obj) or None, name)] if name else []
+
+
+def setup_controller(
+    manager: Manager, planner: Planner | None = None, systems: Systems | None = None
+) -> Controller:
+    informers = manager.informers
+    reconciler = RequestReconciler(
+        manager.client,
+        informers.informer(dgdr_resource()),
+        informers.informer(JOBS, label_selector="app=dynamo-profiler"),
+        informers.informer(CONFIGMAPS, label_selector=LABEL_DGDR_NAME),
+        informers.informer(dgd_resource(), label_selector=LABEL_DGDR_NAME),
+        informers.informer(NODES),
+        EventRecorder(manager.client, COMPONENT),
+        manager.clock,
+        manager.options(DynamoOptions),
+        planner,
+        systems,
+    )
+    controller = (
+        Controller.build("dynamographdeploymentrequest")
+        .for_(dgdr_resource())
+        .owns(JOBS)
+        .watches(CONFIGMAPS, _labelled_requests, label_selector=LABEL_DGDR_NAME)
+        .watches(dgd_resource(), _labelled_requests, label_selector=LABEL_DGDR_NAME)
+        .workers(4)
+        .reconcile(reconciler)
+    )
+    reconciler.controller = controller
+    return controller
+
+
+def setup(manager: Manager) -> None:
+    """``aiplane run --controllers dynamographdeploymentrequest`` (also part of ``all``)."""
+    manager.add_controller(setup_controller(manager))

@@ -1,0 +1,224 @@
+"""DynamoGraphDeploymentRequests end to end on the embedded cluster: the DGDR, DGD and DCD controllers
+with the simulated Deployment controller, scheduler and kubelet, and the real planner.
+
+What a user sees: an offline request planned for the cluster's GPUs, its DGD created with the planned
+TPs and replicas and followed to Ready; the spec alone without autoApply; a deleted DGD; a rejected
+spec edit; clear failures; an online request whose profiling Job is played by a stand-in; and a
+request planned in partitions on a CPX-partitioned MI300X fleet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from aiplane.controllers.dynamo import component_controller, graph_controller, request_controller
+from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.kube.manager import Manager
+from aiplane.kube.resources import CONFIGMAPS, EVENTS, JOBS, NAMESPACES, NODES, SECRETS, resource_for
+from aiplane.sim.client import InMemoryKubeClient
+from aiplane.sim.cluster import EmbeddedCluster
+from tests.polling import eventually
+
+DGDR = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeploymentRequest")
+DGD = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment")
+NS = "team-a"
+MODEL = "Qwen/Qwen3-8B"
+PROFILER = "nvcr.io/nvidia/ai-dynamo/profiler:0.6.0"
+Obj = dict[str, Any]
+
+
+@dataclass
+class World:
+    cluster: EmbeddedCluster
+    client: InMemoryKubeClient
+
+    async def dgdr(self, name: str) -> Obj:
+        return await self.client.get(DGDR, name, NS)
+
+    async def state(self, name: str, state: str) -> Obj | None:
+        obj = await self.dgdr(name)
+        return obj if (obj.get("status") or {}).get("state") == state else None
+
+    async def reasons(self, name: str) -> list[str]:
+        listed = await self.client.list(EVENTS, namespace=NS)
+        return [e["reason"] for e in listed["items"] if e["involvedObject"].get("name") == name]
+
+
+def request(name: str, **spec: Any) -> Obj:
+    body: Obj = {"modelName": MODEL, "backend": "vllm", "sla": {"ttft": 200, "itl": 20}, **spec}
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeploymentRequest",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": body,
+    }
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    cluster = EmbeddedCluster(agents=True, ready_delay=0.0)
+    await cluster.start()
+    client = InMemoryKubeClient.for_cluster(cluster)
+    operator = InMemoryKubeClient.for_cluster(cluster)
+    manager = Manager(operator, leader_election=None, handle_signals=False)
+    manager.set_options(DynamoOptions(profiler_image=PROFILER))
+    graph_controller.setup(manager)
+    await component_controller.setup(manager)
+    request_controller.setup(manager)
+    task = asyncio.create_task(manager.run())
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret"}}
+    await client.create(SECRETS, {**secret, "stringData": {"HF_TOKEN": "hf_x"}}, namespace=NS)
+    yield World(cluster, client)
+    manager.stop()
+    assert await task == 0
+    await client.close()
+    await cluster.stop()
+
+
+def _workers(graph: Obj) -> dict[str, Obj]:
+    services = graph["spec"]["services"]
+    return {svc["subComponentType"]: svc for svc in services.values() if svc.get("subComponentType")}
+
+
+async def test_offline_auto_apply_reaches_ready_with_the_planned_graph(world: World) -> None:
+    await world.client.create(DGDR, request("qwen", gpu={"type": "h100"}, autoApply=True), namespace=NS)
+    ready = await eventually(lambda: world.state("qwen", "Ready"), 60, "request Ready")
+    status = ready["status"]
+    assert status["deployment"] == {"name": "qwen", "namespace": NS, "state": "successful", "created": True}
+    assert status["profilingResults"] == "configmap/dgdr-output-qwen"
+    validation = next(c for c in status["conditions"] if c["type"] == "Validation")
+    assert "h100_sxm" in validation["message"] and "budget 16 nvidia.com/gpu" in validation["message"]
+    output = await world.client.get(CONFIGMAPS, "dgdr-output-qwen", NS)
+    plan = yaml.safe_load(output["data"]["plan.json"])["disagg"]
+    dgd = await world.client.get(DGD, "qwen", NS)
+    assert dgd["status"]["state"] == "successful"
+    assert "ownerReferences" not in dgd["metadata"]
+    assert dgd["metadata"]["labels"]["dgdr.nvidia.com/name"] == "qwen"
+    workers = _workers(dgd)
+    for role in ("prefill", "decode"):
+        assert workers[role]["replicas"] == plan[role]["workers"]
+        assert workers[role]["resources"]["limits"]["gpu"] == str(plan[role]["tp"])
+        assert (
+            f"--tensor-parallel-size {plan[role]['tp']}"
+            in workers[role]["extraPodSpec"]["mainContainer"]["args"][0]
+        )
+    assert dgd["spec"]["services"]["Planner"]["componentType"] == "planner"
+    assert dgd["spec"] == status["generatedDeployment"]["spec"]
+    reasons = await world.reasons("qwen")
+    for reason in ("Initialized", "SpecGenerated", "DeploymentCreated", "DeploymentReady"):
+        assert reason in reasons
+
+    await world.client.delete(DGD, "qwen", namespace=NS)
+    deleted = await eventually(lambda: world.state("qwen", "DeploymentDeleted"), 20, "DeploymentDeleted")
+    assert deleted["status"]["deployment"]["state"] == "Deleted"
+    assert "DeploymentDeleted" in await world.reasons("qwen")
+    assert await _get(world, DGD, "qwen") is None  # not created again
+
+
+async def test_without_auto_apply_stops_at_ready_and_rejects_spec_edits(world: World) -> None:
+    await world.client.create(DGDR, request("spec-only", gpu={"type": "h100_sxm"}), namespace=NS)
+    ready = await eventually(lambda: world.state("spec-only", "Ready"), 30, "request Ready")
+    generated = ready["status"]["generatedDeployment"]
+    assert generated["kind"] == "DynamoGraphDeployment" and generated["metadata"]["name"] == "spec-only"
+    assert (await world.client.list(DGD, namespace=NS))["items"] == []
+
+    obj = await world.dgdr("spec-only")
+    obj["spec"]["sla"]["ttft"] = 100
+    await world.client.replace(DGDR, obj)
+
+    async def rejected() -> Obj | None:
+        current = await world.dgdr("spec-only")
+        conds = {c["type"]: c for c in current["status"].get("conditions", [])}
+        return current if "SpecChangeRejected" in conds else None
+
+    after = await eventually(rejected, 10, "spec change rejected")
+    cond = next(c for c in after["status"]["conditions"] if c["type"] == "SpecChangeRejected")
+    assert "generation 2" in cond["message"]
+    assert after["status"]["state"] == "Ready"
+    assert after["status"]["observedGeneration"] == 1
+    assert after["status"]["generatedDeployment"] == generated  # nothing of the edit applied
+    assert "SpecChangeRejected" in await world.reasons("spec-only")
+
+
+async def test_unknown_model_and_gpu_type_fail_naming_the_field(world: World) -> None:
+    bad_model = request("bad-model", gpu={"type": "h100"})
+    bad_model["spec"]["modelName"] = "acme/unknown-70b"
+    await world.client.create(DGDR, bad_model, namespace=NS)
+    await world.client.create(DGDR, request("bad-gpu", gpu={"type": "tpu-v5"}), namespace=NS)
+    failed = await eventually(lambda: world.state("bad-model", "Failed"), 30, "unknown model fails")
+    message = next(c for c in failed["status"]["conditions"] if c["type"] == "Validation")["message"]
+    assert "acme/unknown-70b" in message and MODEL in message  # the known ones are listed
+    failed = await eventually(lambda: world.state("bad-gpu", "Failed"), 10, "unknown GPU fails")
+    message = next(c for c in failed["status"]["conditions"] if c["type"] == "Validation")["message"]
+    assert message.startswith("spec.gpu.type:") and "tpu-v5" in message and "h100_sxm" in message
+    assert "ValidationFailed" in await world.reasons("bad-gpu")
+
+
+async def test_online_profiling_job_stand_in(world: World) -> None:
+    await world.client.create(DGDR, request("online", online=True, autoApply=True), namespace=NS)
+    job = await eventually(lambda: _get(world, JOBS, "profile-online-online"), 10, "profiling Job created")
+    assert job["metadata"]["labels"]["app"] == "dynamo-profiler"
+    assert job["metadata"]["ownerReferences"][0]["kind"] == "DynamoGraphDeploymentRequest"
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "dgdr-profiling-job"
+    assert pod["containers"][0]["image"] == PROFILER
+    assert "--isl" in pod["containers"][0]["args"]
+    assert (await world.dgdr("online"))["status"]["state"] == "Profiling"
+    # The stand-in: the profiler's output copier applies the ConfigMap, then the Job completes.
+    graph = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "profiled"},
+        "spec": {
+            "backendFramework": "vllm",
+            "services": {
+                "Frontend": {"componentType": "frontend", "replicas": 1},
+                "VllmDecodeWorker": {"componentType": "worker", "subComponentType": "decode", "replicas": 1},
+            },
+        },
+    }
+    output = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "dgdr-output-online", "labels": {"dgdr.nvidia.com/name": "online"}},
+        "data": {"config_with_planner.yaml": yaml.safe_dump(graph)},
+    }
+    await world.client.create(CONFIGMAPS, output, namespace=NS)
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+    await world.client.replace_status(JOBS, job)
+    await eventually(lambda: world.state("online", "Ready"), 30, "online request Ready")
+    dgd = await world.client.get(DGD, "profiled", NS)
+    assert dgd["metadata"]["labels"]["dgdr.nvidia.com/name"] == "online"
+    assert "ProfilingJobCreated" in await world.reasons("online")
+
+
+async def test_partitioned_mi300x_fleet_plans_in_partitions(world: World) -> None:
+    for node in (await world.client.list(NODES))["items"]:
+        if "amd.com/gpu" in node["status"]["allocatable"]:
+            node["status"]["allocatable"]["amd.com/gpu"] = "64"
+            node["status"]["capacity"]["amd.com/gpu"] = "64"
+            await world.client.replace_status(NODES, node)
+    await world.client.create(DGDR, request("cpx"), namespace=NS)  # gpu.type discovered
+    ready = await eventually(lambda: world.state("cpx", "Ready"), 30, "request Ready")
+    validation = next(c for c in ready["status"]["conditions"] if c["type"] == "Validation")
+    assert "mi300x discovered" in validation["message"]
+    assert "8 partitions per GPU" in validation["message"]
+    output = await world.client.get(CONFIGMAPS, "dgdr-output-cpx", NS)
+    plan = yaml.safe_load(output["data"]["plan.json"])
+    assert plan["system"].startswith("mi300x")
+    for svc in _workers(ready["status"]["generatedDeployment"]).values():
+        assert svc["resources"]["limits"]["gpuType"] == "amd.com/gpu"
+
+
+async def _get(world: World, res: Any, name: str) -> Obj | None:
+    try:
+        return await world.client.get(res, name, NS)
+    except Exception:
+        return None

@@ -1,0 +1,111 @@
+"""The DGDR state machine (pure), including the fixes over upstream."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aiplane.controllers.dynamo.request_state import (
+    DgdSeen,
+    JobSeen,
+    Observed,
+    Profile,
+    RequestView,
+    decide,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+GRAPH = {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"services": {}}}
+
+
+def view(state: str = "", generation: int = 1, observed: int = 0, **kw: Any) -> RequestView:
+    status: dict[str, Any] = {"state": state, "observedGeneration": observed} if state else {}
+    status.update(kw.pop("status", {}))
+    return RequestView("r", "ns", generation, kw.pop("online", False), kw.pop("auto_apply", False), status)
+
+
+def conds(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status.get("conditions", [])}
+
+
+def test_new_request_is_validated_and_starts_planning() -> None:
+    d = decide(view(), Observed(validated="gpu.type h100_sxm"), NOW)
+    assert d.status["state"] == "Profiling"
+    assert d.actions == ["start_plan"]
+    assert [e[1] for e in d.events] == ["Initialized"]
+    assert conds(d.status)["Validation"]["message"] == "gpu.type h100_sxm"
+
+
+def test_online_request_creates_the_job() -> None:
+    d = decide(view(online=True), Observed(), NOW)
+    assert d.actions == ["create_job"]
+    assert [e[1] for e in d.events] == ["Initialized", "ProfilingJobCreated"]
+
+
+def test_validation_failure_names_the_problem_and_is_terminal_until_the_spec_changes() -> None:
+    d = decide(view(), Observed(problems=("spec.gpu.type: unknown",)), NOW)
+    assert d.status["state"] == "Failed" and d.actions == []
+    assert conds(d.status)["Validation"]["reason"] == "ValidationFailed"
+    failed = view("Failed", 1, 1, status={"conditions": d.status["conditions"]})
+    assert decide(failed, Observed(), NOW).status == failed.status
+    edited = view("Failed", 2, 1)
+    assert decide(edited, Observed(), NOW).status["state"] == "Profiling"
+
+
+def test_plan_done_generates_the_spec_and_deploys_with_auto_apply() -> None:
+    profiling = view("Profiling", 1, 1, auto_apply=True)
+    d = decide(profiling, Observed(profile=Profile(generated=GRAPH, results="configmap/x")), NOW)
+    assert d.actions == ["write_output", "create_dgd"]
+    assert d.status["state"] == "Deploying"
+    assert d.status["deployment"] == {"name": "g", "namespace": "ns", "state": "pending", "created": True}
+    assert conds(d.status)["SpecGenerated"]["status"] == "True"
+
+
+def test_without_auto_apply_ready_with_the_spec() -> None:
+    d = decide(view("Profiling", 1, 1), Observed(profile=Profile(generated=GRAPH)), NOW)
+    assert d.status["state"] == "Ready" and "create_dgd" not in d.actions
+
+
+def test_unknown_model_is_a_validation_failure() -> None:
+    d = decide(view("Profiling", 1, 1), Observed(profile=Profile(error="model: unknown", invalid=True)), NOW)
+    assert d.status["state"] == "Failed"
+    assert conds(d.status)["Validation"]["message"] == "model: unknown"
+
+
+def test_job_failure_fails_the_request() -> None:
+    d = decide(view("Profiling", 1, 1, online=True), Observed(job=JobSeen(failed=True, message="OOM")), NOW)
+    assert d.status["state"] == "Failed" and [e[1] for e in d.events] == ["ProfilingJobFailed"]
+
+
+DEPLOYED = {"deployment": {"name": "g", "namespace": "ns", "state": "pending", "created": True}}
+
+
+def test_successful_means_ready_upstream_bug_fixed() -> None:
+    d = decide(
+        view("Deploying", 1, 1, auto_apply=True, status=DEPLOYED),
+        Observed(dgd=DgdSeen(True, "successful")),
+        NOW,
+    )
+    assert d.status["state"] == "Ready"
+    assert conds(d.status)["DeploymentReady"]["status"] == "True"
+
+
+def test_degraded_goes_back_to_deploying_and_deleted_is_terminal() -> None:
+    ready = view("Ready", 1, 1, auto_apply=True, status=DEPLOYED)
+    d = decide(ready, Observed(dgd=DgdSeen(True, "pending")), NOW)
+    assert d.status["state"] == "Deploying" and d.events[0][1] == "DeploymentDegraded"
+    d = decide(ready, Observed(dgd=DgdSeen(False)), NOW)
+    assert d.status["state"] == "DeploymentDeleted" and d.actions == []
+    gone = view("DeploymentDeleted", 1, 1, status=d.status)
+    assert decide(gone, Observed(dgd=DgdSeen(False)), NOW).actions == []
+
+
+def test_spec_change_in_an_immutable_state_is_rejected_with_a_condition_and_applies_nothing() -> None:
+    ready = view("Ready", 3, 1, auto_apply=True, status=DEPLOYED)
+    d = decide(ready, Observed(dgd=DgdSeen(True, "successful"), profile=Profile(generated={"x": 1})), NOW)
+    cond = conds(d.status)["SpecChangeRejected"]
+    assert "generation 3" in cond["message"] and "generation 1" in cond["message"]
+    assert d.status["observedGeneration"] == 1 and d.actions == []
+    assert [e[1] for e in d.events] == ["SpecChangeRejected"]
+    again = view("Ready", 3, 1, auto_apply=True, status=d.status)
+    assert decide(again, Observed(dgd=DgdSeen(True, "successful")), NOW).events == []  # once per generation
