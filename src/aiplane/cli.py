@@ -380,6 +380,108 @@ def run(
     raise typer.Exit(code)
 
 
+@app.command()
+def plan(
+    model: Annotated[str, typer.Option(help="Hugging Face ID (e.g. Qwen/Qwen3-32B-FP8) or AIC model name.")],
+    system: Annotated[
+        str, typer.Option(help="GPU system: h100, h200, a100, b200, gb200, mi300x, mi325x, mi355x.")
+    ],
+    isl: Annotated[int, typer.Option(help="Input (prompt) tokens per request.", min=1)],
+    osl: Annotated[int, typer.Option(help="Output tokens per request.", min=2)],
+    ttft: Annotated[float, typer.Option(help="Time-to-first-token target, ms.", min=0.001)],
+    itl: Annotated[float, typer.Option(help="Inter-token latency target, ms.", min=0.001)],
+    backend: Annotated[str, typer.Option(help="vllm, sglang or trtllm.")] = "vllm",
+    total_gpus: Annotated[int | None, typer.Option(help="GPU budget of the whole deployment.", min=1)] = None,
+    min_gpus_per_engine: Annotated[int, typer.Option(help="Smallest engine (TP) size.", min=1)] = 1,
+    max_gpus_per_engine: Annotated[int, typer.Option(help="Largest engine (TP) size.", min=1)] = 8,
+    partitions_per_gpu: Annotated[
+        int,
+        typer.Option(
+            help="AMD compute partitions per GPU (CPX on MI300X: 8); GPU counts are then partitions."
+        ),
+    ] = 1,
+    model_config: Annotated[
+        Path | None,
+        typer.Option(help="The model's Hugging Face config.json (for models the registry lacks)."),
+    ] = None,
+    latency_model: Annotated[
+        str, typer.Option(help="builtin (analytic) or aic (aiconfigurator-core).")
+    ] = "builtin",
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+) -> None:
+    """Size disaggregated serving within TTFT/ITL targets (AIConfigurator's search, in process).
+
+    Exit status 0 when a plan meets the SLA, 3 when only a best-effort plan exists, 2 for bad input.
+    """
+    import json
+
+    from aiplane.planner import report
+    from aiplane.planner.api import plan as run_plan
+    from aiplane.planner.types import PlannerError, PlanRequest
+
+    def bad(message: str) -> typer.Exit:
+        err_console.print(f"aiplane plan: {message}", markup=False)
+        return typer.Exit(report.EXIT_BAD_INPUT)
+
+    if output not in ("table", "json"):
+        raise bad(f"--output: must be table or json (got {output!r})")
+    config = None
+    if model_config is not None:
+        try:
+            config = json.loads(model_config.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise bad(f"--model-config: cannot read {model_config} as JSON: {err}") from None
+        if not isinstance(config, dict):
+            raise bad(f"--model-config: {model_config} must hold a JSON object (a config.json)")
+    request = PlanRequest(
+        model=model,
+        backend=backend,  # type: ignore[arg-type]  # checked by plan()
+        system=system,
+        isl=isl,
+        osl=osl,
+        ttft_ms=ttft,
+        itl_ms=itl,
+        min_gpus_per_engine=min_gpus_per_engine,
+        max_gpus_per_engine=max_gpus_per_engine,
+        total_gpus=total_gpus,
+        partitions_per_gpu=partitions_per_gpu,
+        latency_model=latency_model,  # type: ignore[arg-type]  # checked by plan()
+        model_config=config,
+    )
+    try:
+        result = run_plan(request)
+    except PlannerError as err:
+        raise bad(report.flag_message(str(err))) from None
+    if output == "json":
+        sys.stdout.write(json.dumps(report.to_json(result), indent=2) + "\n")
+    else:
+        table = Table(
+            title=f"{result.model} on {result.system} ({result.backend}, {result.latency_model} latencies)"
+        )
+        for column in (
+            "plan",
+            "engines",
+            "GPUs",
+            "tok/s/GPU",
+            "tok/s/user",
+            "TTFT ms",
+            "ITL ms",
+            "meets SLA",
+        ):
+            table.add_column(column)
+        for row in report.plan_rows(result):
+            table.add_row(*row)
+        console.print(table)
+        if result.frontier:
+            front = Table(title="Pareto frontier (disaggregated)")
+            front.add_column("tok/s/user", justify="right")
+            front.add_column("tok/s/GPU", justify="right")
+            for user, gpu in result.frontier:
+                front.add_row(f"{user:.1f}", f"{gpu:.1f}")
+            console.print(front)
+    raise typer.Exit(report.exit_code(result))
+
+
 def main() -> None:
     app()
 

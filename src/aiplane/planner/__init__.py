@@ -5,6 +5,10 @@ and worker counts serve model M on system S within TTFT/ITL targets at the best 
 NVIDIA's AIConfigurator does offline, in process. ``aiplane plan`` and the DGDR controller share it.
 """
 
+from aiplane.planner.api import load_latency_model, plan
+from aiplane.planner.latency import BuiltinLatency, max_batch
+from aiplane.planner.models import model_from_hf_config, resolve_model
+from aiplane.planner.systems import partition, resolve_system
 from aiplane.planner.types import (
     EnginePlan,
     LatencyModel,
@@ -17,6 +21,7 @@ from aiplane.planner.types import (
 )
 
 __all__ = [
+    "BuiltinLatency",
     "EnginePlan",
     "LatencyModel",
     "ModelSpec",
@@ -25,4 +30,11 @@ __all__ = [
     "PlanResult",
     "PlannerError",
     "SystemSpec",
+    "load_latency_model",
+    "max_batch",
+    "model_from_hf_config",
+    "partition",
+    "plan",
+    "resolve_model",
+    "resolve_system",
 ]

@@ -45,6 +45,12 @@ class ModelSpec:
     #: Multi-head latent attention (DeepSeek): the KV cache holds kv_lora_rank + rope dims per token.
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
+    #: MLA's query compression rank and per-head no-RoPE query/key and value dims (0: not MLA).
+    q_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    #: Input embedding and LM head share one matrix (small Qwen3 models).
+    tie_word_embeddings: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,189 @@
+"""The built-in analytic latency model (a roofline per phase) and the memory fit.
+
+Each phase costs max(compute time, memory time) plus the tensor-parallel all-reduces and a fixed
+overhead; the efficiencies live in :mod:`aiplane.planner.calibration`. A bigger engine is never
+predicted slower than a smaller one: where the all-reduce would cost more than the split saves, the
+latency is that of the best smaller size (an engine can always leave GPUs idle). This keeps the
+search's answers monotone (more GPUs per engine never hurt) — see docs/planner.md.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from aiplane.planner import calibration as cal
+from aiplane.planner.types import ModelSpec, SystemSpec
+
+_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5625}  # fp4: 4 bits + one 8-bit scale per 16
+_GIB = 1024.0**3
+#: Activations cross the all-reduce in BF16.
+_ACTIVATION_BYTES = 2.0
+
+
+def dtype_bytes(dtype: str) -> float:
+    return _BYTES.get(dtype, 2.0)
+
+
+def _attention_params(m: ModelSpec) -> int:
+    if m.kv_lora_rank:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = (
+            m.hidden_size * m.q_lora_rank + m.q_lora_rank * m.num_heads * qk
+            if m.q_lora_rank
+            else m.hidden_size * m.num_heads * qk
+        )
+        kv = m.hidden_size * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * m.num_heads * (
+            m.qk_nope_head_dim + m.v_head_dim
+        )
+        return q + kv + m.num_heads * m.v_head_dim * m.hidden_size
+    q_and_o = 2 * m.hidden_size * m.num_heads * m.head_dim
+    return q_and_o + 2 * m.hidden_size * m.num_kv_heads * m.head_dim
+
+
+def _moe_layers(m: ModelSpec) -> int:
+    return m.layers - m.dense_layers if m.num_experts else 0
+
+
+def _expert_params(m: ModelSpec) -> int:
+    return 3 * m.hidden_size * m.moe_intermediate_size
+
+
+def _always_read_params(m: ModelSpec) -> int:
+    """Transformer parameters every token touches: attention, dense FFNs, shared experts (no embeddings)."""
+    dense_ffn_layers = m.layers - _moe_layers(m)
+    return (
+        m.layers * _attention_params(m)
+        + dense_ffn_layers * 3 * m.hidden_size * m.intermediate_size
+        + _moe_layers(m) * (m.shared_experts * _expert_params(m) + m.hidden_size * m.num_experts)
+    )
+
+
+def total_params(m: ModelSpec) -> int:
+    embeddings = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+    return _always_read_params(m) + _moe_layers(m) * m.num_experts * _expert_params(m) + embeddings
+
+
+def active_params(m: ModelSpec) -> int:
+    """Parameters one token multiplies through (routed experts: top-k), LM head included."""
+    routed = _moe_layers(m) * m.experts_per_token * _expert_params(m)
+    return _always_read_params(m) + routed + m.vocab_size * m.hidden_size
+
+
+def weight_bytes(m: ModelSpec) -> float:
+    """Checkpoint bytes: transformer weights in the checkpoint's dtype, embeddings in BF16."""
+    embeddings = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+    return (total_params(m) - embeddings) * dtype_bytes(m.weight_dtype) + embeddings * 2.0
+
+
+def kv_bytes_per_token(m: ModelSpec, tp: int) -> float:
+    """KV-cache bytes one token holds on each GPU of a ``tp`` engine (KV heads replicate past tp = heads;
+    MLA's latent is replicated on every GPU)."""
+    if m.kv_lora_rank:
+        per_layer = float(m.kv_lora_rank + m.qk_rope_head_dim)
+    else:
+        per_layer = 2.0 * math.ceil(m.num_kv_heads / tp) * m.head_dim
+    return m.layers * per_layer * dtype_bytes(m.kv_dtype)
+
+
+def kv_capacity_tokens(m: ModelSpec, s: SystemSpec, tp: int) -> int:
+    """Tokens of KV cache that fit beside the weights and the reserve (0: the weights do not fit)."""
+    usable = s.memory_gib * cal.MEMORY_UTILIZATION - cal.ACTIVATION_RESERVE_GIB
+    free = usable * _GIB - weight_bytes(m) / tp
+    if free <= 0:
+        return 0
+    return int(free // kv_bytes_per_token(m, tp))
+
+
+def max_batch(m: ModelSpec, s: SystemSpec, tp: int, context: int) -> int:
+    """How many requests of ``context`` tokens an engine of ``tp`` GPUs holds in KV cache at once."""
+    return kv_capacity_tokens(m, s, tp) // max(1, context)
+
+
+def _tflops(m: ModelSpec, s: SystemSpec) -> float:
+    """Tensor peak for the checkpoint's dtype; a GPU without that format computes in the next wider one."""
+    ladder = {"fp4": (s.fp4_tflops, s.fp8_tflops, s.bf16_tflops), "fp8": (s.fp8_tflops, s.bf16_tflops)}
+    for value in ladder.get(m.weight_dtype, (s.bf16_tflops,)):
+        if value > 0:
+            return value
+    return s.bf16_tflops
+
+
+def _experts_touched(m: ModelSpec, tokens: int) -> float:
+    """Expected distinct routed experts per MoE layer that ``tokens`` tokens select (uniform routing)."""
+    if not m.num_experts:
+        return 0.0
+    miss = (1.0 - m.experts_per_token / m.num_experts) ** tokens
+    return m.num_experts * (1.0 - miss)
+
+
+def _weights_read(m: ModelSpec, tokens: int) -> float:
+    """Bytes of weights a pass over ``tokens`` tokens reads (whole engine)."""
+    wb = dtype_bytes(m.weight_dtype)
+    routed = _moe_layers(m) * _experts_touched(m, tokens) * _expert_params(m) * wb
+    return _always_read_params(m) * wb + routed + m.vocab_size * m.hidden_size * 2.0
+
+
+def _allreduce_ms(m: ModelSpec, s: SystemSpec, tp: int, tokens: int) -> float:
+    """Two ring all-reduces per layer (after attention and after the FFN) of the tokens' activations."""
+    if tp <= 1:
+        return 0.0
+    size = tokens * m.hidden_size * _ACTIVATION_BYTES
+    bandwidth = s.interconnect_gbs * 1e9 * cal.ALLREDUCE_EFFICIENCY[s.vendor]
+    one = 2.0 * (tp - 1) / tp * size / bandwidth * 1e3 + cal.ALLREDUCE_LATENCY_US[s.vendor] / 1e3
+    return 2 * m.layers * one
+
+
+def _attention_dims(m: ModelSpec, *, decode: bool) -> int:
+    """Per-head dims multiplied per (query, key) pair: QK plus PV (MLA decode runs absorbed, on the latent)."""
+    if m.kv_lora_rank:
+        if decode:
+            return 2 * m.kv_lora_rank + m.qk_rope_head_dim
+        return m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim
+    return 2 * m.head_dim
+
+
+def prefill_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
+    tokens = batch * isl
+    # Causal attention: each of isl queries sees on average isl/2 keys.
+    attention = 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=False) * batch * isl * isl / 2.0
+    flops = 2.0 * active_params(m) * tokens + attention
+    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.PREFILL_COMPUTE_EFFICIENCY[s.vendor]) * 1e3
+    bytes_ = _weights_read(m, tokens) / tp + tokens * kv_bytes_per_token(m, tp)
+    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.PREFILL_MEMORY_EFFICIENCY[s.vendor]) * 1e3
+    return max(compute, memory) + _allreduce_ms(m, s, tp, tokens) + cal.PREFILL_OVERHEAD_MS[s.vendor]
+
+
+def decode_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
+    attention = 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * batch * context
+    flops = 2.0 * active_params(m) * batch + attention
+    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.DECODE_COMPUTE_EFFICIENCY[s.vendor]) * 1e3
+    bytes_ = _weights_read(m, batch) / tp + batch * context * kv_bytes_per_token(m, tp)
+    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.DECODE_MEMORY_EFFICIENCY[s.vendor]) * 1e3
+    return max(compute, memory) + _allreduce_ms(m, s, tp, batch) + cal.STEP_OVERHEAD_MS[s.vendor]
+
+
+@lru_cache(maxsize=1 << 16)
+def _prefill_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
+    here = prefill_raw_ms(m, s, tp, batch, isl)
+    return here if tp <= 1 else min(here, _prefill_envelope(m, s, tp - 1, batch, isl))
+
+
+@lru_cache(maxsize=1 << 16)
+def _decode_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
+    here = decode_raw_ms(m, s, tp, batch, context)
+    return here if tp <= 1 else min(here, _decode_envelope(m, s, tp - 1, batch, context))
+
+
+class BuiltinLatency:
+    """The analytic roofline model: needs no data, covers every registry system (AMD included)."""
+
+    name = "builtin"
+
+    def prefill_ms(self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int) -> float:
+        return _prefill_envelope(model, system, tp, batch, isl)
+
+    def decode_step_ms(
+        self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
+    ) -> float:
+        return _decode_envelope(model, system, tp, batch, context)

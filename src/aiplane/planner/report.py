@@ -1,0 +1,114 @@
+"""``aiplane plan``'s output: the JSON document scripts read and the rows of the human table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiplane.planner.types import EnginePlan, Plan, PlanResult
+
+#: Exit statuses of ``aiplane plan``.
+EXIT_MEETS_SLA = 0
+EXIT_BAD_INPUT = 2
+EXIT_BEST_EFFORT = 3
+
+
+def _engine(e: EnginePlan, *, batch: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"tp": e.tp, "workers": e.workers}
+    if batch:
+        out["batch"] = e.batch
+    return out
+
+
+def _plan(p: Plan | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    out: dict[str, Any] = {}
+    if p.prefill is not None:
+        out["prefill"] = _engine(p.prefill, batch=False)
+    if p.decode is not None:
+        out["decode"] = _engine(p.decode, batch=True)
+    if p.agg is not None:
+        out["agg"] = _engine(p.agg, batch=True)
+    out.update(
+        tokensPerSecondPerGpu=round(p.tokens_per_second_per_gpu, 3),
+        tokensPerSecondPerUser=round(p.tokens_per_second_per_user, 3),
+        ttftMs=round(p.ttft_ms, 3),
+        itlMs=round(p.itl_ms, 3),
+        gpus=p.gpus,
+        meetsSla=p.meets_sla,
+    )
+    return out
+
+
+def to_json(result: PlanResult) -> dict[str, Any]:
+    return {
+        "model": result.model,
+        "system": result.system,
+        "backend": result.backend,
+        "latencyModel": result.latency_model,
+        "disagg": _plan(result.disagg),
+        "agg": _plan(result.agg),
+        "frontier": [{"tokensPerSecondPerUser": u, "tokensPerSecondPerGpu": g} for u, g in result.frontier],
+    }
+
+
+def exit_code(result: PlanResult) -> int:
+    """0 when some plan meets the SLA, else 3 (a best-effort answer, or none at all)."""
+    plans = (result.disagg, result.agg)
+    return EXIT_MEETS_SLA if any(p is not None and p.meets_sla for p in plans) else EXIT_BEST_EFFORT
+
+
+def _engines(p: Plan) -> str:
+    if p.agg is not None:
+        return f"{p.agg.workers} x agg TP{p.agg.tp} (batch {p.agg.batch})"
+    assert p.prefill is not None and p.decode is not None
+    return (
+        f"{p.prefill.workers} x prefill TP{p.prefill.tp} + "
+        f"{p.decode.workers} x decode TP{p.decode.tp} (batch {p.decode.batch})"
+    )
+
+
+def plan_rows(result: PlanResult) -> list[tuple[str, ...]]:
+    """One row per plan kind: kind, engines, GPUs, tokens/s/GPU, tokens/s/user, TTFT, ITL, SLA."""
+    rows: list[tuple[str, ...]] = []
+    for kind, p in (("disagg", result.disagg), ("agg", result.agg)):
+        if p is None:
+            rows.append((kind, "does not fit in memory", "-", "-", "-", "-", "-", "-"))
+            continue
+        rows.append(
+            (
+                kind,
+                _engines(p),
+                str(p.gpus),
+                f"{p.tokens_per_second_per_gpu:.1f}",
+                f"{p.tokens_per_second_per_user:.1f}",
+                f"{p.ttft_ms:.1f}",
+                f"{p.itl_ms:.2f}",
+                "yes" if p.meets_sla else "NO (best effort)",
+            )
+        )
+    return rows
+
+
+_FLAGS = {
+    "model": "--model",
+    "model config": "--model-config",
+    "system": "--system",
+    "backend": "--backend",
+    "isl": "--isl",
+    "osl": "--osl",
+    "ttft": "--ttft",
+    "itl": "--itl",
+    "minGpusPerEngine": "--min-gpus-per-engine",
+    "maxGpusPerEngine": "--max-gpus-per-engine",
+    "totalGpus": "--total-gpus",
+    "partitionsPerGpu": "--partitions-per-gpu",
+    "latencyModel": "--latency-model",
+}
+
+
+def flag_message(message: str) -> str:
+    """A PlannerError's message with its field ("isl: ...") spelled as the CLI flag ("--isl: ...")."""
+    field, sep, rest = message.partition(": ")
+    flag = _FLAGS.get(field)
+    return f"{flag}: {rest}" if sep and flag else message
