@@ -35,7 +35,6 @@ import importlib.metadata
 import logging
 import re
 import statistics
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
