@@ -135,6 +135,25 @@ def test_hf_config_of_deepseek_gives_mla_and_moe() -> None:
     assert (spec.kv_lora_rank, spec.weight_dtype, spec.dense_layers) == (512, "fp8", 3)
 
 
+def test_hf_config_of_gpt_oss_is_mxfp4_moe() -> None:
+    config = {
+        "architectures": ["GptOssForCausalLM"],
+        "head_dim": 64,
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_attention_heads": 64,
+        "num_hidden_layers": 24,
+        "num_key_value_heads": 8,
+        "num_local_experts": 32,
+        "num_experts_per_tok": 4,
+        "vocab_size": 201088,
+        "quantization_config": {"quant_method": "mxfp4"},
+    }
+    spec = model_from_hf_config("me/oss", config)
+    assert spec.weight_dtype == "fp4"
+    assert total_params(spec) == total_params(MODELS["openai/gpt-oss-20b"])
+
+
 def test_hf_config_missing_a_field_names_it() -> None:
     with pytest.raises(PlannerError, match="num_hidden_layers"):
         model_from_hf_config("x", {k: v for k, v in LLAMA_70B_CONFIG.items() if k != "num_hidden_layers"})

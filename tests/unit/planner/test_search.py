@@ -147,6 +147,14 @@ def test_an_unmeetable_sla_gives_the_closest_plan_flagged() -> None:
     assert (result.disagg.decode.tp, result.disagg.decode.batch) == (8, 1)
 
 
+def test_best_effort_fits_the_budget() -> None:
+    """The fastest prefill (TP8) and decode (TP8) engines do not fit 8 GPUs together: the closest plan
+    that does is answered, not none."""
+    result = plan(request(model="Qwen/Qwen3-8B", system="h100", ttft_ms=50.0, itl_ms=2.0, total_gpus=8))
+    assert result.disagg is not None and not result.disagg.meets_sla
+    assert result.disagg.gpus <= 8
+
+
 def test_a_model_too_big_for_any_engine_has_no_plan() -> None:
     result = plan(request(model="meta-llama/Llama-3.1-405B", system="h100"))  # 810 GB > 8 x 80 GB
     assert result.disagg is None and result.agg is None
@@ -221,6 +229,9 @@ def test_partitions_on_nvidia_are_rejected() -> None:
         ({"min_gpus_per_engine": 4, "max_gpus_per_engine": 2}, "maxGpusPerEngine"),
         ({"total_gpus": 0}, "totalGpus"),
         ({"latency_model": "magic"}, "latencyModel"),
+        ({"min_gpus_per_engine": 4, "total_gpus": 2}, "totalGpus"),
+        ({"min_gpus_per_engine": 16, "max_gpus_per_engine": 16}, "minGpusPerEngine"),
+        ({"min_gpus_per_engine": 3, "max_gpus_per_engine": 3}, "maxGpusPerEngine"),
     ],
 )
 def test_bad_requests_name_the_field(changes: dict[str, object], field: str) -> None:
