@@ -481,8 +481,8 @@ def plan(
             front = Table(title="Pareto frontier (disaggregated)")
             front.add_column("tok/s/user", justify="right")
             front.add_column("tok/s/GPU", justify="right")
-            for user, gpu in result.frontier:
-                front.add_row(f"{user:.1f}", f"{gpu:.1f}")
+            for row in report.frontier_rows(result):
+                front.add_row(*row)
             console.print(front)
     raise typer.Exit(report.exit_code(result))
 

@@ -52,6 +52,22 @@ def _validate(r: PlanRequest) -> None:
             raise PlannerError(f"{field}: {rule}")
 
 
+def _no_engine_size(r: PlanRequest, per_node: int | None) -> str:
+    """Why no power of two lies in [min, max] under the budget and the node (named by the first culprit)."""
+    lo = r.min_gpus_per_engine
+    if r.total_gpus is not None and r.total_gpus < lo:
+        return f"totalGpus: {r.total_gpus} is fewer than minGpusPerEngine {lo}"
+    if per_node is not None and per_node < lo:
+        return (
+            f"minGpusPerEngine: {lo} exceeds the {per_node} GPUs of one node, the largest engine the "
+            "builtin latency model sizes"
+        )
+    return (
+        f"maxGpusPerEngine: no power of two between minGpusPerEngine {lo} and {r.max_gpus_per_engine} "
+        "(and within totalGpus)"
+    )
+
+
 def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResult:
     """Size disaggregated (and aggregated) serving of ``request``; deterministic, no I/O.
 
@@ -78,6 +94,8 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
     if request.total_gpus is not None:
         cap = request.total_gpus if cap is None else min(cap, request.total_gpus)
     tps = search.tp_sizes(request.min_gpus_per_engine, request.max_gpus_per_engine, cap)
+    if not tps:
+        raise PlannerError(_no_engine_size(request, system.gpus_per_node if lat.name == "builtin" else None))
     prefills = search.prefill_workers(w, lat, tps)
     decodes = search.decode_workers(w, lat, tps)
     found, meets = search.search_disagg(w, prefills, decodes)

@@ -156,8 +156,7 @@ def _key(name: str) -> str:
         base = _CHECKPOINT_SUFFIXES.sub("", base)
     key = re.sub(r"[^a-z0-9]", "", base)
     for prefix in ("meta", "moe"):
-        if key.startswith(prefix) and not key.startswith("metal"):
-            key = key.removeprefix(prefix)
+        key = key.removeprefix(prefix)
     return key
 
 

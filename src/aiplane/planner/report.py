@@ -73,7 +73,7 @@ def plan_rows(result: PlanResult) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for kind, p in (("disagg", result.disagg), ("agg", result.agg)):
         if p is None:
-            rows.append((kind, "does not fit in memory", "-", "-", "-", "-", "-", "-"))
+            rows.append((kind, "none: no engine size fits memory and budget", "-", "-", "-", "-", "-", "-"))
             continue
         rows.append(
             (
@@ -112,3 +112,12 @@ def flag_message(message: str) -> str:
     field, sep, rest = message.partition(": ")
     flag = _FLAGS.get(field)
     return f"{flag}: {rest}" if sep and flag else message
+
+
+def frontier_rows(result: PlanResult, limit: int = 12) -> list[tuple[str, str]]:
+    """At most ``limit`` frontier points, evenly spread, both ends kept (the JSON carries them all)."""
+    points = result.frontier
+    if len(points) > limit:
+        step = (len(points) - 1) / (limit - 1)
+        points = tuple(points[round(i * step)] for i in range(limit))
+    return [(f"{user:.1f}", f"{gpu:.1f}") for user, gpu in points]

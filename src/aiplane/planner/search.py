@@ -162,8 +162,8 @@ def best_match(
     best: Match | None = None
     for p in prefills:
         for d in decodes:
-            if w.backend == "sglang" and p.tp != d.tp:
-                continue  # AIC: SGLang's disaggregation pairs equal TP sizes
+            if not _pairable(w, p, d):
+                continue
             m = match(p, d, max_workers(w), w.total_gpus)
             if m is not None and (best is None or _better(m, best)):
                 best = m
@@ -184,22 +184,41 @@ def disagg_plan(m: Match, w: Workload, meets: bool) -> Plan:
     )
 
 
+def _pairable(w: Workload, p: PrefillWorker, d: DecodeWorker) -> bool:
+    if w.backend == "sglang" and p.tp != d.tp:
+        return False  # AIC: SGLang's disaggregation pairs equal TP sizes
+    return w.total_gpus is None or p.tp + d.tp <= w.total_gpus
+
+
 def search_disagg(
     w: Workload, prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
 ) -> tuple[Match | None, bool]:
-    """The best rate-matched pair meeting the SLA, else the lowest-latency pair (and False)."""
+    """The best rate-matched pair meeting the SLA, else the best of the pairs that miss it least.
+
+    "Least" is the smallest max(1, TTFT / target) + max(1, ITL / target) over pairs that fit the budget:
+    each side gets as close to its target as the budget allows, a side that can meet its target does,
+    and among equally close pairs the best throughput per GPU wins.
+    """
     ok_p = [p for p in prefills if p.ttft_ms <= w.ttft_ms]
     ok_d = [d for d in decodes if d.tpot_ms <= w.itl_ms]
     found = best_match(w, ok_p, ok_d)
     if found is not None:
         return found, True
-    if not prefills or not decodes:
+    overshoot = {
+        (p, d): max(1.0, p.ttft_ms / w.ttft_ms) + max(1.0, d.tpot_ms / w.itl_ms)
+        for p in prefills
+        for d in decodes
+        if _pairable(w, p, d)
+    }
+    if not overshoot:
         return None, False
-    fastest_p = ok_p or [min(prefills, key=lambda p: (p.ttft_ms, p.tp))]
-    fastest_d = ok_d or [min(decodes, key=lambda d: (d.tpot_ms, d.tp, d.batch))]
-    closest = best_match(w, fastest_p, fastest_d)
-    if closest is None:  # SGLang with no equal-TP pair among the fastest: any pair of theirs
-        closest = best_match(w, prefills, [min(decodes, key=lambda d: (d.tpot_ms, d.tp, d.batch))])
+    least = min(overshoot.values())
+    closest: Match | None = None
+    for (p, d), value in overshoot.items():
+        if value <= least:
+            m = match(p, d, max_workers(w), w.total_gpus)
+            if m is not None and (closest is None or _better(m, closest)):
+                closest = m
     return closest, False
 
 

@@ -1,0 +1,224 @@
+"""AIConfigurator's measured-kernel engine behind our :class:`LatencyModel` (``latency_model: aic``).
+
+``aiconfigurator-core`` (optional extra ``aiplane[aic]``) ships NVIDIA's measured kernel tables and a
+compiled estimator. Its Python entry points are internal and versioned, so everything it is asked goes
+through this module: our model and system names are mapped to AIC's here, its engine is reached only
+through an ``Any``-typed handle, and its failures come out as :class:`PlannerError` naming the field.
+The mapping is plain data and is tested without the package installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from aiplane.planner.types import ModelSpec, PlannerError, SystemSpec
+
+#: The engine release this mapping was written and calibrated against (pyproject's ``aic`` extra).
+AIC_PACKAGE = "aiconfigurator-core"
+AIC_VERSION = "0.12.0"
+INSTALL_HINT = "pip install 'aiplane[aic]'"
+
+AicBackend = Literal["vllm", "sglang", "trtllm"]
+
+#: AIC's systems with measured data (0.12.0: ``aiconfigurator_core/systems/*.yaml``), keyed by our
+#: normalised names. An NVIDIA system missing here has no data; AMD systems have none at all.
+AIC_SYSTEMS: dict[str, str] = {
+    "a100": "a100_sxm",
+    "a100sxm": "a100_sxm",
+    "a100pcie": "a100_pcie",
+    "a30": "a30",
+    "h100": "h100_sxm",
+    "h100sxm": "h100_sxm",
+    "h100pcie": "h100_pcie",
+    "h200": "h200_sxm",
+    "h200sxm": "h200_sxm",
+    "b200": "b200_sxm",
+    "b200sxm": "b200_sxm",
+    "b300": "b300_sxm",
+    "b300sxm": "b300_sxm",
+    "gb200": "gb200",
+    "gb200sxm": "gb200",
+    "gb300": "gb300",
+    "l4": "l4",
+    "l40s": "l40s",
+    "rtxpro6000": "rtx_pro_6000_server",
+    "rtxpro6000server": "rtx_pro_6000_server",
+}
+
+
+@dataclass(frozen=True)
+class AicModel:
+    """One of AIC's bundled model configs and the weight dtype its checkpoint ships in."""
+
+    model_id: str
+    weight_dtype: str
+
+
+#: Our architecture key -> AIC's bundled checkpoints (``aiconfigurator_core/model_configs``), one per
+#: weight dtype it ships. A dtype without its own checkpoint is asked of the first one with an explicit
+#: GEMM quantisation, as AIC's CLI does for ``--gemm-quant-mode``.
+AIC_MODELS: dict[str, tuple[AicModel, ...]] = {
+    "llama318b": (AicModel("meta-llama/Meta-Llama-3.1-8B", "bf16"),),
+    "llama3170b": (
+        AicModel("meta-llama/Meta-Llama-3.1-70B", "bf16"),
+        AicModel("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8"),
+    ),
+    "llama31405b": (AicModel("meta-llama/Meta-Llama-3.1-405B", "bf16"),),
+    "qwen306b": (AicModel("Qwen/Qwen3-0.6B", "bf16"),),
+    "qwen317b": (AicModel("Qwen/Qwen3-1.7B", "bf16"),),
+    "qwen38b": (AicModel("Qwen/Qwen3-8B", "bf16"),),
+    "qwen332b": (AicModel("Qwen/Qwen3-32B", "bf16"), AicModel("Qwen/Qwen3-32B-FP8", "fp8")),
+    "qwen330ba3b": (AicModel("Qwen/Qwen3-30B-A3B", "bf16"), AicModel("Qwen/Qwen3-30B-A3B-FP8", "fp8")),
+    "qwen3235ba22b": (
+        AicModel("Qwen/Qwen3-235B-A22B", "bf16"),
+        AicModel("Qwen/Qwen3-235B-A22B-FP8", "fp8"),
+        AicModel("nvidia/Qwen3-235B-A22B-NVFP4", "fp4"),
+    ),
+    "deepseekv3": (AicModel("deepseek-ai/DeepSeek-V3", "fp8"),),
+    "deepseekr1": (AicModel("deepseek-ai/DeepSeek-R1", "fp8"),),
+    "gptoss20b": (AicModel("openai/gpt-oss-20b", "fp4"),),
+    "gptoss120b": (AicModel("openai/gpt-oss-120b", "fp4"),),
+    "mixtral8x7b": (AicModel("mistralai/Mixtral-8x7B-v0.1", "bf16"),),
+    "mixtral8x22b": (AicModel("mistralai/Mixtral-8x22B-v0.1", "bf16"),),
+}
+
+#: Our weight dtype -> AIC's GEMM quantisation mode (``GEMMQuantMode`` member names).
+_GEMM_QUANT = {"bf16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4"}
+_SUFFIXES = re.compile(
+    r"-(instruct|chat|base|hf|thinking|v0\.\d|\d{4}|fp8|fp4|nvfp4|mxfp4|static|pertensor|dynamic)(?=-|$)"
+)
+
+
+def _model_key(name: str) -> str:
+    """Organisation, checkpoint suffixes, a ``meta-`` prefix and punctuation removed, lower case."""
+    base = name.strip().lower().rsplit("/", 1)[-1].replace("_", "-")
+    previous = None
+    while previous != base:
+        previous = base
+        base = _SUFFIXES.sub("", base)
+    return re.sub(r"[^a-z0-9]", "", base).removeprefix("meta")
+
+
+@dataclass(frozen=True)
+class AicTarget:
+    """What AIC is asked for one of our models: its model id and GEMM quantisation (None: as shipped)."""
+
+    model_id: str
+    gemm_quant_mode: str | None
+
+
+def aic_system(system: SystemSpec) -> str:
+    """AIC's name for ``system``, or a :class:`PlannerError` when AIC has no measured data for it."""
+    if system.vendor != "nvidia":
+        raise PlannerError(
+            f"system: AIConfigurator has no measured data for {system.name} ({system.vendor.upper()}); "
+            "use latencyModel builtin for non-NVIDIA systems"
+        )
+    # "nvidia-h100-sxm5-80gb" -> "h100sxm": vendor, memory size and SXM generation do not change the data.
+    name = re.sub(r"[-_ ]\d+gb\b", "", system.name.lower()).removeprefix("nvidia")
+    key = re.sub(r"(sxm)\d$", r"\1", re.sub(r"[^a-z0-9]", "", name))
+    found = AIC_SYSTEMS.get(key)
+    if found is None:
+        raise PlannerError(
+            f"system: AIConfigurator has no measured data for {system.name!r}; it has: "
+            + ", ".join(sorted(set(AIC_SYSTEMS.values())))
+        )
+    return found
+
+
+def aic_model(model: ModelSpec) -> AicTarget:
+    """AIC's bundled config for ``model`` and the quantisation to ask for its weight dtype."""
+    variants = AIC_MODELS.get(_model_key(model.name))
+    if variants is None:
+        raise PlannerError(
+            f"model: AIConfigurator {AIC_VERSION} bundles no config for {model.name!r}; use latencyModel "
+            "builtin, or one of: " + ", ".join(v[0].model_id for v in AIC_MODELS.values())
+        )
+    if model.weight_dtype not in _GEMM_QUANT:
+        raise PlannerError(f"model: weight dtype {model.weight_dtype!r} of {model.name!r} is not supported")
+    for variant in variants:
+        if variant.weight_dtype == model.weight_dtype:
+            return AicTarget(variant.model_id, None)
+    return AicTarget(variants[0].model_id, _GEMM_QUANT[model.weight_dtype])
+
+
+def _load_engine_module() -> Any:
+    try:
+        return importlib.import_module("aiconfigurator_core.sdk.engine")
+    except ImportError as err:
+        raise ImportError(
+            f"the aic latency model needs {AIC_PACKAGE}=={AIC_VERSION}: {INSTALL_HINT}"
+        ) from err
+
+
+class AicLatency:
+    """Latencies from AIC's compiled engine: one engine per (model, system, TP), queries memoised.
+
+    A prefill is AIC's context phase for ``batch`` prompts of ``isl`` tokens; a decode step is one
+    generation step of ``batch`` sequences at ``context`` tokens. AIC's own search multiplies these
+    (prefill x1.1, TPOT x1.08, queueing x1.8); those are search policy and stay in the planner.
+    """
+
+    name = "aic"
+
+    def __init__(self, backend: AicBackend = "vllm", backend_version: str | None = None) -> None:
+        self._engine_module = _load_engine_module()
+        # AIC warns on stderr about every low-fidelity table it loads; only its errors matter here.
+        for logger in ("aiconfigurator", "aiconfigurator_core"):
+            logging.getLogger(logger).setLevel(logging.ERROR)
+        self.backend = backend
+        self.backend_version = backend_version
+        self._engines: dict[tuple[str, str | None, str, int], Any] = {}
+        self._memo: dict[tuple[str, str, str, int, int, int], float] = {}
+
+    def _engine(self, model: ModelSpec, system: SystemSpec, tp: int) -> Any:
+        target = aic_model(model)
+        aic_sys = aic_system(system)
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp)
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = self._engine_module.EngineHandle.compile(
+                target.model_id,
+                aic_sys,
+                self.backend,
+                backend_version=self.backend_version,
+                tp_size=tp,
+                gemm_quant_mode=target.gemm_quant_mode,
+            )
+            self._engines[key] = engine
+        return engine
+
+    def _query(self, kind: str, model: ModelSpec, system: SystemSpec, tp: int, batch: int, x: int) -> float:
+        key = (kind, model.name, system.name, tp, batch, x)
+        value = self._memo.get(key)
+        if value is None:
+            try:
+                engine = self._engine(model, system, tp)
+                if kind == "prefill":
+                    value = float(engine.predict_prefill_latency(batch, x))
+                else:
+                    # osl 2: exactly one generation step, the sequences at `x` tokens of context.
+                    value = float(engine.predict_decode_latency(batch, x, 2))
+            except PlannerError:
+                raise
+            # AIC raises ValueError, its own errors (missing FLOPs for a dtype, no database version) and
+            # download errors; each means "cannot model this", which the caller must see as bad input.
+            except Exception as err:
+                raise PlannerError(
+                    f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                    f"({self.backend}, TP {tp}): {err}"
+                ) from err
+            self._memo[key] = value
+        return value
+
+    def prefill_ms(self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int) -> float:
+        return self._query("prefill", model, system, tp, batch, isl)
+
+    def decode_step_ms(
+        self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
+    ) -> float:
+        return self._query("decode", model, system, tp, batch, context)

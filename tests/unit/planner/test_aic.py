@@ -1,0 +1,124 @@
+"""The aic latency model: our names mapped to AIConfigurator's (always), its engine (when installed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+
+import pytest
+
+from aiplane.planner import aic
+from aiplane.planner.aic import AIC_VERSION, AicLatency, AicTarget, aic_model, aic_system
+from aiplane.planner.types import ModelSpec, PlannerError, SystemSpec
+
+HAVE_AIC = importlib.util.find_spec("aiconfigurator_core") is not None
+needs_aic = pytest.mark.skipif(
+    not HAVE_AIC, reason=f"aiconfigurator-core=={AIC_VERSION} not installed (pip install 'aiplane[aic]')"
+)
+
+QWEN3_32B = ModelSpec("Qwen/Qwen3-32B", 64, 5120, 64, 8, 128, 25600, 151936)
+H200 = SystemSpec("h200_sxm", "nvidia", 140.4, 4.8, 989.0, 1979.0, 0.0, 900.0, 8, "nvidia.com/gpu")
+MI300X = SystemSpec("mi300x", "amd", 192.0, 5.3, 1307.4, 2614.9, 0.0, 896.0, 8, "amd.com/gpu")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("h200_sxm", "h200_sxm"),
+        ("H200", "h200_sxm"),
+        ("nvidia-h100-sxm5-80gb", "h100_sxm"),
+        ("a100_sxm", "a100_sxm"),
+        ("a100-80gb", "a100_sxm"),
+        ("b200_sxm", "b200_sxm"),
+        ("gb200", "gb200"),
+        ("l40s", "l40s"),
+    ],
+)
+def test_nvidia_systems_map_to_aic_names(name: str, expected: str) -> None:
+    assert aic_system(replace(H200, name=name)) == expected
+
+
+def test_amd_systems_are_refused_naming_the_system() -> None:
+    with pytest.raises(PlannerError, match=r"system: AIConfigurator has no measured data for mi300x \(AMD\)"):
+        aic_system(MI300X)
+
+
+def test_an_nvidia_system_without_data_lists_the_ones_with_data() -> None:
+    with pytest.raises(PlannerError, match=r"'v100'.*h200_sxm"):
+        aic_system(replace(H200, name="v100"))
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "expected"),
+    [
+        # The checkpoint AIC ships in the asked dtype is used as it is...
+        ("Qwen/Qwen3-32B", "bf16", AicTarget("Qwen/Qwen3-32B", None)),
+        ("Qwen/Qwen3-32B-FP8", "fp8", AicTarget("Qwen/Qwen3-32B-FP8", None)),
+        ("meta-llama/Llama-3.1-70B-Instruct", "bf16", AicTarget("meta-llama/Meta-Llama-3.1-70B", None)),
+        ("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8", AicTarget("nvidia/Llama-3.1-70B-Instruct-FP8", None)),
+        ("deepseek-ai/DeepSeek-R1-0528", "fp8", AicTarget("deepseek-ai/DeepSeek-R1", None)),
+        ("openai/gpt-oss-120b", "fp4", AicTarget("openai/gpt-oss-120b", None)),
+        # ...and a dtype it has no checkpoint for is asked as an explicit GEMM quantisation.
+        ("Qwen/Qwen3-8B-FP8", "fp8", AicTarget("Qwen/Qwen3-8B", "fp8")),
+        ("meta-llama/Llama-3.1-8B", "fp4", AicTarget("meta-llama/Meta-Llama-3.1-8B", "nvfp4")),
+    ],
+)
+def test_models_map_to_aic_bundled_configs(name: str, dtype: str, expected: AicTarget) -> None:
+    assert aic_model(replace(QWEN3_32B, name=name, weight_dtype=dtype)) == expected
+
+
+def test_a_model_aic_does_not_bundle_is_refused_without_reaching_the_hub() -> None:
+    with pytest.raises(
+        PlannerError, match=r"model: AIConfigurator 0\.12\.0 bundles no config for 'Qwen/Qwen3-4B'"
+    ):
+        aic_model(replace(QWEN3_32B, name="Qwen/Qwen3-4B"))
+
+
+def test_without_the_package_construction_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A None entry in sys.modules makes the import fail, as on a machine without the extra.
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core", None)
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk", None)
+    monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.engine", None)
+    with pytest.raises(ImportError, match=r"pip install 'aiplane\[aic\]'"):
+        AicLatency()
+
+
+def test_the_pinned_version_is_the_one_pyproject_installs() -> None:
+    from pathlib import Path
+
+    pyproject = (Path(aic.__file__).parents[3] / "pyproject.toml").read_text()
+    assert f'aic = ["aiconfigurator-core=={AIC_VERSION}"]' in pyproject
+
+
+@needs_aic
+def test_engine_latencies_grow_with_work_and_shrink_with_tp() -> None:
+    model = AicLatency("vllm")
+    fp8 = replace(QWEN3_32B, name="Qwen/Qwen3-32B-FP8", weight_dtype="fp8")
+    short, long = model.prefill_ms(fp8, H200, 1, 1, 1000), model.prefill_ms(fp8, H200, 1, 1, 4000)
+    assert 0 < short < long
+    assert model.prefill_ms(fp8, H200, 4, 1, 4000) < long
+    small, big = model.decode_step_ms(fp8, H200, 2, 8, 4000), model.decode_step_ms(fp8, H200, 2, 128, 4000)
+    assert 0 < small < big
+
+
+@needs_aic
+def test_engine_agrees_with_aic_cli_figures() -> None:
+    # `aiconfigurator cli default` (0.12.0) for Qwen3-32B-FP8 on h200_sxm, vLLM, ISL 4000 / OSL 500
+    # printed TTFT 509.162 ms for a TP1 prefill worker (= prefill x 1.1 x 1.8) and TPOT 19.947 ms at
+    # TP4 batch 15 (= mean step x 1.08).
+    model = AicLatency("vllm")
+    fp8 = replace(QWEN3_32B, name="Qwen/Qwen3-32B-FP8", weight_dtype="fp8")
+    assert model.prefill_ms(fp8, H200, 1, 1, 4000) * 1.1 * 1.8 == pytest.approx(509.162, rel=0.01)
+    assert model.decode_step_ms(fp8, H200, 4, 15, 4250) * 1.08 == pytest.approx(19.947, rel=0.01)
+
+
+@needs_aic
+def test_engine_failures_come_out_as_planner_errors() -> None:
+    # A100 has no FP8 tensor cores: AIC refuses an FP8 checkpoint there.
+    a100 = replace(H200, name="a100_sxm", fp8_tflops=0.0)
+    fp8 = replace(QWEN3_32B, name="Qwen/Qwen3-32B-FP8", weight_dtype="fp8")
+    with pytest.raises(
+        PlannerError, match=r"latencyModel aic: AIConfigurator cannot model Qwen/Qwen3-32B-FP8"
+    ):
+        AicLatency("vllm").prefill_ms(fp8, a100, 1, 1, 1000)

@@ -1,0 +1,82 @@
+"""The built-in latency model and the memory fit."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiplane.planner import BuiltinLatency, max_batch, resolve_model, resolve_system
+from aiplane.planner.latency import kv_bytes_per_token
+from aiplane.planner.models import MODELS
+from aiplane.planner.systems import SYSTEMS, partition
+
+LAT = BuiltinLatency()
+models = st.sampled_from(sorted(MODELS))
+systems = st.sampled_from(sorted(SYSTEMS))
+
+
+def test_a_70b_bf16_model_needs_two_h100s_and_fp8_fits_on_one() -> None:
+    h100 = resolve_system("h100")
+    bf16 = resolve_model("meta-llama/Llama-3.1-70B-Instruct")
+    fp8 = resolve_model("nvidia/Llama-3.1-70B-Instruct-FP8")
+    assert max_batch(bf16, h100, 1, 1000) == 0
+    assert max_batch(bf16, h100, 2, 1000) > 0
+    assert max_batch(fp8, h100, 1, 1000) > 0
+
+
+def test_kv_cache_per_token_of_llama_70b_and_deepseek_mla() -> None:
+    # Llama 3.1 70B: 80 layers x (K+V) x 8 KV heads x 128 dims x 2 bytes = 320 KiB per token.
+    assert kv_bytes_per_token(MODELS["meta-llama/Llama-3.1-70B"], 1) == 80 * 2 * 8 * 128 * 2
+    # KV heads split over TP until each GPU has one, then replicate.
+    assert kv_bytes_per_token(MODELS["meta-llama/Llama-3.1-70B"], 16) == 80 * 2 * 1 * 128 * 2
+    # MLA caches the 512-dim latent plus 64 RoPE dims, on every GPU.
+    assert kv_bytes_per_token(MODELS["deepseek-ai/DeepSeek-V3"], 8) == 61 * 576 * 2
+
+
+@settings(max_examples=80, deadline=None)
+@given(models, systems, st.integers(1, 6), st.integers(1, 4096), st.integers(0, 6))
+def test_max_batch_shrinks_with_context_and_grows_with_tp(
+    name: str, system: str, k: int, context: int, tp_exp: int
+) -> None:
+    m, s, tp = MODELS[name], SYSTEMS[system], 1 << tp_exp
+    assert max_batch(m, s, tp, context) >= max_batch(m, s, tp, context * k)
+    assert max_batch(m, s, tp * 2, context) >= max_batch(m, s, tp, context)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    models,
+    systems,
+    st.integers(1, 63),
+    st.integers(1, 64),
+    st.integers(1, 256),
+    st.integers(1, 32768),
+)
+def test_more_gpus_per_engine_never_raise_latency(
+    name: str, system: str, tp: int, extra: int, batch: int, tokens: int
+) -> None:
+    m, s = MODELS[name], SYSTEMS[system]
+    assert LAT.prefill_ms(m, s, tp + extra, 1, tokens) <= LAT.prefill_ms(m, s, tp, 1, tokens)
+    assert LAT.decode_step_ms(m, s, tp + extra, batch, tokens) <= LAT.decode_step_ms(m, s, tp, batch, tokens)
+
+
+@settings(max_examples=80, deadline=None)
+@given(models, systems, st.integers(0, 3), st.integers(1, 255), st.integers(1, 16384))
+def test_latency_grows_with_work(name: str, system: str, tp_exp: int, batch: int, tokens: int) -> None:
+    m, s, tp = MODELS[name], SYSTEMS[system], 1 << tp_exp
+    assert LAT.prefill_ms(m, s, tp, 1, tokens + 1) >= LAT.prefill_ms(m, s, tp, 1, tokens)
+    assert LAT.decode_step_ms(m, s, tp, batch + 1, tokens) >= LAT.decode_step_ms(m, s, tp, batch, tokens)
+    assert LAT.decode_step_ms(m, s, tp, batch, tokens + 1) >= LAT.decode_step_ms(m, s, tp, batch, tokens)
+
+
+def test_decode_is_memory_bound_at_small_batch() -> None:
+    """Llama 8B BF16 on one H100: 16 GB of weights at ~2.5 TB/s is a ~6-7 ms step, plus overhead."""
+    step = LAT.decode_step_ms(MODELS["meta-llama/Llama-3.1-8B"], resolve_system("h100"), 1, 1, 1000)
+    assert 5.0 < step < 10.0
+
+
+def test_a_cpx_partition_is_slower_than_the_whole_gpu() -> None:
+    m, gpu = MODELS["Qwen/Qwen3-8B"], resolve_system("mi300x")
+    cpx = partition(gpu, 8)
+    assert LAT.decode_step_ms(m, cpx, 1, 8, 2000) > LAT.decode_step_ms(m, gpu, 1, 8, 2000)
+    assert max_batch(m, cpx, 1, 2000) < max_batch(m, gpu, 1, 2000)

@@ -1,0 +1,246 @@
+"""The disaggregated search: rate matching, SLA handling, budgets, partitions, determinism, speed."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiplane.planner import PlannerError, PlanRequest, plan
+from aiplane.planner.models import MODELS
+from aiplane.planner.search import DecodeWorker, Match, PrefillWorker, _better, match
+from aiplane.planner.systems import SYSTEMS
+
+
+def request(**changes: object) -> PlanRequest:
+    base: dict[str, object] = dict(
+        model="Qwen/Qwen3-32B-FP8",
+        backend="trtllm",
+        system="h200",
+        isl=4000,
+        osl=500,
+        ttft_ms=300.0,
+        itl_ms=10.0,
+    )
+    base.update(changes)
+    return PlanRequest(**base)  # type: ignore[arg-type]
+
+
+def brute_force(p: PrefillWorker, d: DecodeWorker, workers: int, budget: int | None) -> Match | None:
+    best = None
+    for x, y in itertools.product(range(1, workers + 1), repeat=2):
+        if budget is not None and x * p.tp + y * d.tp > budget:
+            continue
+        m = Match(p, d, x, y, min(x * p.rate * 0.9, y * d.rate * 0.92))
+        if best is None or _better(m, best):
+            best = m
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.floats(0.01, 100.0),
+    st.floats(0.01, 100.0),
+    st.integers(1, 10),
+    st.one_of(st.none(), st.integers(1, 64)),
+)
+def test_rate_matching_is_optimal_over_its_grid(
+    tp_p: int, tp_d: int, rate_p: float, rate_d: float, workers: int, budget: int | None
+) -> None:
+    p = PrefillWorker(tp_p, 1.0, 1.8, rate_p)
+    d = DecodeWorker(tp_d, 8, 5.0, rate_d)
+    fast, slow = match(p, d, workers, budget), brute_force(p, d, workers, budget)
+    assert (fast is None) == (slow is None)
+    if fast is not None and slow is not None:
+        assert fast.per_gpu == pytest.approx(slow.per_gpu, rel=1e-12)
+
+
+def test_reproduces_the_aic_readme_example_in_shape() -> None:
+    """Qwen3-32B-FP8 on 32 x H200 (ISL 4000, OSL 500, TTFT 300 ms, TPOT 10 ms): AIC printed ~810 tokens/s/GPU
+    disaggregated, 1.7x aggregated. The analytic model lands in the same range and ordering."""
+    result = plan(request(total_gpus=32))
+    assert result.disagg is not None and result.agg is not None
+    assert result.disagg.meets_sla and result.agg.meets_sla
+    assert result.disagg.gpus <= 32
+    assert result.disagg.ttft_ms <= 300 and result.disagg.itl_ms <= 10
+    assert 500 < result.disagg.tokens_per_second_per_gpu < 1200
+    assert result.disagg.tokens_per_second_per_gpu > result.agg.tokens_per_second_per_gpu
+
+
+slas = st.tuples(st.floats(50, 5000), st.floats(2, 100))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(
+        ["Qwen/Qwen3-8B", "meta-llama/Llama-3.1-70B", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-120b"]
+    ),
+    st.sampled_from(["h100", "h200", "mi300x", "b200"]),
+    slas,
+    st.floats(1.0, 4.0),
+    st.floats(1.0, 4.0),
+    st.one_of(st.none(), st.sampled_from([8, 16, 32])),
+)
+def test_a_looser_sla_never_gives_lower_throughput_per_gpu(
+    model: str,
+    system: str,
+    sla: tuple[float, float],
+    ttft_factor: float,
+    itl_factor: float,
+    budget: int | None,
+) -> None:
+    strict = plan(request(model=model, system=system, ttft_ms=sla[0], itl_ms=sla[1], total_gpus=budget))
+    loose = plan(
+        request(
+            model=model,
+            system=system,
+            ttft_ms=sla[0] * ttft_factor,
+            itl_ms=sla[1] * itl_factor,
+            total_gpus=budget,
+        )
+    )
+    assert (strict.disagg is None) == (loose.disagg is None)
+    if strict.disagg is not None and loose.disagg is not None:
+        assert loose.disagg.meets_sla >= strict.disagg.meets_sla
+        if strict.disagg.meets_sla:
+            assert loose.disagg.tokens_per_second_per_gpu >= strict.disagg.tokens_per_second_per_gpu * (
+                1 - 1e-12
+            )
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(sorted(MODELS)),
+    st.sampled_from(sorted(SYSTEMS)),
+    st.integers(1, 64),
+    st.integers(16, 8000),
+    st.integers(2, 2000),
+)
+def test_plans_stay_within_the_budget_and_engine_sizes(
+    model: str, system: str, budget: int, isl: int, osl: int
+) -> None:
+    result = plan(
+        request(model=model, system=system, isl=isl, osl=osl, total_gpus=budget, max_gpus_per_engine=4)
+    )
+    for p in (result.disagg, result.agg):
+        if p is None:
+            continue
+        assert p.gpus <= budget
+        engines = [e for e in (p.prefill, p.decode, p.agg) if e is not None]
+        assert all(e.tp <= 4 and e.workers >= 1 for e in engines)
+        assert p.gpus == sum(e.tp * e.workers for e in engines)
+        if p.meets_sla:
+            assert p.ttft_ms <= 300 and p.itl_ms <= 10
+
+
+def test_an_unmeetable_sla_gives_the_closest_plan_flagged() -> None:
+    result = plan(request(model="meta-llama/Llama-3.1-70B", ttft_ms=1.0, itl_ms=0.5))
+    assert result.disagg is not None and not result.disagg.meets_sla
+    assert result.agg is not None and not result.agg.meets_sla
+    # Closest: the fastest decode engine (the largest TP, batch 1).
+    assert result.disagg.decode is not None
+    assert (result.disagg.decode.tp, result.disagg.decode.batch) == (8, 1)
+
+
+def test_best_effort_fits_the_budget() -> None:
+    """The fastest prefill (TP8) and decode (TP8) engines do not fit 8 GPUs together: the closest plan
+    that does is answered, not none."""
+    result = plan(request(model="Qwen/Qwen3-8B", system="h100", ttft_ms=50.0, itl_ms=2.0, total_gpus=8))
+    assert result.disagg is not None and not result.disagg.meets_sla
+    assert result.disagg.gpus <= 8
+
+
+def test_a_model_too_big_for_any_engine_has_no_plan() -> None:
+    result = plan(request(model="meta-llama/Llama-3.1-405B", system="h100"))  # 810 GB > 8 x 80 GB
+    assert result.disagg is None and result.agg is None
+    assert result.frontier == () and result.prefill_profile == ()
+
+
+def test_the_frontier_is_pareto_and_holds_the_chosen_plan() -> None:
+    result = plan(request(total_gpus=32))
+    front = result.frontier
+    assert len(front) >= 3
+    assert all(a[0] < b[0] and a[1] > b[1] for a, b in itertools.pairwise(front))
+    assert result.disagg is not None
+    chosen = (
+        round(result.disagg.tokens_per_second_per_user, 3),
+        round(result.disagg.tokens_per_second_per_gpu, 3),
+    )
+    assert any(user >= chosen[0] and gpu >= chosen[1] for user, gpu in front)
+
+
+def test_profiles_cover_the_request_at_the_chosen_sizes() -> None:
+    result = plan(request())
+    assert [pt.x for pt in result.prefill_profile][:2] == [128, 256]
+    assert 4000 in [pt.x for pt in result.prefill_profile]
+    assert 4250 in [pt.x for pt in result.decode_profile]
+    latencies = [pt.latency_ms for pt in result.prefill_profile]
+    assert latencies == sorted(latencies)
+
+
+def test_deterministic() -> None:
+    from aiplane.planner import latency
+
+    first = plan(request(total_gpus=16))
+    latency._prefill_envelope.cache_clear()
+    latency._decode_envelope.cache_clear()
+    assert plan(request(total_gpus=16)) == first
+
+
+def test_partitions_size_engines_in_partitions() -> None:
+    result = plan(
+        request(
+            model="Qwen/Qwen3-8B",
+            system="mi300x",
+            partitions_per_gpu=8,
+            total_gpus=16,
+            ttft_ms=2000,
+            itl_ms=50,
+        )
+    )
+    assert result.system == "mi300x-cpx"
+    assert result.disagg is not None and result.disagg.meets_sla
+    assert result.disagg.gpus <= 16  # partitions
+    whole = plan(request(model="Qwen/Qwen3-8B", system="mi300x", total_gpus=2, ttft_ms=2000, itl_ms=50))
+    assert whole.disagg is not None
+    # Two whole GPUs are sixteen partitions: the same silicon, so throughput per GPU is comparable (per
+    # partition it is an eighth).
+    assert result.disagg.tokens_per_second_per_gpu < whole.disagg.tokens_per_second_per_gpu
+
+
+def test_partitions_on_nvidia_are_rejected() -> None:
+    with pytest.raises(PlannerError, match="partitionsPerGpu"):
+        plan(request(partitions_per_gpu=8))
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"isl": 0}, "isl"),
+        ({"osl": 1}, "osl"),
+        ({"ttft_ms": 0.0}, "ttft"),
+        ({"itl_ms": -1.0}, "itl"),
+        ({"backend": "tgi"}, "backend"),
+        ({"min_gpus_per_engine": 4, "max_gpus_per_engine": 2}, "maxGpusPerEngine"),
+        ({"total_gpus": 0}, "totalGpus"),
+        ({"latency_model": "magic"}, "latencyModel"),
+        ({"min_gpus_per_engine": 4, "total_gpus": 2}, "totalGpus"),
+        ({"min_gpus_per_engine": 16, "max_gpus_per_engine": 16}, "minGpusPerEngine"),
+        ({"min_gpus_per_engine": 3, "max_gpus_per_engine": 3}, "maxGpusPerEngine"),
+    ],
+)
+def test_bad_requests_name_the_field(changes: dict[str, object], field: str) -> None:
+    with pytest.raises(PlannerError, match=f"^{field}: "):
+        plan(request(**changes))
+
+
+def test_every_registry_model_plans_well_under_a_second() -> None:
+    for model, system in itertools.product(sorted(MODELS), sorted(SYSTEMS)):
+        started = time.perf_counter()
+        plan(request(model=model, system=system, total_gpus=64, isl=8000, osl=1000))
+        assert time.perf_counter() - started < 0.5, (model, system)
