@@ -65,7 +65,10 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
         "3 DynamoComponentDeployment, 3 Deployment, 1 Service, 1 Ingress, 1 HorizontalPodAutoscaler" in flat
     )
     assert "'successful' while a rollout was in flight: 0 times" in flat
-    assert out.count("then 0 in the 1s after") == 3
+    # Then an SLA-driven request becomes a running graph sized by the in-process planner.
+    assert "DynamoGraphDeploymentRequest team-a/qwen3-8b-sla" in out
+    assert "Profiling → Deploying → Ready" in flat
+    assert out.count("then 0 in the 1s after") == 4
     assert "aiplane demo --keep" in out and "KUBECONFIG=" in out
     # The operator's logs went to the file, not into the live view.
     assert '"controller"' not in out
@@ -116,7 +119,16 @@ def test_demo_keep_leaves_a_cluster_kubectl_can_use_until_sigint(tmp_path: Path)
             timeout=60,
             check=False,
         )
-        assert got.returncode == 0 and "successful" in got.stdout and "3/3" in got.stdout, got.stderr
+        assert got.returncode == 0 and "successful" in got.stdout, got.stderr
+        got = subprocess.run(
+            [KUBECTL, "-n", "team-a", "get", "dgdr"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert got.returncode == 0 and "Ready" in got.stdout and "successful" in got.stdout, got.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     finally:

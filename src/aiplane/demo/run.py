@@ -28,6 +28,7 @@ from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.demo.dynamo import GraphWatch
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
+from aiplane.demo.request import RequestWatch
 from aiplane.kube.client import ApiError
 from aiplane.kube.logging import configure_logging
 from aiplane.kube.resources import NAMESPACES, NODES, PODS, resource_for
@@ -404,6 +405,75 @@ async def dynamo_section(
     return ok
 
 
+async def _gone(client: InMemoryKubeClient, namespace: str, name: str) -> bool:
+    """The graph and everything labelled as its own are gone."""
+    pods = await client.list(
+        PODS, namespace=namespace, label_selector=f"nvidia.com/dynamo-graph-deployment-name={name}"
+    )
+    graphs = await client.list(
+        resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment"), namespace=namespace
+    )
+    return not pods["items"] and all(g["metadata"]["name"] != name for g in graphs["items"])
+
+
+async def request_section(
+    cluster: EmbeddedCluster,
+    client: InMemoryKubeClient,
+    operator: InMemoryKubeClient,
+    opts: DemoOptions,
+    console: Console,
+) -> bool:
+    doc = load_manifests(opts.examples / "dgdr-qwen3-8b-h100.yaml")[0]
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    graph_name = doc["spec"]["deploymentOverrides"]["name"]
+    console.rule("[bold]4. An SLA-driven request: from a latency target to a running graph")
+    # Make room on the H100 nodes: deleting a graph removes everything it created.
+    await client.delete(
+        resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment"), "llama-disagg", namespace=namespace
+    )
+    end = time.monotonic() + opts.timeout
+    while not await _gone(client, namespace, "llama-disagg"):
+        if time.monotonic() > end:
+            console.print("[bold red]the previous graph was not deleted in time[/]")
+            return False
+        await asyncio.sleep(0.2)
+    sla = doc["spec"]["sla"]
+    console.print(
+        f"Deleted llama-disagg (its DCDs, Deployments, pods and PVC went with it). Applying "
+        f"{opts.examples}/dgdr-qwen3-8b-h100.yaml: [bold]{namespace}/{name}[/] asks for "
+        f"{doc['spec']['modelName']} on H100 with TTFT ≤ {sla['ttft']} ms and ITL ≤ {sla['itl']} ms; the "
+        "operator plans it in process and, with autoApply, creates the graph "
+        f"[bold]{graph_name}[/] sized by the plan."
+    )
+    watch = RequestWatch(namespace, name, GraphWatch(namespace, graph_name))
+    cluster.server.store.subscribe(watch)
+    try:
+        operator.reset_counts()
+        watch.started = watch.graph.started = time.monotonic()
+        await apply_all(client, [doc])
+        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+            ready = await _until(watch.ready, opts.timeout, live, watch.render)
+        ready_seconds = time.monotonic() - watch.started
+        writes = await _settled_writes(operator)
+        await asyncio.sleep(opts.quiet_seconds)
+        quiet = operator.writes - writes
+        console.print()
+        console.print(
+            watch.summary(
+                ready_seconds=ready_seconds,
+                writes=writes,
+                quiet_writes=quiet,
+                quiet_seconds=opts.quiet_seconds,
+            )
+        )
+    finally:
+        cluster.server.store.unsubscribe(watch)
+    ok = ready and quiet == 0
+    if not ok:
+        console.print("[bold red]the request did not reach a running graph cleanly[/]")
+    return ok
+
+
 async def run_demo(opts: DemoOptions, console: Console) -> int:
     # The operator's JSON logs would tear the live view apart: they go to a file the user can tail.
     opts.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -437,6 +507,8 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
             ok = await modelinfer_section(cluster, client, operator, opts, console)
         if ok:
             ok = await dynamo_section(cluster, client, operator, opts, console)
+        if ok:
+            ok = await request_section(cluster, client, operator, opts, console)
         if opts.keep:
             # Handlers first: the message invites a Ctrl-C, which must find them installed.
             stop = asyncio.Event()
@@ -447,9 +519,8 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
                 f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
                 "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
                 "  kubectl -n team-a get modelinfer,pods,podgroups    kubectl -n team-a scale modelinfer/llama-70b-pd --replicas=3\n"
-                "  kubectl -n team-a get dgd,dcd,deploy,svc,ingress,hpa,pvc\n"
-                "  kubectl -n team-a patch dgd/llama-disagg --type merge -p "
-                '\'{"spec":{"services":{"VllmPrefillWorker":{"replicas":1}}}}\'\n'
+                "  kubectl -n team-a get dgdr,dgd,dcd,deploy,svc,pods    "
+                "kubectl -n team-a get dgdr/qwen3-8b-sla -o jsonpath='{.status.generatedDeployment}'\n"
                 "Ctrl-C stops it."
             )
             await stop.wait()

@@ -61,6 +61,7 @@ from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, Resource, resource_for
 from aiplane.kube.status import StatusWriter
+from aiplane.planner import report
 from aiplane.planner.api import plan
 from aiplane.planner.systems import resolve_system
 from aiplane.planner.types import PlannerError, PlanRequest, PlanResult, SystemSpec
@@ -444,7 +445,7 @@ class RequestReconciler:
             f"ITL {chosen.itl_ms:.1f} ms, {chosen.tokens_per_second_per_gpu:.0f} tokens/s/GPU; {sla}"
         )
         self.output_bodies[(objects.uid(dgdr), view.generation)] = output_configmap(
-            dgdr, generated, json.dumps(dataclasses.asdict(result), sort_keys=True, indent=1)
+            dgdr, generated, json.dumps(report.to_json(result), indent=1)
         )
         return Profile(generated=generated, results=f"configmap/{output_name(name)}", message=message)
 
