@@ -10,8 +10,13 @@ request planned in partitions on a CPX-partitioned MI300X fleet.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,12 +36,14 @@ NS = "team-a"
 MODEL = "Qwen/Qwen3-8B"
 PROFILER = "nvcr.io/nvidia/ai-dynamo/profiler:0.6.0"
 Obj = dict[str, Any]
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 
 
 @dataclass
 class World:
     cluster: EmbeddedCluster
     client: InMemoryKubeClient
+    operator: InMemoryKubeClient
 
     async def dgdr(self, name: str) -> Obj:
         return await self.client.get(DGDR, name, NS)
@@ -75,7 +82,7 @@ async def world() -> AsyncIterator[World]:
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret"}}
     await client.create(SECRETS, {**secret, "stringData": {"HF_TOKEN": "hf_x"}}, namespace=NS)
-    yield World(cluster, client)
+    yield World(cluster, client, operator)
     manager.stop()
     assert await task == 0
     await client.close()
@@ -222,3 +229,43 @@ async def _get(world: World, res: Any, name: str) -> Obj | None:
         return await world.client.get(res, name, NS)
     except Exception:
         return None
+
+
+async def test_transient_api_errors_are_retried_never_failed(world: World) -> None:
+    """Upstream turned any error into the terminal Failed state; a 500 storm on the writes the request
+    makes (its ConfigMap, its DGD, its status) is retried until it passes."""
+    faults = world.cluster.server.faults
+    storms = [
+        faults.add_spec("verb=create,resource=configmaps,error=500,count=3"),
+        faults.add_spec("verb=create,resource=dynamographdeployments,error=503,count=2"),
+        faults.add_spec("verb=patch,resource=dynamographdeploymentrequests/status,error=500,count=2"),
+    ]
+    await world.client.create(DGDR, request("flaky", gpu={"type": "h100"}, autoApply=True), namespace=NS)
+    ready = await eventually(lambda: world.state("flaky", "Ready"), 60, "request Ready through the faults")
+    assert "Failed" not in [c.get("reason") for c in ready["status"]["conditions"]]
+    assert await world.client.get(DGD, "flaky", NS)
+    assert [h.applied for h in storms] == [3, 2, 2]  # every storm hit the request's writes
+
+
+async def test_zero_writes_once_ready_and_kubectl_get_dgdr(world: World, tmp_path: Path) -> None:
+    await world.client.create(DGDR, request("quiet", gpu={"type": "h100"}, autoApply=True), namespace=NS)
+    await eventually(lambda: world.state("quiet", "Ready"), 60, "request Ready")
+    await asyncio.sleep(1.0)  # the last Events land
+    world.operator.reset_counts()
+    await asyncio.sleep(3.0)
+    assert world.operator.writes == 0, dict(world.operator.requests_by_resource)
+    kubeconfig = tmp_path / "kubeconfig"
+    world.cluster.write_kubeconfig(kubeconfig)
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [KUBECTL, "-n", NS, "get", "dgdr"],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1].split()
+    assert header == ["NAME", "MODEL", "BACKEND", "STATE", "DGD-STATE", "AGE"]
+    assert row[:5] == ["quiet", MODEL, "vllm", "Ready", "successful"]
