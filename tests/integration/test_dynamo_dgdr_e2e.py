@@ -269,3 +269,22 @@ async def test_zero_writes_once_ready_and_kubectl_get_dgdr(world: World, tmp_pat
     header, row = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1].split()
     assert header == ["NAME", "MODEL", "BACKEND", "STATE", "DGD-STATE", "AGE"]
     assert row[:5] == ["quiet", MODEL, "vllm", "Ready", "successful"]
+
+
+async def test_a_graph_in_another_namespace_gets_its_planner_profile_there(world: World) -> None:
+    other = "team-b"
+    await world.client.create(
+        NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}}
+    )
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret"}}
+    await world.client.create(SECRETS, {**secret, "stringData": {"HF_TOKEN": "hf_x"}}, namespace=other)
+    body = request("moved", gpu={"type": "h100"}, autoApply=True, deploymentOverrides={"namespace": other})
+    await world.client.create(DGDR, body, namespace=NS)
+    await eventually(lambda: world.state("moved", "Ready"), 60, "request Ready with its graph in team-b")
+    dgd = await world.client.get(DGD, "moved", other)
+    planner = dgd["spec"]["services"]["Planner"]["extraPodSpec"]
+    mounted = {v["name"]: v for v in planner.get("volumes") or []}
+    configmap = next(v["configMap"]["name"] for v in mounted.values() if "configMap" in v)
+    # The profile data the Planner mounts exists where the Planner runs, and the request's own copy stays.
+    assert (await world.client.get(CONFIGMAPS, configmap, other))["data"]["plan.json"]
+    assert (await world.client.get(CONFIGMAPS, configmap, NS))["data"]["plan.json"]

@@ -148,6 +148,7 @@ class RequestReconciler:
         self.plans: dict[tuple[str, int], asyncio.Task[Profile]] = {}
         #: The output ConfigMap of each finished offline plan, written when its result is reported.
         self.output_bodies: dict[tuple[str, int], Obj] = {}
+        self.output_namespaces: dict[tuple[str, int], str] = {}
         self.plan_owners: dict[str, tuple[str, str]] = {}
         self.controller: Controller | None = None
 
@@ -198,6 +199,7 @@ class RequestReconciler:
                     self.plans.pop(k).cancel()
                 for k in [k for k in self.output_bodies if k[0] == uid]:
                     self.output_bodies.pop(k)
+                    self.output_namespaces.pop(k, None)
 
     def _plan_of(self, uid: str, namespace: str, name: str) -> bool:
         return self.plan_owners.get(uid) == (namespace, name)
@@ -447,13 +449,24 @@ class RequestReconciler:
         self.output_bodies[(objects.uid(dgdr), view.generation)] = output_configmap(
             dgdr, generated, json.dumps(report.to_json(result), indent=1)
         )
+        # The Planner service mounts the profile data from a ConfigMap in its own namespace: when the
+        # graph goes elsewhere (deploymentOverrides.namespace), a copy goes there too.
+        self.output_namespaces[(objects.uid(dgdr), view.generation)] = namespace
         return Profile(generated=generated, results=f"configmap/{output_name(name)}", message=message)
 
     async def _write_output(self, dgdr: Obj) -> None:
-        body = self.output_bodies.get((objects.uid(dgdr), objects.generation(dgdr) or 1))
+        key = (objects.uid(dgdr), objects.generation(dgdr) or 1)
+        body = self.output_bodies.get(key)
         if body is None:
             return
-        namespace = objects.namespace(dgdr)
+        namespaces = dict.fromkeys(
+            [objects.namespace(dgdr), self.output_namespaces.get(key) or objects.namespace(dgdr)]
+        )
+        for namespace in namespaces:
+            await self._write_output_to(body, namespace)
+
+    async def _write_output_to(self, body: Obj, namespace: str) -> None:
+        body = {**body, "metadata": {**body["metadata"], "namespace": namespace}}
         current = self.outputs.get(f"{namespace}/{objects.name(body)}")
         if current is None:
             try:
