@@ -390,7 +390,7 @@ def plan(
     osl: Annotated[int, typer.Option(help="Output tokens per request.", min=2)],
     ttft: Annotated[float, typer.Option(help="Time-to-first-token target, ms.", min=0.001)],
     itl: Annotated[float, typer.Option(help="Inter-token latency target, ms.", min=0.001)],
-    backend: Annotated[str, typer.Option(help="vllm, sglang or trtllm.")] = "vllm",
+    backend: Annotated[str, typer.Option(help="vllm, sglang or trtllm.")],
     total_gpus: Annotated[int | None, typer.Option(help="GPU budget of the whole deployment.", min=1)] = None,
     min_gpus_per_engine: Annotated[int, typer.Option(help="Smallest engine (TP) size.", min=1)] = 1,
     max_gpus_per_engine: Annotated[int, typer.Option(help="Largest engine (TP) size.", min=1)] = 8,
