@@ -402,7 +402,9 @@ def plan(
     ] = 1,
     model_config: Annotated[
         Path | None,
-        typer.Option(help="The model's Hugging Face config.json (for models the registry lacks)."),
+        typer.Option(
+            help="The model's Hugging Face config.json, or its directory (for models the registry lacks)."
+        ),
     ] = None,
     latency_model: Annotated[
         str, typer.Option(help="builtin (analytic) or aic (aiconfigurator-core).")
@@ -427,6 +429,8 @@ def plan(
         raise bad(f"--output: must be table or json (got {output!r})")
     config = None
     if model_config is not None:
+        if model_config.is_dir():  # a downloaded checkpoint's directory
+            model_config = model_config / "config.json"
         try:
             config = json.loads(model_config.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:

@@ -117,6 +117,8 @@ def test_model_config_file_plans_an_unknown_model(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["model"] == "acme/my-8b"
+    same = CliRunner().invoke(app, [*MY_8B.split(), "--model-config", str(tmp_path), "-o", "json"])
+    assert same.exit_code == 0 and same.stdout == result.stdout
     config.write_text("not json")
     result = CliRunner().invoke(
         app,
