@@ -395,7 +395,7 @@ def plan(
     osl: Annotated[int, typer.Option(help="Output tokens per request.", min=2)],
     ttft: Annotated[float, typer.Option(help="Time-to-first-token target, ms.", min=0.001)],
     itl: Annotated[float, typer.Option(help="Inter-token latency target, ms.", min=0.001)],
-    backend: Annotated[str, typer.Option(help="vllm, sglang or trtllm.")] = "vllm",
+    backend: Annotated[str, typer.Option(help="vllm, sglang or trtllm.")],
     total_gpus: Annotated[int | None, typer.Option(help="GPU budget of the whole deployment.", min=1)] = None,
     min_gpus_per_engine: Annotated[int, typer.Option(help="Smallest engine (TP) size.", min=1)] = 1,
     max_gpus_per_engine: Annotated[int, typer.Option(help="Largest engine (TP) size.", min=1)] = 8,
@@ -407,7 +407,9 @@ def plan(
     ] = 1,
     model_config: Annotated[
         Path | None,
-        typer.Option(help="The model's Hugging Face config.json (for models the registry lacks)."),
+        typer.Option(
+            help="The model's Hugging Face config.json, or its directory (for models the registry lacks)."
+        ),
     ] = None,
     latency_model: Annotated[
         str, typer.Option(help="builtin (analytic) or aic (aiconfigurator-core).")
@@ -432,6 +434,8 @@ def plan(
         raise bad(f"--output: must be table or json (got {output!r})")
     config = None
     if model_config is not None:
+        if model_config.is_dir():  # a downloaded checkpoint's directory
+            model_config = model_config / "config.json"
         try:
             config = json.loads(model_config.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:

@@ -165,14 +165,12 @@ def decode_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int
 
 @lru_cache(maxsize=1 << 16)
 def _prefill_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
-    here = prefill_raw_ms(m, s, tp, batch, isl)
-    return here if tp <= 1 else min(here, _prefill_envelope(m, s, tp - 1, batch, isl))
+    return min(prefill_raw_ms(m, s, t, batch, isl) for t in range(1, tp + 1))
 
 
 @lru_cache(maxsize=1 << 16)
 def _decode_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
-    here = decode_raw_ms(m, s, tp, batch, context)
-    return here if tp <= 1 else min(here, _decode_envelope(m, s, tp - 1, batch, context))
+    return min(decode_raw_ms(m, s, t, batch, context) for t in range(1, tp + 1))
 
 
 class BuiltinLatency:

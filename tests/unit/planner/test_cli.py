@@ -52,7 +52,7 @@ def test_table_shows_both_plans_and_the_frontier() -> None:
     assert "prefill TP" in out and "agg TP" in out and "Pareto frontier" in out
 
 
-HUGE = "plan --model meta-llama/Llama-3.1-405B --system h100 --isl 100 --osl 100 --ttft 1000 --itl 50"
+HUGE = "plan --model meta-llama/Llama-3.1-405B --backend vllm --system h100 --isl 100 --osl 100 --ttft 1000 --itl 50"
 
 
 def test_no_plan_at_all_is_json_nulls_and_exit_three() -> None:
@@ -84,31 +84,17 @@ def test_bad_input_exits_two_naming_the_flag(args: list[str], flag: str) -> None
     assert flag in err
 
 
+UNKNOWN = "plan --model acme/x --system h100 --isl 1 --osl 2 --ttft 1 --itl 1"
+
+
 def test_unknown_model_lists_known_ones() -> None:
-    result = CliRunner().invoke(
-        app,
-        [
-            "plan",
-            "--model",
-            "acme/x",
-            "--system",
-            "h100",
-            "--isl",
-            "1",
-            "--osl",
-            "2",
-            "--ttft",
-            "1",
-            "--itl",
-            "1",
-        ],
-    )
+    result = CliRunner().invoke(app, [*UNKNOWN.split(), "--backend", "vllm"])
     assert result.exit_code == 2
     assert "--model: unknown model 'acme/x'" in result.stderr
     assert "openai/gpt-oss-120b" in " ".join(result.stderr.split())
 
 
-MY_8B = "plan --model acme/my-8b --system h100 --isl 1000 --osl 200 --ttft 500 --itl 30"
+MY_8B = "plan --model acme/my-8b --backend sglang --system h100 --isl 1000 --osl 200 --ttft 500 --itl 30"
 
 
 def test_model_config_file_plans_an_unknown_model(tmp_path: Path) -> None:
@@ -131,6 +117,8 @@ def test_model_config_file_plans_an_unknown_model(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["model"] == "acme/my-8b"
+    same = CliRunner().invoke(app, [*MY_8B.split(), "--model-config", str(tmp_path), "-o", "json"])
+    assert same.exit_code == 0 and same.stdout == result.stdout
     config.write_text("not json")
     result = CliRunner().invoke(
         app,
@@ -145,3 +133,9 @@ def test_aic_latency_model_absent_exits_two(monkeypatch: pytest.MonkeyPatch) -> 
     code, _, err = run("--ttft", "300", "--itl", "10", "--latency-model", "aic")
     assert code == 2
     assert "aic latency model not available" in err
+
+
+def test_backend_is_required() -> None:
+    result = CliRunner().invoke(app, ["plan", *BASE[1:5], *BASE[7:], "--ttft", "300", "--itl", "10"])
+    assert result.exit_code == 2
+    assert "--backend" in result.stderr

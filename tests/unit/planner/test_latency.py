@@ -69,6 +69,11 @@ def test_latency_grows_with_work(name: str, system: str, tp_exp: int, batch: int
     assert LAT.decode_step_ms(m, s, tp, batch, tokens + 1) >= LAT.decode_step_ms(m, s, tp, batch, tokens)
 
 
+def test_engine_sizes_far_past_a_node_are_answered() -> None:
+    m, s = MODELS["Qwen/Qwen3-0.6B"], SYSTEMS["h100_sxm"]
+    assert LAT.decode_step_ms(m, s, 2048, 1, 100) <= LAT.decode_step_ms(m, s, 1, 1, 100)
+
+
 def test_decode_is_memory_bound_at_small_batch() -> None:
     """Llama 8B BF16 on one H100: 16 GB of weights at ~2.5 TB/s is a ~6-7 ms step, plus overhead."""
     step = LAT.decode_step_ms(MODELS["meta-llama/Llama-3.1-8B"], resolve_system("h100"), 1, 1, 1000)

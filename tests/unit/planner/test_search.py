@@ -244,3 +244,28 @@ def test_every_registry_model_plans_well_under_a_second() -> None:
         started = time.perf_counter()
         plan(request(model=model, system=system, total_gpus=64, isl=8000, osl=1000))
         assert time.perf_counter() - started < 0.5, (model, system)
+
+
+class _LinearLatency:
+    """A stand-in for AIC's engine: perfectly parallel, no memory limit of its own."""
+
+    name = "stub"
+
+    def prefill_ms(self, model: object, system: object, tp: int, batch: int, isl: int) -> float:
+        return batch * isl / 10.0 / tp
+
+    def decode_step_ms(self, model: object, system: object, tp: int, batch: int, context: int) -> float:
+        return (40.0 + batch * context / 1e4) / tp
+
+
+def test_any_latency_model_plugs_in_and_may_span_nodes() -> None:
+    """A measured model (AIC) is not limited to one node's GPUs; the answer names the model used."""
+    result = plan(
+        request(
+            model="deepseek-ai/DeepSeek-V3", ttft_ms=2000, itl_ms=5, max_gpus_per_engine=16, total_gpus=64
+        ),
+        latency=_LinearLatency(),
+    )
+    assert result.latency_model == "stub"
+    assert result.disagg is not None and result.disagg.meets_sla
+    assert result.disagg.decode is not None and result.disagg.decode.tp == 16
