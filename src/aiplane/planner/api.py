@@ -13,8 +13,9 @@ from aiplane.planner.types import LatencyModel, PlannerError, PlanRequest, PlanR
 _BACKENDS = ("vllm", "sglang", "trtllm")
 
 
-def load_latency_model(name: str) -> LatencyModel:
-    """The latency model called ``name``; "aic" needs aiconfigurator-core (an optional install)."""
+def load_latency_model(name: str, backend: str = "vllm") -> LatencyModel:
+    """The latency model called ``name``; "aic" needs aiconfigurator-core (an optional install) and
+    answers from ``backend``'s measured tables (vLLM, SGLang and TRT-LLM differ)."""
     if name == "builtin":
         return BuiltinLatency()
     if name != "aic":
@@ -27,7 +28,7 @@ def load_latency_model(name: str) -> LatencyModel:
         raise PlannerError(f"latencyModel: aic latency model not available: {err}") from err
     except ImportError as err:
         raise PlannerError(f"latencyModel: aic latency model not available: {err}") from err
-    model: LatencyModel = module.AicLatency()
+    model: LatencyModel = module.AicLatency(backend)
     return model
 
 
@@ -78,7 +79,7 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
     _validate(request)
     model = resolve_model(request.model, request.model_config)
     system = partition(resolve_system(request.system), request.partitions_per_gpu)
-    lat = latency if latency is not None else load_latency_model(request.latency_model)
+    lat = latency if latency is not None else load_latency_model(request.latency_model, request.backend)
     w = search.Workload(
         model=model,
         system=system,

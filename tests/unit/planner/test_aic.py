@@ -122,3 +122,23 @@ def test_engine_failures_come_out_as_planner_errors() -> None:
         PlannerError, match=r"latencyModel aic: AIConfigurator cannot model Qwen/Qwen3-32B-FP8"
     ):
         AicLatency("vllm").prefill_ms(fp8, a100, 1, 1, 1000)
+
+
+def test_the_request_backend_reaches_the_aic_latency_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM, SGLang and TRT-LLM have different measured tables: a TRT-LLM request must not be
+    answered from vLLM's (the first wiring always built the vLLM engine)."""
+    import aiplane.planner.aic as aic_module
+    from aiplane.planner.api import load_latency_model
+
+    built: list[str] = []
+
+    class Recorder:
+        name = "aic"
+
+        def __init__(self, backend: str = "vllm") -> None:
+            built.append(backend)
+
+    monkeypatch.setattr(aic_module, "AicLatency", Recorder)
+    load_latency_model("aic", "trtllm")
+    load_latency_model("aic", "sglang")
+    assert built == ["trtllm", "sglang"]
