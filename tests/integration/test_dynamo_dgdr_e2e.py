@@ -10,6 +10,7 @@ request planned in partitions on a CPX-partitioned MI300X fleet.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -288,3 +289,37 @@ async def test_a_graph_in_another_namespace_gets_its_planner_profile_there(world
     # The profile data the Planner mounts exists where the Planner runs, and the request's own copy stays.
     assert (await world.client.get(CONFIGMAPS, configmap, other))["data"]["plan.json"]
     assert (await world.client.get(CONFIGMAPS, configmap, NS))["data"]["plan.json"]
+
+
+async def test_an_unknown_model_is_planned_from_the_config_json_in_the_profiling_configmap(
+    world: World,
+) -> None:
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "torch_dtype": "bfloat16",
+    }
+    unknown = request("ours", modelName="acme/house-model-8b", gpu={"type": "h100"})
+    await world.client.create(DGDR, unknown, namespace=NS)
+    failed = await eventually(lambda: world.state("ours", "Failed"), 30, "unknown model without config fails")
+    assert "acme/house-model-8b" in str(failed["status"]["conditions"])
+
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "house-model"}}
+    await world.client.create(CONFIGMAPS, {**cm, "data": {"config.json": json.dumps(config)}}, namespace=NS)
+    described = request(
+        "described",
+        modelName="acme/house-model-8b",
+        gpu={"type": "h100"},
+        profilingConfig={"configMapRef": {"name": "house-model"}},
+    )
+    await world.client.create(DGDR, described, namespace=NS)
+    ready = await eventually(lambda: world.state("described", "Ready"), 30, "planned from config.json")
+    graph = ready["status"]["generatedDeployment"]
+    assert set(_workers(graph)) == {"prefill", "decode"}  # the built-in template: no base graph given
+    plan = json.loads((await world.client.get(CONFIGMAPS, "dgdr-output-described", NS))["data"]["plan.json"])
+    assert plan["model"] == "acme/house-model-8b" and plan["disagg"]["meetsSla"] is True

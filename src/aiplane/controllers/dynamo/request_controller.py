@@ -70,6 +70,8 @@ Obj = dict[str, Any]
 Planner = Callable[[PlanRequest], PlanResult]
 Systems = Callable[[str], SystemSpec]
 
+#: The key of the profiling ConfigMap that may hold the model's Hugging Face ``config.json``.
+MODEL_CONFIG_KEY: Final = "config.json"
 FIELD_MANAGER: Final = "aiplane-dynamographdeploymentrequest"
 COMPONENT: Final = "dynamographdeploymentrequest-controller"
 DGDR_KIND: Final = "DynamoGraphDeploymentRequest"
@@ -114,6 +116,21 @@ def _spec(dgdr: Mapping[str, Any]) -> DynamoGraphDeploymentRequestSpec | str:
         return "; ".join(
             f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
         )
+
+
+def _model_config(
+    data: Mapping[str, Any], configmap: str, field: str
+) -> tuple[Mapping[str, Any] | None, str]:
+    """The ``config.json`` a profiling ConfigMap may hold (None without one), or the problem with it."""
+    if MODEL_CONFIG_KEY not in data:
+        return None, ""
+    try:
+        loaded = json.loads(data[MODEL_CONFIG_KEY])
+    except ValueError as exc:
+        return None, f"{field}: key {MODEL_CONFIG_KEY} of ConfigMap {configmap} is not JSON: {exc}"
+    if not isinstance(loaded, dict):
+        return None, f"{field}: key {MODEL_CONFIG_KEY} of ConfigMap {configmap} is not a JSON object"
+    return loaded, ""
 
 
 class RequestReconciler:
@@ -170,13 +187,13 @@ class RequestReconciler:
             auto_apply=not isinstance(spec, str) and spec.autoApply,
             status=objects.status(dgdr),
         )
-        seen, base, target = await self._observe(dgdr, view, spec)
+        seen, base, target, model_config = await self._observe(dgdr, view, spec)
         decision = decide(view, seen, self.clock.now())
         for action in decision.actions:
             if action == "create_job" and not isinstance(spec, str):
                 await self._create_job(dgdr, spec)
             elif action == "start_plan" and not isinstance(spec, str) and target is not None:
-                self._start_plan(dgdr, spec, target, base)
+                self._start_plan(dgdr, spec, target, base, model_config)
             elif action == "write_output" and seen.profile is not None:
                 await self._write_output(dgdr)
             elif action == "create_dgd":
@@ -208,17 +225,18 @@ class RequestReconciler:
 
     async def _observe(
         self, dgdr: Obj, view: RequestView, spec: DynamoGraphDeploymentRequestSpec | str
-    ) -> tuple[Observed, Obj | None, Target | None]:
+    ) -> tuple[Observed, Obj | None, Target | None, Mapping[str, Any] | None]:
         state = view.state
         changed = view.generation != view.observed_generation
         if isinstance(spec, str):
-            return Observed(problems=(spec,)), None, None
+            return Observed(problems=(spec,)), None, None, None
         base: Obj | None = None
+        model_config: Mapping[str, Any] | None = None
         target: Target | None = None
         problems: list[str] = []
         validated = ""
         if state in ("", "Pending", "Profiling") or (state == "Failed" and changed):
-            base, problem = await self._base(dgdr, spec)
+            base, model_config, problem = await self._base(dgdr, spec)
             problems += [problem] if problem else []
             if spec.gpu is not None and spec.gpu.minNumGPUsPerEngine > spec.gpu.maxNumGPUsPerEngine:
                 problems.append(
@@ -240,32 +258,48 @@ class RequestReconciler:
             seen = dataclasses.replace(seen, **self._profiling(dgdr, view, spec))
         if state in ("Deploying", "Ready"):
             seen = dataclasses.replace(seen, dgd=await self._dgd(view))
-        return seen, base, target
+        return seen, base, target, model_config
 
-    async def _base(self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec) -> tuple[Obj | None, str]:
-        """The base graph: the referenced ConfigMap's YAML (one live read), else None (built-in)."""
+    async def _base(
+        self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec
+    ) -> tuple[Obj | None, Mapping[str, Any] | None, str]:
+        """The base graph and the model's Hugging Face config from the referenced ConfigMap (one live
+        read), else None (the built-in template; the planner's registry); the third item is a problem.
+
+        The ConfigMap may hold ``config.json`` (a model the planner's registry does not know, or a
+        fine-tune of another shape) beside the base graph under ``key``; with ``config.json`` and no
+        base graph, the built-in template is used."""
         ref = spec.profilingConfig.configMapRef if spec.profilingConfig else None
         if ref is None:
-            return None, ""
+            return None, None, ""
         field = "spec.profilingConfig.configMapRef"
         namespace = objects.namespace(dgdr)
         try:
             cm = await self.client.get(CONFIGMAPS, ref.name, namespace)
         except ApiError as exc:
             if exc.not_found:
-                return None, f"{field}.name: ConfigMap {namespace}/{ref.name} not found"
+                return None, None, f"{field}.name: ConfigMap {namespace}/{ref.name} not found"
             raise
         data = cm.get("data") or {}
+        model_config, problem = _model_config(data, ref.name, field)
+        if problem:
+            return None, None, problem
         if ref.key not in data:
+            if model_config is not None:
+                return None, model_config, ""
             keys = ", ".join(sorted(data)) or "none"
-            return None, f"{field}.key: ConfigMap {ref.name} has no key {ref.key!r} (keys: {keys})"
+            return None, None, f"{field}.key: ConfigMap {ref.name} has no key {ref.key!r} (keys: {keys})"
         try:
             parsed = yaml.safe_load(data[ref.key])
         except yaml.YAMLError as exc:
-            return None, f"{field}: key {ref.key} of ConfigMap {ref.name} is not YAML: {exc}"
+            return None, None, f"{field}: key {ref.key} of ConfigMap {ref.name} is not YAML: {exc}"
         if not isinstance(parsed, dict):
-            return None, f"{field}: key {ref.key} of ConfigMap {ref.name} is not a DynamoGraphDeployment"
-        return parsed, ""
+            return (
+                None,
+                None,
+                f"{field}: key {ref.key} of ConfigMap {ref.name} is not a DynamoGraphDeployment",
+            )
+        return parsed, model_config, ""
 
     def _where(self, dgdr: Obj, view: RequestView, spec: DynamoGraphDeploymentRequestSpec) -> tuple[str, str]:
         generated = view.status.get("generatedDeployment") or {}
@@ -359,13 +393,18 @@ class RequestReconciler:
                 raise
 
     def _start_plan(
-        self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec, target: Target, base: Obj | None
+        self,
+        dgdr: Obj,
+        spec: DynamoGraphDeploymentRequestSpec,
+        target: Target,
+        base: Obj | None,
+        model_config: Mapping[str, Any] | None,
     ) -> None:
         key = (objects.uid(dgdr), objects.generation(dgdr) or 1)
         if key in self.plans:
             return
         view_name, namespace = objects.name(dgdr), objects.namespace(dgdr)
-        task = asyncio.get_running_loop().create_task(self._plan(dgdr, spec, target, base))
+        task = asyncio.get_running_loop().create_task(self._plan(dgdr, spec, target, base, model_config))
         self.plans[key] = task
         self.plan_owners[key[0]] = (namespace, view_name)
 
@@ -376,7 +415,12 @@ class RequestReconciler:
         task.add_done_callback(done)
 
     async def _plan(
-        self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec, target: Target, base: Obj | None
+        self,
+        dgdr: Obj,
+        spec: DynamoGraphDeploymentRequestSpec,
+        target: Target,
+        base: Obj | None,
+        model_config: Mapping[str, Any] | None,
     ) -> Profile:
         gpu = spec.gpu
         request = PlanRequest(
@@ -391,6 +435,7 @@ class RequestReconciler:
             max_gpus_per_engine=gpu.maxNumGPUsPerEngine if gpu else 8,
             total_gpus=target.budget,
             partitions_per_gpu=target.partitions_per_gpu,
+            model_config=model_config,
         )
         try:
             result = await asyncio.to_thread(self.planner, request)
