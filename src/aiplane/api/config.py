@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from aiplane.api.base import AGE, ApiModel, CrdInfo, PrinterColumn, Resource
+from aiplane.api.base import AGE, ApiModel, Conditions, CrdInfo, PrinterColumn, Resource, conditions_field
 
 GROUP = "config.kaiwo.silogen.ai"
 
@@ -214,6 +214,44 @@ def merge_storage(storage: dict[str, Any], data: dict[str, Any] | None) -> Kaiwo
     return KaiwoStorageConfig.model_validate(merged)
 
 
+class KaiwoNodePoolStatus(ApiModel):
+    """KaiwoNodePoolStatus is one discovered node pool: a Kueue ResourceFlavor and what it contributes."""
+
+    name: str = Field(description="Name is the pool's (and its ResourceFlavor's) name.")
+    nodes: int = Field(0, description="Nodes is the number of nodes counted in the pool.")
+    nominalQuota: dict[str, str] | None = Field(
+        None, description="NominalQuota is the quota this pool gives the default ClusterQueue, per resource."
+    )
+
+
+class KaiwoConfigStatus(ApiModel):
+    """KaiwoConfigStatus is what the KaiwoConfig controller applied (the seed has no status; aiplane adds it)."""
+
+    observedGeneration: int | None = Field(
+        None, description="ObservedGeneration is the generation of the spec the status describes."
+    )
+    conditions: Conditions = conditions_field(
+        "Conditions: Ready (queues and taints applied as the spec says) with the reason when not."
+    )
+    nodePools: list[KaiwoNodePoolStatus] | None = Field(
+        None, description="NodePools are the discovered pools, one ResourceFlavor each."
+    )
+    clusterQueue: str | None = Field(None, description="ClusterQueue is the default ClusterQueue managed.")
+    localQueues: list[str] | None = Field(
+        None, description="LocalQueues are the namespaces holding our LocalQueue of the default ClusterQueue."
+    )
+    taintedNodes: list[str] | None = Field(
+        None, description="TaintedNodes are the nodes carrying our GPU taint."
+    )
+    notConsumed: list[str] | None = Field(
+        None,
+        description=(
+            "NotConsumed lists spec fields accepted but read by no controller of this suite "
+            "(no workload kind here uses them)."
+        ),
+    )
+
+
 class KaiwoConfig(Resource):
     """KaiwoConfig manages the Kaiwo operator's configuration which can be modified during runtime."""
 
@@ -228,6 +266,7 @@ class KaiwoConfig(Resource):
             PrinterColumn("Cluster-Queue", ".spec.defaultClusterQueueName"),
             PrinterColumn("Dynamic-Queue", ".spec.dynamicallyUpdateDefaultClusterQueue", "boolean"),
             PrinterColumn("GPU-Taints", ".spec.nodes.addTaintsToGpuNodes", "boolean"),
+            PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
             AGE,
         ),
     )
@@ -236,6 +275,7 @@ class KaiwoConfig(Resource):
         default_factory=KaiwoConfigSpec,
         description="Spec defines the desired state for the Kaiwo operator configuration.",
     )
+    status: KaiwoConfigStatus | None = None
 
 
 # --- AIMNamespaceConfig ----------------------------------------------------------------------------

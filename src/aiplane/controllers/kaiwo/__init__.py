@@ -1,0 +1,1 @@
+"""The KaiwoConfig controller: Kueue queues that match the GPU capacity nodes advertise, and GPU taints."""

@@ -1,0 +1,288 @@
+"""KaiwoConfig controller: the cluster singleton ``kaiwo`` drives Kueue queues and GPU node taints.
+
+::
+
+    observe   the KaiwoConfig, Nodes, our Kueue objects and the namespaces that run a ModelInfer or a
+              DynamoGraphDeployment or hold an AIMNamespaceConfig, all from informer caches
+    decide    pools.discover_pools (node pools, allocatable quotas, the cordon rule), kueue.* (desired
+              objects), nodes.node_patch (pool labels, the GPU taint) — pure
+    act       Node merge patches (guarded by resourceVersion); Topology → ResourceFlavors →
+              ClusterQueue → LocalQueues created or fixed only when they differ; stale objects of ours
+              deleted; never an object without our label and owner reference
+    report    status (pools, queue, local queues, tainted nodes, fields without a consumer) and the
+              Ready condition, written only on change; a KaiwoConfig with another name gets a
+              Warning Event saying it is ignored
+
+Every request is collapsed onto the singleton, so one reconcile sees the whole cluster; with
+``dynamicallyUpdateDefaultClusterQueue: false`` the Kueue objects are created once (when the
+ClusterQueue is absent) and never updated, as upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import pydantic
+
+from aiplane.api.config import KAIWO_CONFIG_NAME, KaiwoConfigSpec
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import set_condition
+from aiplane.apimachinery.quantity import format_resource_list
+from aiplane.controllers.kaiwo import kueue
+from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION, node_patch
+from aiplane.controllers.kaiwo.pools import Pool, current_quotas, discover_pools, held_quota, node_view
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.events import NORMAL, WARNING, EventRecorder
+from aiplane.kube.informer import Informer
+from aiplane.kube.manager import Manager
+from aiplane.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, RESOURCEFLAVORS, Resource
+from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
+
+Obj = dict[str, Any]
+
+FIELD_MANAGER: Final = "aiplane-kaiwoconfig"
+COMPONENT: Final = "kaiwoconfig-controller"
+READY: Final = "Ready"
+KAIWOCONFIGS: Final = Resource("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "KaiwoConfig", False)
+AIMNAMESPACECONFIGS: Final = Resource(
+    "config.kaiwo.silogen.ai", "v1alpha1", "aimnamespaceconfigs", "AIMNamespaceConfig", True
+)
+MODELINFERS: Final = Resource("workload.volcano.sh", "v1alpha1", "modelinfers", "ModelInfer", True)
+DGDS: Final = Resource("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True)
+TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1alpha1", "topologies", "Topology", False)
+#: Spec fields accepted and reported, but read by nothing in this suite (no Ray or duration workloads).
+NOT_CONSUMED: Final = (
+    "ray.defaultRayImage",
+    "ray.headPodMemory",
+    "scheduling.pendingThresholdForPreemption",
+)
+TRANSITION_EVENTS: Final = (
+    ConditionEvent(READY, "False", WARNING, on_reason_change=True),
+    ConditionEvent(READY, "True", NORMAL, reason="Applied", message="queues and taints applied"),
+)
+
+
+def _singleton(_: Obj) -> Iterable[Request]:
+    return [Request(None, KAIWO_CONFIG_NAME)]
+
+
+class KaiwoConfigReconciler:
+    def __init__(self, manager: Manager, *, kueue_served: bool, topology_served: bool) -> None:
+        self.client: KubeClient = manager.client
+        self.clock = manager.clock
+        factory = manager.informers
+        self.configs = factory.informer(KAIWOCONFIGS)
+        self.nodes = factory.informer(NODES)
+        self.workloads = [factory.informer(r) for r in (MODELINFERS, DGDS, AIMNAMESPACECONFIGS)]
+        self.kueue_served = kueue_served
+        self.topology_served = topology_served
+        self.flavors: Informer | None = factory.informer(RESOURCEFLAVORS) if kueue_served else None
+        self.queues: Informer | None = factory.informer(CLUSTERQUEUES) if kueue_served else None
+        self.local_queues: Informer | None = factory.informer(LOCALQUEUES) if kueue_served else None
+        self.topologies: Informer | None = factory.informer(TOPOLOGIES) if topology_served else None
+        self.recorder = EventRecorder(self.client, COMPONENT)
+        self.status = StatusWriter(self.client, KAIWOCONFIGS, FIELD_MANAGER)
+
+    async def __call__(self, request: Request) -> Result | None:
+        config = self.configs.get(request.name)
+        if config is None or objects.is_deleting(config):
+            return None
+        if request.name != KAIWO_CONFIG_NAME:
+            self.recorder.emit(
+                config,
+                WARNING,
+                "Ignored",
+                f'only the KaiwoConfig named "{KAIWO_CONFIG_NAME}" is read; {request.name} is ignored',
+            )
+            return None
+        try:
+            spec = KaiwoConfigSpec.model_validate(objects.spec(config))
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            await self._report(config, {}, "False", "InvalidSpec", f"spec.{where}: {first['msg']}")
+            return None
+        nodes = [node_view(n) for n in self.nodes.list()]
+        pools = discover_pools(nodes, spec.nodes.excludeMasterNodesFromNodePools)
+        pool_of = {node: pool.name for pool in pools for node in pool.nodes}
+        tainted: list[str] = []
+        for node in nodes:
+            patch = node_patch(
+                node, pool_of.get(node.name), spec.nodes.addTaintsToGpuNodes, spec.nodes.defaultGpuTaintKey
+            )
+            if patch is not None:
+                written = await self.client.patch(NODES, node.name, patch, field_manager=FIELD_MANAGER)
+                if objects.annotations(written).get(TAINTED_ANNOTATION):
+                    tainted.append(node.name)
+            elif node.annotations.get(TAINTED_ANNOTATION):
+                tainted.append(node.name)
+        applied: dict[str, Any] = {"taintedNodes": sorted(tainted) or None, "notConsumed": list(NOT_CONSUMED)}
+        if not self.kueue_served:
+            await self._report(config, applied, "False", "KueueNotInstalled", "Kueue's CRDs are not served")
+            return None
+        problem = kueue.check_limits(pools)
+        if problem:
+            await self._report(config, applied, "False", "TooManyPools", problem)
+            return None
+        conflict = await self._sync_queues(config, spec, pools, applied)
+        if conflict:
+            await self._report(config, applied, "False", "NotOurs", conflict)
+        else:
+            await self._report(config, applied, "True", "Applied", "queues and taints applied")
+        return None
+
+    # --- Kueue ------------------------------------------------------------------------------------
+
+    async def _sync_queues(
+        self, config: Obj, spec: KaiwoConfigSpec, pools: list[Pool], applied: dict[str, Any]
+    ) -> str | None:
+        """Bring our Kueue objects in line; the name of a foreign object in our way, if any."""
+        assert self.flavors is not None and self.queues is not None and self.local_queues is not None
+        uid = objects.uid(config)
+        name = spec.defaultClusterQueueName
+        existing_cq = self.queues.get(name)
+        conflicts: list[str] = []
+        if existing_cq is not None and not kueue.is_ours(existing_cq, uid):
+            conflicts.append(f"ClusterQueue {name}")
+        dynamic = spec.dynamicallyUpdateDefaultClusterQueue
+        manage = not conflicts and (dynamic or existing_cq is None)
+        current = current_quotas(existing_cq)
+        quotas = current
+        if manage:
+            if self.topologies is not None:
+                await self._ensure(TOPOLOGIES, self.topologies, kueue.topology(config), uid, conflicts)
+            for pool in pools:
+                await self._ensure(
+                    RESOURCEFLAVORS, self.flavors, kueue.resource_flavor(pool, config), uid, conflicts
+                )
+            quotas = {p.name: held_quota(p, current.get(p.name)) for p in pools}
+            desired_cq = kueue.cluster_queue(name, spec.defaultClusterQueueCohortName, pools, current, config)
+            await self._ensure(CLUSTERQUEUES, self.queues, desired_cq, uid, conflicts, update=True)
+            if dynamic:
+                await self._prune(CLUSTERQUEUES, self.queues, {name}, uid)
+                await self._prune(RESOURCEFLAVORS, self.flavors, {p.name for p in pools}, uid)
+        namespaces = sorted({objects.namespace(o) for inf in self.workloads for o in inf.list()} - {""})
+        for namespace in namespaces:
+            lq = kueue.local_queue(name, namespace, config)
+            await self._ensure(LOCALQUEUES, self.local_queues, lq, uid, conflicts, immutable=True)
+        wanted = {f"{ns}/{name}" for ns in namespaces}
+        await self._prune(LOCALQUEUES, self.local_queues, wanted, uid)
+        applied["clusterQueue"] = name
+        applied["localQueues"] = namespaces or None
+        applied["nodePools"] = [
+            {
+                "name": p.name,
+                "nodes": len(p.nodes),
+                "nominalQuota": format_resource_list(quotas.get(p.name, {})),
+            }
+            for p in pools
+        ] or None
+        return "; ".join(f"{c} exists and is not managed by this KaiwoConfig" for c in conflicts) or None
+
+    async def _ensure(
+        self,
+        resource: Resource,
+        informer: Informer,
+        desired: Obj,
+        uid: str,
+        conflicts: list[str],
+        *,
+        update: bool = False,
+        immutable: bool = False,
+    ) -> None:
+        """Create ``desired``, or fix ours when it differs (update in place, or delete and recreate
+        when Kueue makes its spec immutable); never touch an object that is not ours."""
+        meta = desired["metadata"]
+        namespace = meta.get("namespace")
+        actual = informer.get(f"{namespace}/{meta['name']}" if namespace else meta["name"])
+        if actual is None:
+            await self.client.create(resource, desired, field_manager=FIELD_MANAGER)
+            return
+        if not kueue.is_ours(actual, uid):
+            conflicts.append(f"{resource.kind} {meta['name']}")
+            return
+        if not kueue.spec_differs(desired, actual) or objects.is_deleting(actual):
+            return
+        if update and not immutable:
+            body = {
+                "metadata": {"resourceVersion": objects.resource_version(actual)},
+                "spec": desired["spec"],
+            }
+            await self.client.patch(resource, meta["name"], body, field_manager=FIELD_MANAGER)
+            return
+        await self.client.delete(
+            resource, meta["name"], namespace=namespace, preconditions={"uid": objects.uid(actual)}
+        )
+
+    async def _prune(self, resource: Resource, informer: Informer, wanted: set[str], uid: str) -> None:
+        for obj in informer.list():
+            if objects.key(obj) not in wanted and kueue.is_ours(obj, uid) and not objects.is_deleting(obj):
+                await self.client.delete(
+                    resource,
+                    objects.name(obj),
+                    namespace=objects.namespace(obj) or None,
+                    preconditions={"uid": objects.uid(obj)},
+                )
+
+    # --- report -----------------------------------------------------------------------------------
+
+    async def _report(
+        self, config: Obj, applied: dict[str, Any], status: str, reason: str, message: str
+    ) -> None:
+        current = dict(objects.status(config))
+        generation = objects.generation(config)
+        conditions, _ = set_condition(
+            list(current.get("conditions") or []),
+            READY,
+            status,
+            reason,
+            message,
+            observed_generation=generation,
+            now=self.clock.now(),
+        )
+        desired = {k: v for k, v in {**current, **applied}.items() if v is not None}
+        desired["conditions"] = conditions
+        if generation is not None:
+            desired["observedGeneration"] = generation
+        if await self.status.write(config, desired) is not None:
+            emit_transitions(self.recorder, config, TRANSITION_EVENTS, objects.status(config), desired)
+
+
+async def ensure_singleton(client: KubeClient) -> None:
+    """Create the KaiwoConfig ``kaiwo`` with defaults when absent (as upstream does at start)."""
+    body = {
+        "apiVersion": KAIWOCONFIGS.api_version,
+        "kind": "KaiwoConfig",
+        "metadata": {"name": KAIWO_CONFIG_NAME},
+        "spec": {},
+    }
+    try:
+        await client.create(KAIWOCONFIGS, body, field_manager=FIELD_MANAGER)
+    except ApiError as exc:
+        if not exc.already_exists:
+            raise
+
+
+def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
+    reconciler = KaiwoConfigReconciler(manager, kueue_served=kueue_served, topology_served=topology_served)
+    builder = Controller.build("kaiwoconfig").for_(KAIWOCONFIGS).watches(NODES, _singleton)
+    for resource in (MODELINFERS, DGDS, AIMNAMESPACECONFIGS):
+        builder = builder.watches(resource, _singleton)
+    if kueue_served:
+        for resource in (RESOURCEFLAVORS, CLUSTERQUEUES, LOCALQUEUES):
+            builder = builder.watches(resource, _singleton)
+    if topology_served:
+        builder = builder.watches(TOPOLOGIES, _singleton)
+    return builder.workers(1, fixed="one reconcile sees the whole cluster; a second would race it").reconcile(
+        reconciler
+    )
+
+
+async def setup(manager: Manager) -> None:
+    """``aiplane run --controllers kaiwoconfig`` (also part of ``all``)."""
+    await ensure_singleton(manager.client)
+    kueue_served = await manager.client.served(CLUSTERQUEUES)
+    topology_served = kueue_served and await manager.client.served(TOPOLOGIES)
+    manager.add_controller(build(manager, kueue_served=kueue_served, topology_served=topology_served))

@@ -1,0 +1,147 @@
+"""The Kueue objects the KaiwoConfig asks for, built as plain dicts (pure), and when ours differ.
+
+Shapes follow Kueue's v1beta1 API (``apis/kueue/v1beta1``): one resource group whose flavors list every
+covered resource in the same order (the CRD's CEL rule), at most 64 flavors and 64 resources; a
+ResourceFlavor with ``topologyName`` has at least one node label and its spec is immutable (so a flavor
+of ours that differs is deleted and recreated, never updated); a LocalQueue's ``clusterQueue`` is
+immutable too. Topology is ``kueue.x-k8s.io/v1alpha1`` (what Kueue serves before v0.14 and what the
+embedded cluster serves). Every object carries :data:`MANAGED_LABEL` and an owner reference to the
+KaiwoConfig: only objects with both are ever changed or deleted (upstream deleted every
+ClusterQueue and ResourceFlavor it did not know).
+
+"Differs" compares only the fields we set, quantities by value, so the fields a real Kueue defaults
+(``queueingStrategy``, ``preemption``, ``flavorFungibility``, ``stopPolicy``) never cause a write loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import controller_owner_reference
+from aiplane.apimachinery.quantity import Quantity
+from aiplane.controllers.kaiwo.pools import Pool, covered_resources, held_quota
+
+CONFIG_API: Final = "config.kaiwo.silogen.ai/v1alpha1"
+KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
+TOPOLOGY_API: Final = "kueue.x-k8s.io/v1alpha1"
+MANAGED_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_VALUE: Final = "aiplane-kaiwoconfig"
+NODEPOOL_LABEL: Final = "kaiwo/nodepool"
+WORKER_LABEL: Final = "kaiwo/worker"
+GPU_MODEL_LABEL: Final = "kaiwo/gpu-model"
+BLOCK_LABEL: Final = "kaiwo/topology-block"
+RACK_LABEL: Final = "kaiwo/topology-rack"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+TOPOLOGY_NAME: Final = "default-topology"
+TOPOLOGY_LEVELS: Final = (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)
+DEFAULT_BLOCK: Final = "block-a"
+DEFAULT_RACK: Final = "rack-a"
+#: Kueue's limits on one resource group (``MaxItems`` in clusterqueue_types.go).
+MAX_FLAVORS: Final = 64
+MAX_RESOURCES: Final = 64
+
+
+def _meta(name: str, owner: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    ref = controller_owner_reference(
+        {"apiVersion": CONFIG_API, "kind": "KaiwoConfig", "metadata": owner.get("metadata") or {}}
+    )
+    ref["blockOwnerDeletion"] = False
+    meta: dict[str, Any] = {"name": name, "labels": {MANAGED_LABEL: MANAGED_VALUE}, "ownerReferences": [ref]}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def is_ours(obj: Mapping[str, Any], owner_uid: str) -> bool:
+    """Created by this controller for this KaiwoConfig: our label and its owner reference."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return objects.labels(obj).get(MANAGED_LABEL) == MANAGED_VALUE and any(
+        isinstance(r, Mapping) and r.get("uid") == owner_uid for r in refs
+    )
+
+
+def topology(owner: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": TOPOLOGY_API,
+        "kind": "Topology",
+        "metadata": _meta(TOPOLOGY_NAME, owner),
+        "spec": {"levels": [{"nodeLabel": level} for level in TOPOLOGY_LEVELS]},
+    }
+
+
+def resource_flavor(pool: Pool, owner: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "ResourceFlavor",
+        "metadata": _meta(pool.name, owner),
+        "spec": {"nodeLabels": {NODEPOOL_LABEL: pool.name}, "topologyName": TOPOLOGY_NAME},
+    }
+
+
+def cluster_queue(
+    name: str,
+    cohort: str,
+    pools: Sequence[Pool],
+    current: Mapping[str, Mapping[str, Quantity]],
+    owner: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The default ClusterQueue: every pool a flavor, quotas zero-filled over the covered resources."""
+    covered = covered_resources(pools)
+    flavors = []
+    for pool in pools:
+        quota = held_quota(pool, current.get(pool.name))
+        flavors.append(
+            {
+                "name": pool.name,
+                "resources": [{"name": r, "nominalQuota": str(quota.get(r, Quantity(0)))} for r in covered],
+            }
+        )
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": []}
+    if flavors:
+        spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
+    if cohort:
+        spec["cohort"] = cohort
+    return {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": _meta(name, owner), "spec": spec}
+
+
+def local_queue(name: str, namespace: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": _meta(name, owner, namespace),
+        "spec": {"clusterQueue": name},
+    }
+
+
+def _same(desired: Any, actual: Any) -> bool:
+    """``desired`` is contained in ``actual``: maps by key, lists item by item, quantities by value."""
+    if isinstance(desired, Mapping):
+        return isinstance(actual, Mapping) and all(_same(v, actual.get(k)) for k, v in desired.items())
+    if isinstance(desired, list):
+        return (
+            isinstance(actual, list)
+            and len(desired) == len(actual)
+            and all(_same(d, a) for d, a in zip(desired, actual, strict=True))
+        )
+    if isinstance(desired, str) and isinstance(actual, str | int) and desired != str(actual):
+        try:
+            return Quantity(desired) == Quantity(actual)
+        except ValueError:
+            return False
+    return bool(desired == actual)
+
+
+def spec_differs(desired: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
+    return not _same(desired.get("spec") or {}, objects.spec(actual))
+
+
+def check_limits(pools: Sequence[Pool]) -> str | None:
+    """Why the ClusterQueue cannot hold these pools (Kueue's limits), or None."""
+    if len(pools) > MAX_FLAVORS:
+        return f"{len(pools)} node pools exceed Kueue's {MAX_FLAVORS} flavors per resource group"
+    covered = covered_resources(pools)
+    if len(covered) > MAX_RESOURCES:
+        return f"{len(covered)} resources exceed Kueue's {MAX_RESOURCES} covered resources per group"
+    return None
