@@ -78,6 +78,8 @@ CONTROLLERS: dict[str, ControllerSetup] = {
     "dynamographdeployment": _lazy("aiplane.controllers.dynamo.graph_controller"),
     "dynamocomponentdeployment": _lazy("aiplane.controllers.dynamo.component_controller"),
     "dynamographdeploymentrequest": _lazy("aiplane.controllers.dynamo.request_controller"),
+    # Registers nothing unless RESOURCE_MONITORING_ENABLED=true (controllers/monitoring/options.py).
+    "resourcemonitor": _lazy("aiplane.controllers.monitoring.monitor"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).
