@@ -8,11 +8,14 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
+from aiplane.controllers.dynamo import component_controller, graph_controller
 from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.controllers.monitoring import monitor as monitor_mod
 from aiplane.controllers.monitoring.decide import ANNOTATION_RESTORE, ANNOTATION_SCALED_FROM
@@ -20,7 +23,7 @@ from aiplane.controllers.monitoring.options import MonitoringOptions
 from aiplane.controllers.monitoring.scrape import parse_samples
 from aiplane.kube.clock import FakeClock
 from aiplane.kube.manager import Manager
-from aiplane.kube.resources import EVENTS, NAMESPACES, PODS, resource_for
+from aiplane.kube.resources import EVENTS, NAMESPACES, PODS, SECRETS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
@@ -252,3 +255,127 @@ async def _monitor_state(world: World) -> tuple[Any, ...]:
         mi["metadata"].get("annotations"),
         mi["spec"]["replicas"],
     )
+
+
+# --- a DynamoGraphDeployment (NVIDIA GPUs, DCGM's metric; pods reach the graph through their DCD) ----
+
+DGD_RES = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment")
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dynamo-vllm-disagg.yaml"
+DGD_NS = "team-a"
+GRAPH = "llama-disagg"
+
+
+@pytest.fixture
+async def graph_world() -> AsyncIterator[World]:
+    cluster = EmbeddedCluster(agents=True, ready_delay=0.0)
+    await cluster.start()
+    assert cluster.gpu_metrics.url is not None
+    client = InMemoryKubeClient.for_cluster(cluster)
+    operator = InMemoryKubeClient.for_cluster(cluster)
+    clock = FakeClock()
+    manager = Manager(operator, leader_election=None, handle_signals=False, clock=clock)
+    graph_controller.setup(manager)
+    await component_controller.setup(manager)
+    monitor = monitor_mod.build(manager, MonitoringOptions(enabled=True, endpoint=cluster.gpu_metrics.url))
+    task = asyncio.create_task(manager.run())
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DGD_NS}})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret"}}
+    await client.create(SECRETS, {**secret, "stringData": {"HF_TOKEN": "hf_x"}}, namespace=DGD_NS)
+    config = {"resourceMonitoring": {"terminateUnderutilized": True, "terminateUnderutilizedAfter": "30m"}}
+    kaiwo = {
+        "apiVersion": "config.kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoConfig",
+        "metadata": {"name": "kaiwo"},
+    }
+    await client.create(KAIWO, {**kaiwo, "spec": config})
+    await eventually(manager.cache_synced.is_set, 10, "caches synced")
+    yield World(cluster, client, monitor, clock)
+    manager.stop()
+    assert await task == 0
+    if monitor._session is not None:
+        await monitor._session.close()
+    await client.close()
+    await cluster.stop()
+
+
+def _graph() -> dict[str, Any]:
+    graph = dict(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
+    for service in graph["spec"]["services"].values():
+        service.pop("autoscaling", None)  # an HPA would own the worker's replicas
+    return graph
+
+
+async def _graph_condition(world: World, type_: str) -> dict[str, Any] | None:
+    dgd = await world.client.get(DGD_RES, GRAPH, DGD_NS)
+    return next((dict(c) for c in dgd.get("status", {}).get("conditions") or [] if c["type"] == type_), None)
+
+
+async def _graph_pods(world: World) -> int:
+    listed = await world.client.list(
+        PODS, namespace=DGD_NS, label_selector=f"nvidia.com/dynamo-graph-deployment-name={GRAPH}"
+    )
+    return len(listed["items"])
+
+
+async def test_a_dgd_is_scaled_to_zero_and_restored_with_its_ready_condition_kept(graph_world: World) -> None:
+    world = graph_world
+    await world.client.create(DGD_RES, _graph(), namespace=DGD_NS)
+
+    async def successful() -> bool:
+        dgd = await world.client.get(DGD_RES, GRAPH, DGD_NS)
+        return dgd.get("status", {}).get("state") == "successful" and await _graph_pods(world) == 4
+
+    await eventually(successful, 30, "graph successful")
+    world.cluster.gpu_metrics.set(DGD_NS, None, 0)  # every GPU idle (the DCGM metric: nvidia.com/gpu pods)
+    await world.poll_seen()
+    low = await _graph_condition(world, "ResourceUnderutilization")
+    assert low is not None and low["status"] == "True"
+    assert "vllmdecodeworker" in low["message"] and "vllmprefillworker" in low["message"]
+    ready = await _graph_condition(world, "Ready")
+    assert ready is not None and ready["status"] == "True"  # the DGD controller's condition is untouched
+
+    world.clock.advance(30 * 60)
+    await world.poll_seen()
+    dgd = await world.client.get(DGD_RES, GRAPH, DGD_NS)
+    assert {name: s["replicas"] for name, s in dgd["spec"]["services"].items()} == {
+        "Frontend": 0,
+        "VllmPrefillWorker": 0,
+        "VllmDecodeWorker": 0,
+    }
+    await eventually(lambda: _no_graph_pods(world), 30, "graph pods gone")
+    # The DGD controller reports the scaled-down graph and keeps the monitor's conditions.
+    await eventually(lambda: _graph_condition(world, "WorkloadTerminatedEarly"), 5, "terminated condition")
+    await eventually(successful_at_zero(world), 30, "graph settled at zero")
+    terminated = await _graph_condition(world, "WorkloadTerminatedEarly")
+    assert terminated is not None and terminated["status"] == "True"
+
+    patch = {"metadata": {"annotations": {ANNOTATION_RESTORE: "true"}}}
+    await world.client.patch(DGD_RES, GRAPH, patch, namespace=DGD_NS)
+
+    async def restore_seen() -> bool:
+        cached = world.monitor.dgds.get(f"{DGD_NS}/{GRAPH}")
+        return bool(cached and ANNOTATION_RESTORE in (cached["metadata"].get("annotations") or {}))
+
+    await eventually(restore_seen, 5, "restore annotation in the cache")
+    await world.poll_seen()
+    dgd = await world.client.get(DGD_RES, GRAPH, DGD_NS)
+    assert {name: s["replicas"] for name, s in dgd["spec"]["services"].items()} == {
+        "Frontend": 1,
+        "VllmPrefillWorker": 2,
+        "VllmDecodeWorker": 1,
+    }
+    await eventually(successful, 30, "graph successful again")
+    restored = await _graph_condition(world, "WorkloadTerminatedEarly")
+    assert restored is not None and restored["status"] == "False"
+
+
+async def _no_graph_pods(world: World) -> bool:
+    return await _graph_pods(world) == 0
+
+
+def successful_at_zero(world: World) -> Any:
+    async def check() -> bool:
+        dgd = await world.client.get(DGD_RES, GRAPH, DGD_NS)
+        return dgd.get("status", {}).get("state") == "successful"
+
+    return check
