@@ -379,3 +379,32 @@ def successful_at_zero(world: World) -> Any:
         return dgd.get("status", {}).get("state") == "successful"
 
     return check
+
+
+async def test_the_runnable_polls_on_its_interval_and_stops(world: World) -> None:
+    await world.client.create(MI, modelinfer(replicas=1), namespace=NS)
+    await _up(world, 1)
+    world.monitor.options = MonitoringOptions(
+        enabled=True, endpoint=world.monitor.options.endpoint, interval=0.01
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(world.monitor.run(stop))
+    await eventually(lambda: world.monitor.polls >= 3, 10, "three polls")
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert world.monitor._session is None  # closed on the way out
+    condition = await world.condition("ResourceUnderutilization")
+    assert condition is not None and condition["status"] == "False"
+
+
+async def test_an_unreadable_endpoint_changes_nothing(world: World) -> None:
+    await world.client.create(MI, modelinfer(replicas=1), namespace=NS)
+    await _up(world, 1)
+    world.cluster.gpu_metrics.set(NS, None, 0)
+    await world.poll_seen()
+    before = await _monitor_state(world)
+    world.monitor.options = MonitoringOptions(enabled=True, endpoint="http://127.0.0.1:9/metrics", interval=1)
+    world.clock.advance(7 * 24 * 3600)
+    await world.poll_seen()
+    assert await _monitor_state(world) == before
+    assert world.monitor._failing
