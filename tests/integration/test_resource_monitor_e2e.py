@@ -157,8 +157,8 @@ async def test_the_exporter_serves_one_sample_per_gpu_of_each_running_pod(world:
         text = await response.text()
     samples = parse_samples(text)
     assert [(s.namespace, s.pod, s.gpu, s.value) for s in sorted(samples)] == [
-        (NS, "llm-0-serve-0-0", "0", 12.5),
-        (NS, "llm-0-serve-0-0", "1", 12.5),
+        (NS, "llm-0-serve-0-0", "0/0", 12.5),
+        (NS, "llm-0-serve-0-0", "1/0", 12.5),
     ]
     async with http_client(world.cluster) as http:
         await http.request(

@@ -114,8 +114,13 @@ class GpuMetricsExporter:
                         "namespace": namespace,
                         "pod": name,
                         "container": str(container.get("name") or ""),
-                        ("gpu" if family == _NVIDIA else "gpu_id"): str(gpu),
                         "hostname": node,
+                        # The exporters' own GPU labels (AMD's mandatory ones include the partition).
+                        **(
+                            {"gpu": str(gpu)}
+                            if family == _NVIDIA
+                            else {"gpu_id": str(gpu), "gpu_partition_id": "0"}
+                        ),
                     }
                     text = ",".join(f'{k}="{_label_value(v)}"' for k, v in labels.items())
                     lines[family].append(f"{family}{{{text}}} {value:g}")
