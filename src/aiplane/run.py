@@ -32,6 +32,7 @@ import yaml
 
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DEFAULT_HOST_SUFFIX, DEFAULT_MPI_SSH_SECRET, DynamoOptions
+from aiplane.controllers.monitoring.options import MonitoringOptions
 from aiplane.controllers.partitioning.options import DEFAULT_DCM_CONFIG, PartitioningOptions
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.leaderelection import LeaderElectionConfig
@@ -210,6 +211,7 @@ async def run(options: RunOptions) -> int:
             verify_timeout=options.verify_timeout,
         )
         selected = registry.select(options.controllers)
+        monitoring = MonitoringOptions.from_env()
         election: LeaderElectionConfig | None = None
         if options.leader_elect:
             try:
@@ -241,6 +243,7 @@ async def run(options: RunOptions) -> int:
         )
         manager.set_options(partitioning)
         manager.set_options(options.dynamo())
+        manager.set_options(monitoring)
         for name, setup in selected.items():
             try:
                 result = setup(manager)

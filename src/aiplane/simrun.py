@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from aiplane.controllers import registry
+from aiplane.controllers.monitoring.options import ENV_ENABLED, ENV_ENDPOINT, ENV_INTERVAL, MonitoringOptions
 from aiplane.kube.client import KubeClient
 from aiplane.kube.manager import Manager
 from aiplane.sim.client import InMemoryKubeClient
@@ -43,6 +45,16 @@ async def in_process_manager(
         if inspect.isawaitable(result):
             await result
     return manager
+
+
+def sim_monitoring(cluster: EmbeddedCluster, env: Mapping[str, str] | None = None) -> MonitoringOptions:
+    """``RESOURCE_MONITORING_ENABLED=true aiplane sim``: the monitor scrapes the simulated exporter
+    every 30 s unless the environment names another endpoint or interval."""
+    source = os.environ if env is None else env
+    if source.get(ENV_ENABLED, "").strip().lower() != "true":
+        return MonitoringOptions()
+    defaults = {ENV_INTERVAL: "30s", ENV_ENDPOINT: cluster.gpu_metrics.url or ""}
+    return MonitoringOptions.from_env({**defaults, **{k: v for k, v in source.items() if v.strip()}})
 
 
 async def run_sim(
@@ -87,8 +99,14 @@ async def run_sim(
     url = await cluster.start(port=port)
     manager: Manager | None = None
     manager_task: asyncio.Task[int] | None = None
+    try:
+        monitoring = sim_monitoring(cluster)
+    except ValueError as exc:
+        print(f"aiplane sim: {exc}", file=sys.stderr)
+        await cluster.stop()
+        return 2
     if selected:
-        manager = await in_process_manager(InMemoryKubeClient.for_cluster(cluster), selected)
+        manager = await in_process_manager(InMemoryKubeClient.for_cluster(cluster), selected, [monitoring])
         manager_task = asyncio.create_task(manager.run())
     cluster.write_kubeconfig(kubeconfig)
     nodes = cluster.server.store.count("/nodes")
@@ -103,6 +121,12 @@ async def run_sim(
             f"(pod ready delay {pod_ready_delay}s, DCM delay {dcm_delay}s)",
             file=sys.stderr,
         )
+    print(
+        f"aiplane sim: simulated GPU metrics exporter at {cluster.gpu_metrics.url} "
+        "(set utilisation with POST /_sim/gpu-utilization)"
+        + (f"; resource monitoring on, every {monitoring.interval:g}s" if monitoring.enabled else ""),
+        file=sys.stderr,
+    )
     print(f"aiplane sim: try  KUBECONFIG={kubeconfig} kubectl get nodes", file=sys.stderr)
     stopped = asyncio.create_task(stop.wait())
     waiting: set[asyncio.Task[Any]] = {stopped}

@@ -79,6 +79,8 @@ CONTROLLERS: dict[str, ControllerSetup] = {
     "dynamocomponentdeployment": _lazy("aiplane.controllers.dynamo.component_controller"),
     "dynamographdeploymentrequest": _lazy("aiplane.controllers.dynamo.request_controller"),
     "kaiwoconfig": _lazy("aiplane.controllers.kaiwo.controller"),
+    # Registers nothing unless RESOURCE_MONITORING_ENABLED=true (controllers/monitoring/options.py).
+    "resourcemonitor": _lazy("aiplane.controllers.monitoring.monitor"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).

@@ -21,6 +21,7 @@ from aiplane.sim import fleet as fleet_mod
 from aiplane.sim import thirdparty, tls
 from aiplane.sim.agents import AgentOptions, Agents
 from aiplane.sim.apiserver.server import ApiServer
+from aiplane.sim.gpu_metrics import GpuMetricsExporter
 from aiplane.sim.namespace_defaults import NamespaceDefaults
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -78,6 +79,9 @@ class EmbeddedCluster:
             else None
         )
         self.server.agents = self.agents
+        #: The simulated GPU metrics exporter (docs/sim.md): ``gpu_metrics.url`` once started.
+        self.gpu_metrics = GpuMetricsExporter(self.server.store)
+        self.server.gpu_metrics = self.gpu_metrics
 
     @property
     def api(self) -> Any:
@@ -114,6 +118,7 @@ class EmbeddedCluster:
         self.server.gc.start()  # the deletion/GC controllers' worker runs on this loop
         if self.agents is not None:
             self.agents.start()  # kubelet, DaemonSets, AMD GPU operator: on this loop too
+        await self.gpu_metrics.start(host)
         bound_port = sock.getsockname()[1]
         self.url = f"https://{host}:{bound_port}"
         return self.url
@@ -122,6 +127,7 @@ class EmbeddedCluster:
         if self.agents is not None:
             await self.agents.stop()
         await self.server.gc.stop()
+        await self.gpu_metrics.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -168,3 +168,26 @@ def test_events_for_ready_failure_and_lost_readiness_but_not_for_coming_up() -> 
     assert graph_events(failed, failed) == []
     other = _status(STATE_FAILED, "False", REASON_FAILED, "no multinode orchestrator available")
     assert graph_events(failed, other) == [("Warning", REASON_FAILED, "no multinode orchestrator available")]
+
+
+def test_status_of_keeps_the_resource_monitors_conditions() -> None:
+    monitor = [
+        {
+            "type": "ResourceUnderutilization",
+            "status": "True",
+            "reason": "GpuUtilizationLow",
+            "message": "1 of 2 GPUs below 1% utilisation: p GPU 0",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        },
+        {
+            "type": "WorkloadTerminatedEarly",
+            "status": "True",
+            "reason": "GpuUtilizationLow",
+            "message": "Scaled to zero",
+            "lastTransitionTime": "2026-01-02T00:00:00Z",
+        },
+    ]
+    existing = {"state": STATE_SUCCESSFUL, "conditions": monitor}
+    failed = status_of(decide([], {}, Failure(REASON_INVALID, "bad")), 8, existing, NOW)
+    assert failed["conditions"][:2] == monitor
+    assert [c["type"] for c in failed["conditions"]] == [*(c["type"] for c in monitor), "Ready"]

@@ -95,6 +95,8 @@ class ApiServer:
         self.faults = faults.Faults()
         #: The simulated agents (``EmbeddedCluster(agents=True)`` sets it), for ``/_sim/faults/<agent fault>``.
         self.agents: Any = None
+        #: The simulated GPU metrics exporter (``EmbeddedCluster`` sets it), for ``/_sim/gpu-utilization``.
+        self.gpu_metrics: Any = None
         self.watches = Watches()
         #: Events a watcher may have queued before it is closed as unresponsive.
         self.watch_buffer = DEFAULT_WATCH_BUFFER
@@ -150,6 +152,10 @@ class ApiServer:
         parts = request.parts
         if parts == ("_sim", "stats") and request.method == "GET":
             return json_response(self._stats())
+        if parts == ("_sim", "gpu-utilization"):
+            if self.gpu_metrics is None:
+                raise errors.not_found_path()
+            return self.gpu_metrics.handle_http(request)  # type: ignore[no-any-return]
         if parts[:1] == ("_sim",):
             return faults.handle_http(self.faults, self.agents, request)
         if parts[:1] == ("openapi",):

@@ -1,0 +1,1 @@
+"""GPU-utilisation monitoring of our workloads (KaiwoConfig ``resourceMonitoring``): docs/kaiwo.md."""
