@@ -17,7 +17,7 @@ def load_latency_model(name: str, backend: str = "vllm") -> LatencyModel:
     """The latency model called ``name``; "aic" needs aiconfigurator-core (an optional install) and
     answers from ``backend``'s measured tables (vLLM, SGLang and TRT-LLM differ)."""
     if name == "builtin":
-        return BuiltinLatency()
+        return BuiltinLatency(backend)  # type: ignore[arg-type]
     if name != "aic":
         raise PlannerError(f"latencyModel: unknown latency model {name!r}; use builtin or aic")
     try:
