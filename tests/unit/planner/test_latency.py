@@ -94,11 +94,10 @@ def test_block_scaled_fp8_costs_a_fixed_time_per_pass_on_vllm_only() -> None:
     block = resolve_model("Qwen/Qwen3-32B-FP8")
     per_tensor = resolve_model("nvidia/Qwen3-32B-FP8")
     vllm, trtllm = BuiltinLatency("vllm"), BuiltinLatency("trtllm")
+    assert vllm.decode_step_ms(block, h200, 8, 8, 4250) > 3 * vllm.decode_step_ms(
+        per_tensor, h200, 8, 8, 4250
+    )
     for tp in (1, 2, 4, 8):
-        assert (
-            vllm.decode_step_ms(block, h200, tp, 8, 4250)
-            > 2 * vllm.decode_step_ms(per_tensor, h200, tp, 8, 4250) - 5
-        )
         assert 15.0 < vllm.decode_step_ms(block, h200, tp, 8, 4250) < 30.0
         assert trtllm.decode_step_ms(block, h200, tp, 8, 4250) == vllm.decode_step_ms(
             per_tensor, h200, tp, 8, 4250
