@@ -64,7 +64,10 @@ CONSTANTS = (
     "ALLREDUCE_LATENCY_US",
     "STEP_OVERHEAD_MS",
     "PREFILL_OVERHEAD_MS",
+    "FP8_BLOCK_GEMM_US",
 )
+#: AIC's bundled block-scaled FP8 checkpoint (weight_block_size 128x128), for FP8_BLOCK_GEMM_US.
+FP8_BLOCK_MODEL = "Qwen/Qwen3-32B-FP8"
 
 
 @dataclass(frozen=True)
@@ -250,6 +253,28 @@ def fit_overheads(system: SystemSpec, points: list[Any], fits: dict[str, Fit]) -
     return out
 
 
+def fit_fp8_block(system: SystemSpec, aic: AicLatency, values: dict[str, float]) -> Fit:
+    """The fixed time per block-scaled FP8 GEMM that makes our roofline (which costs the checkpoint as
+    per-tensor FP8) meet AIC's engine on a block-scaled checkpoint: relative least squares over
+    prefills and decode steps at the fitted constants (vLLM's block-FP8 kernels barely shrink with the
+    shard, so the extra time is per GEMM and per GPU, not per byte)."""
+    model = resolve_model(FP8_BLOCK_MODEL)
+    gemms = model.layers * latency._GEMMS_PER_LAYER
+    pts = []
+    by_system = cal.FP8_BLOCK_GEMM_US_BY_SYSTEM
+    cal.FP8_BLOCK_GEMM_US_BY_SYSTEM = {}
+    try:
+        with _constants(system.vendor, {**values, "FP8_BLOCK_GEMM_US": 0.0}):
+            for kind, tp, batch, x in _grid(model, system):
+                measure = aic.prefill_ms if kind == "prefill" else aic.decode_step_ms
+                pts.append((_ours(kind, model, system, tp, batch, x), measure(model, system, tp, batch, x)))
+    finally:
+        cal.FP8_BLOCK_GEMM_US_BY_SYSTEM = by_system
+    c, _ = _overhead(pts)
+    error = statistics.median(abs((ours + c) / measured - 1.0) for ours, measured in pts)
+    return Fit(round(c / gemms * 1e3, 1), len(pts), error, f"AIC engine on {FP8_BLOCK_MODEL} vs our roofline")
+
+
 def end_to_end_error(system: SystemSpec, points: list[Any], values: dict[str, float]) -> dict[str, float]:
     """Median and 90th-percentile |ours / AIC - 1| of whole prefills and decode steps."""
     out: dict[str, float] = {}
@@ -276,7 +301,11 @@ def fit_system(name: str, aic: AicLatency) -> tuple[dict[str, Fit], list[Any]]:
 
 
 def render(
-    text: str, vendor_values: dict[str, float], notes: dict[str, list[str]], summary: list[str]
+    text: str,
+    vendor_values: dict[str, float],
+    notes: dict[str, list[str]],
+    summary: list[str],
+    fp8_by_system: dict[str, float] | None = None,
 ) -> str:
     """``calibration.py`` with the NVIDIA value of each constant replaced and its provenance above it,
     and a summary (end-to-end error per system) after the imports."""
@@ -293,6 +322,9 @@ def render(
         text = pattern.sub(lambda m, n=name: f"{m.group(1)}{vendor_values[n]}", text)
         lines = "".join(f"# fit {name}: {note}\n" for note in notes[name])
         text = re.sub(rf"(?m)^{name}: ", lambda m, lines=lines: lines + m.group(0), text, count=1)
+    if fp8_by_system is not None:
+        line = f"FP8_BLOCK_GEMM_US_BY_SYSTEM: Mapping[str, float] = {fp8_by_system!r}".replace("'", '"')
+        text = re.sub(r"(?m)^FP8_BLOCK_GEMM_US_BY_SYSTEM: [^}]*\}", lambda _: line, text)
     return text
 
 
@@ -310,8 +342,16 @@ def main(argv: list[str] | None = None) -> None:
         per_system[name], points[name] = fit_system(name, aic)
         print(f"{name}: " + ", ".join(f"{k}={f.value}" for k, f in per_system[name].items()))
     vendor_values = {
-        c: round(float(statistics.median(per_system[s][c].value for s in per_system)), 3) for c in CONSTANTS
+        c: round(float(statistics.median(per_system[s][c].value for s in per_system)), 3)
+        for c in CONSTANTS
+        if c != "FP8_BLOCK_GEMM_US"
     }
+    fp8_systems = [s for s in per_system if resolve_system(s).fp8_tflops > 0]
+    for name in fp8_systems:
+        per_system[name]["FP8_BLOCK_GEMM_US"] = fit_fp8_block(resolve_system(name), aic, vendor_values)
+    vendor_values["FP8_BLOCK_GEMM_US"] = round(
+        float(statistics.median(per_system[s]["FP8_BLOCK_GEMM_US"].value for s in fp8_systems)), 1
+    )
     summary = [
         f"aiconfigurator-core {version}, {FRAMEWORK} tables; |ours / AIC engine - 1| with the nvidia values "
         f"below over {', '.join(OVERHEAD_MODELS)} (TP 1-8, prefill ISL 512-8192, decode batch 1-128 at 1k/4k):"
@@ -334,6 +374,7 @@ def main(argv: list[str] | None = None) -> None:
             f"  {s}: {per_system[s][c].value} ({per_system[s][c].source}, n={per_system[s][c].samples}, "
             f"median |dev| {per_system[s][c].error:.1%})"
             for s in per_system
+            if c in per_system[s]
         ]
         for c in CONSTANTS
     }
@@ -341,7 +382,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(summary))
     if args.dry_run:
         return
-    CALIBRATION.write_text(render(CALIBRATION.read_text(), vendor_values, notes, summary))
+    fp8_by_system = {s: per_system[s]["FP8_BLOCK_GEMM_US"].value for s in fp8_systems}
+    CALIBRATION.write_text(render(CALIBRATION.read_text(), vendor_values, notes, summary, fp8_by_system))
     print(f"wrote {CALIBRATION}")
 
 

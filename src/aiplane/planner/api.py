@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from typing import cast
 
 from aiplane.planner import search
 from aiplane.planner.latency import BuiltinLatency
 from aiplane.planner.models import resolve_model
 from aiplane.planner.systems import partition, resolve_system
-from aiplane.planner.types import LatencyModel, PlannerError, PlanRequest, PlanResult
+from aiplane.planner.types import Backend, LatencyModel, PlannerError, PlanRequest, PlanResult
 
 _BACKENDS = ("vllm", "sglang", "trtllm")
 
@@ -17,7 +18,7 @@ def load_latency_model(name: str, backend: str = "vllm") -> LatencyModel:
     """The latency model called ``name``; "aic" needs aiconfigurator-core (an optional install) and
     answers from ``backend``'s measured tables (vLLM, SGLang and TRT-LLM differ)."""
     if name == "builtin":
-        return BuiltinLatency()
+        return BuiltinLatency(cast(Backend, backend))
     if name != "aic":
         raise PlannerError(f"latencyModel: unknown latency model {name!r}; use builtin or aic")
     try:

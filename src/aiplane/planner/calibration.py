@@ -83,6 +83,21 @@ STEP_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 1.41, "amd": 1.5}
 # fit PREFILL_OVERHEAD_MS:   gb200: 3.1 (AIC engine vs our roofline, n=60, median |dev| 9.9%)
 # fit PREFILL_OVERHEAD_MS:   a100_sxm: 7.94 (AIC engine vs our roofline, n=45, median |dev| 8.6%)
 PREFILL_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 3.32, "amd": 3.0}
+#: Extra time of one block-scaled FP8 GEMM (ModelSpec.fp8_block_scaled) per forward pass, microseconds.
+# fit FP8_BLOCK_GEMM_US: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
+# fit FP8_BLOCK_GEMM_US:   h100_sxm: 54.2 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=50, median |dev| 14.6%)
+# fit FP8_BLOCK_GEMM_US:   h200_sxm: 58.3 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=51, median |dev| 11.3%)
+# fit FP8_BLOCK_GEMM_US:   b200_sxm: 187.8 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=51, median |dev| 6.9%)
+# fit FP8_BLOCK_GEMM_US:   gb200: 331.6 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=52, median |dev| 6.9%)
+FP8_BLOCK_GEMM_US: Mapping[Vendor, float] = {"nvidia": 123.1, "amd": 0.0}
+#: The same per system where fitted: it splits by GPU generation (Hopper ~55 us, Blackwell 190-330 us),
+#: which one vendor value cannot hold; the vendor value is for systems without a fit.
+FP8_BLOCK_GEMM_US_BY_SYSTEM: Mapping[str, float] = {
+    "h100_sxm": 54.2,
+    "h200_sxm": 58.3,
+    "b200_sxm": 187.8,
+    "gb200": 331.6,
+}
 #: Share of HBM the engine may use (vLLM's gpu_memory_utilization, TRT-LLM's free_gpu_memory_fraction).
 MEMORY_UTILIZATION = 0.9
 #: Memory kept for activations, CUDA graphs and the runtime, GiB per GPU (AIC's "other" memory: 3.5 GB).

@@ -10,10 +10,11 @@ search's answers monotone (more GPUs per engine never hurt) — see docs/planner
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from aiplane.planner import calibration as cal
-from aiplane.planner.types import ModelSpec, SystemSpec
+from aiplane.planner.types import Backend, ModelSpec, SystemSpec
 
 _BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5625}  # fp4: 4 bits + one 8-bit scale per 16
 _GIB = 1024.0**3
@@ -143,6 +144,23 @@ def _attention_dims(m: ModelSpec, *, decode: bool) -> int:
     return 2 * m.head_dim
 
 
+#: GEMMs per transformer layer that carry FP8 block scales: QKV, attention output, gate-up, down.
+_GEMMS_PER_LAYER = 4
+
+
+def _fp8_block_ms(m: ModelSpec, s: SystemSpec) -> float:
+    """Extra time per forward pass of block-scaled FP8 GEMMs (vLLM's DeepGemm / FlashInfer kernels).
+
+    AIC's measured tables show these kernels at a near-constant 40-170 us per GEMM at small M, whatever
+    the shard size, so a pass of a block-scaled checkpoint costs a fixed time per GEMM on every GPU
+    of the engine (it does not shrink with TP): calibration.FP8_BLOCK_GEMM_US(_BY_SYSTEM) per GEMM.
+    """
+    if not (m.fp8_block_scaled and m.weight_dtype == "fp8"):
+        return 0.0
+    per_gemm = cal.FP8_BLOCK_GEMM_US_BY_SYSTEM.get(s.name, cal.FP8_BLOCK_GEMM_US[s.vendor])
+    return m.layers * _GEMMS_PER_LAYER * per_gemm / 1e3
+
+
 def prefill_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
     tokens = batch * isl
     # Causal attention: each of isl queries sees on average isl/2 keys.
@@ -151,7 +169,8 @@ def prefill_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -
     compute = flops / tp / (_tflops(m, s) * 1e12 * cal.PREFILL_COMPUTE_EFFICIENCY[s.vendor]) * 1e3
     bytes_ = _weights_read(m, tokens) / tp + tokens * kv_bytes_per_token(m, tp)
     memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.PREFILL_MEMORY_EFFICIENCY[s.vendor]) * 1e3
-    return max(compute, memory) + _allreduce_ms(m, s, tp, tokens) + cal.PREFILL_OVERHEAD_MS[s.vendor]
+    overhead = cal.PREFILL_OVERHEAD_MS[s.vendor] + _fp8_block_ms(m, s)
+    return max(compute, memory) + _allreduce_ms(m, s, tp, tokens) + overhead
 
 
 def decode_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
@@ -160,7 +179,8 @@ def decode_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int
     compute = flops / tp / (_tflops(m, s) * 1e12 * cal.DECODE_COMPUTE_EFFICIENCY[s.vendor]) * 1e3
     bytes_ = _weights_read(m, batch) / tp + batch * context * kv_bytes_per_token(m, tp)
     memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.DECODE_MEMORY_EFFICIENCY[s.vendor]) * 1e3
-    return max(compute, memory) + _allreduce_ms(m, s, tp, batch) + cal.STEP_OVERHEAD_MS[s.vendor]
+    overhead = cal.STEP_OVERHEAD_MS[s.vendor] + _fp8_block_ms(m, s)
+    return max(compute, memory) + _allreduce_ms(m, s, tp, batch) + overhead
 
 
 @lru_cache(maxsize=1 << 16)
@@ -174,14 +194,26 @@ def _decode_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: 
 
 
 class BuiltinLatency:
-    """The analytic roofline model: needs no data, covers every registry system (AMD included)."""
+    """The analytic roofline model: needs no data, covers every registry system (AMD included).
+
+    ``backend`` matters only for block-scaled FP8 checkpoints: AIC's vLLM tables show their GEMMs'
+    fixed cost (:func:`_fp8_block_ms`), its TRT-LLM and SGLang tables do not (per-tensor speed).
+    """
 
     name = "builtin"
 
+    def __init__(self, backend: Backend = "vllm") -> None:
+        self.backend = backend
+
+    def _model(self, model: ModelSpec) -> ModelSpec:
+        if model.fp8_block_scaled and self.backend != "vllm":
+            return replace(model, fp8_block_scaled=False)
+        return model
+
     def prefill_ms(self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int) -> float:
-        return _prefill_envelope(model, system, tp, batch, isl)
+        return _prefill_envelope(self._model(model), system, tp, batch, isl)
 
     def decode_step_ms(
         self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
     ) -> float:
-        return _decode_envelope(model, system, tp, batch, context)
+        return _decode_envelope(self._model(model), system, tp, batch, context)

@@ -44,6 +44,7 @@ def _deepseek(name: str) -> ModelSpec:
         dense_layers=3,
         shared_experts=1,
         weight_dtype="fp8",
+        fp8_block_scaled=True,
         kv_lora_rank=512,
         qk_rope_head_dim=64,
         q_lora_rank=1536,
@@ -191,7 +192,24 @@ def resolve_model(name: str, config: Mapping[str, Any] | None = None) -> ModelSp
             f"of: {', '.join(known_models())}"
         )
     dtype = _checkpoint_dtype(name) or spec.weight_dtype
-    return replace(spec, name=name.strip(), weight_dtype=dtype)
+    return replace(
+        spec, name=name.strip(), weight_dtype=dtype, fp8_block_scaled=_fp8_block_scaled(name, spec, dtype)
+    )
+
+
+def _fp8_block_scaled(name: str, spec: ModelSpec, dtype: str) -> bool:
+    """Whether the checkpoint's FP8 weights carry per-block scales.
+
+    A natively FP8 architecture (DeepSeek) is; so are Qwen's own Qwen3 FP8 checkpoints (``Qwen/…-FP8``,
+    or no organisation given). Other publishers' FP8 checkpoints (``nvidia/…-FP8``: ModelOpt,
+    ``RedHatAI/…``) are per-tensor or per-channel.
+    """
+    if dtype != "fp8":
+        return False
+    if spec.fp8_block_scaled:
+        return True
+    org = name.strip().lower().rsplit("/", 1)[0] if "/" in name else None
+    return _key(name).startswith("qwen3") and org in (None, "qwen")
 
 
 def _int(config: Mapping[str, Any], *keys: str, default: int | None = None) -> int:
@@ -264,4 +282,13 @@ def model_from_hf_config(name: str, config: Mapping[str, Any]) -> ModelSpec:
         qk_nope_head_dim=nope,
         v_head_dim=_int(config, "v_head_dim", default=0) if kv_lora else 0,
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        fp8_block_scaled=_block_scales(config),
+    )
+
+
+def _block_scales(config: Mapping[str, Any]) -> bool:
+    """FP8 with per-block scales: ``quantization_config.weight_block_size`` (DeepSeek, Qwen3-*-FP8)."""
+    quant = config.get("quantization_config")
+    return (
+        _quant_dtype(config) == "fp8" and isinstance(quant, Mapping) and bool(quant.get("weight_block_size"))
     )

@@ -8,9 +8,9 @@ latencies reproduces its choice; the aggregated plan is our approximation of its
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from aiplane.planner.latency import kv_capacity_tokens, max_batch
 from aiplane.planner.types import (
@@ -34,14 +34,22 @@ DECODE_RATE_DERATE = 0.92
 #: Workers of each kind considered per replica: AIC's 32 under a GPU budget; 8 when sizing one replica.
 MAX_WORKERS_WITH_BUDGET = 32
 MAX_WORKERS_WITHOUT_BUDGET = 8
-#: Decode batch sizes tried (AIC: 1..512 on a coarsening grid).
+#: GPUs one replica (x prefill + y decode workers) may total: AIC's ``num_gpu_per_replica`` default
+#: (task_v2 ``_resolve_replica_budget``), capped at the budget. Whole nodes past 8, so no GPU is stranded
+#: on 8-GPU nodes by an odd replica (a 5-GPU replica would leave 3 of a node idle).
+REPLICA_GPUS: tuple[int, ...] = (1, 2, 4, 8, *range(16, 129, 8))
+#: Decode batch sizes tried: AIC's ``_DEFAULT_DECODE_BATCH_SCHEDULE`` (sdk/sweep.py).
 BATCH_GRID: tuple[int, ...] = (
-    *range(1, 9),
-    *range(12, 33, 4),
-    *range(40, 129, 8),
-    *range(144, 257, 16),
-    *range(288, 513, 32),
+    *range(1, 16),
+    *range(16, 32, 2),
+    *range(32, 128, 4),
+    *range(128, 512, 8),
+    512,
 )
+#: AIC's CLI sweeps these TPOT targets, ms (task_v2 ``_LEGACY_TPOT_SWEEP``), then picks among the rows.
+TPOT_SWEEP: tuple[int, ...] = (*range(1, 20), *range(20, 300, 5))
+#: Decode workers per TP and swept target that AIC pairs (``_MAX_DECODE_WORKERS_PER_CATEGORY``).
+MAX_DECODE_WORKERS_PER_TP = 16
 PROFILE_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -124,32 +132,48 @@ def decode_workers(w: Workload, latency: LatencyModel, tps: Iterable[int]) -> li
     return out
 
 
-def match(p: PrefillWorker, d: DecodeWorker, max_workers: int, budget: int | None) -> Match | None:
-    """The best x:y for one prefill/decode pair, in O(max_workers).
+@lru_cache(maxsize=1024)
+def _combos(tp_p: int, tp_d: int, workers: int, budget: int | None) -> tuple[tuple[int, int, int], ...]:
+    """(x, y, GPUs) replicas whose GPUs AIC allows, in AIC's order: decode workers outer, prefill inner."""
+    cap = min(REPLICA_GPUS[-1], budget) if budget is not None else REPLICA_GPUS[-1]
+    allowed = {g for g in REPLICA_GPUS if g <= cap}
+    rng = range(1, workers + 1)
+    return tuple((x, y, x * tp_p + y * tp_d) for y in rng for x in rng if x * tp_p + y * tp_d in allowed)
 
-    For a fixed x the replica's throughput grows with y until decode matches prefill and is flat
-    after, while its GPUs keep growing: so per GPU the optimum y is one of the two integers around the
-    crossing x * prefill rate / decode rate (clamped to the budget).
+
+@lru_cache(maxsize=1 << 16)
+def match(p: PrefillWorker, d: DecodeWorker, max_workers: int, budget: int | None) -> Match | None:
+    """The best x:y for one prefill/decode pair: AIC's ``_match_workers``.
+
+    Highest throughput per GPU of the replica, over replicas whose GPU total is one AIC allows
+    (:data:`REPLICA_GPUS`, within the budget); ties keep the first in AIC's order (fewest decode
+    workers, then fewest prefill workers).
     """
     best: Match | None = None
-    pr, dr = p.rate * PREFILL_RATE_DERATE, d.rate * DECODE_RATE_DERATE
-    for x in range(1, max_workers + 1):
-        y_max = max_workers
-        if budget is not None:
-            y_max = min(y_max, (budget - x * p.tp) // d.tp)
-        if y_max < 1:
-            break
-        crossing = x * pr / dr
-        for y in {min(y_max, max(1, math.floor(crossing))), min(y_max, max(1, math.ceil(crossing)))}:
-            candidate = Match(p, d, x, y, min(x * pr, y * dr))
-            if best is None or _better(candidate, best):
-                best = candidate
+    best_per_gpu = 0.0
+    for x, y, gpus in _combos(p.tp, d.tp, max_workers, budget):
+        # AIC's arithmetic order (rate x workers x derate), so that its exact ties stay ties.
+        throughput = min(p.rate * x * PREFILL_RATE_DERATE, d.rate * y * DECODE_RATE_DERATE)
+        if throughput / gpus > best_per_gpu:
+            best_per_gpu, best = throughput / gpus, Match(p, d, x, y, throughput)
     return best
 
 
-def _better(a: Match, b: Match) -> bool:
-    """Higher throughput per GPU; ties: fewer GPUs, then fewer prefill workers (deterministic)."""
-    return (a.per_gpu, -a.gpus, -a.x) > (b.per_gpu, -b.gpus, -b.x)
+def cluster_per_gpu(m: Match, budget: int | None) -> float:
+    """Throughput per GPU of the whole budget when the replica repeats (AIC's tokens/s/gpu_cluster)."""
+    if budget is None:
+        return m.per_gpu
+    return m.per_gpu * (budget // m.gpus) * m.gpus / budget
+
+
+def _rank(m: Match, budget: int | None) -> tuple[float, ...]:
+    """AIC's pick: throughput per budget GPU, then tokens/s/user; then (its per-category choice) the
+    replica's own throughput per GPU and fewer GPUs; then fewer decode, fewer prefill workers."""
+    return (cluster_per_gpu(m, budget), -m.decode.tpot_ms, m.per_gpu, -m.gpus, -m.y, -m.x)
+
+
+def _better(a: Match, b: Match, budget: int | None = None) -> bool:
+    return _rank(a, budget) > _rank(b, budget)
 
 
 def max_workers(w: Workload) -> int:
@@ -165,7 +189,7 @@ def best_match(
             if not _pairable(w, p, d):
                 continue
             m = match(p, d, max_workers(w), w.total_gpus)
-            if m is not None and (best is None or _better(m, best)):
+            if m is not None and (best is None or _better(m, best, w.total_gpus)):
                 best = m
     return best
 
@@ -193,17 +217,84 @@ def _pairable(w: Workload, p: PrefillWorker, d: DecodeWorker) -> bool:
 def search_disagg(
     w: Workload, prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
 ) -> tuple[Match | None, bool]:
-    """The best rate-matched pair meeting the SLA, else the best of the pairs that miss it least.
+    """AIC's disaggregated pick: the best of its candidate rows (:func:`candidate_rows`) by throughput
+    per budget GPU, then tokens/s/user, among rows meeting the ITL target (``True``).
 
-    "Least" is the smallest max(1, TTFT / target) + max(1, ITL / target) over pairs that fit the budget:
-    each side gets as close to its target as the budget allows, a side that can meet its target does,
-    and among equally close pairs the best throughput per GPU wins.
+    When no row meets the ITL target, AIC's best effort: per decode TP the row with the best
+    throughput per budget GPU, and of those the one with the lowest ITL (``False``). Rows exist only
+    when the TTFT target can be met; otherwise AIC answers nothing and we answer the pair that misses
+    least (:func:`_closest`).
     """
-    ok_p = [p for p in prefills if p.ttft_ms <= w.ttft_ms]
-    ok_d = [d for d in decodes if d.tpot_ms <= w.itl_ms]
-    found = best_match(w, ok_p, ok_d)
-    if found is not None:
-        return found, True
+    rows = candidate_rows(w, [p for p in prefills if p.ttft_ms < w.ttft_ms], decodes)
+    if not rows:
+        return _closest(w, prefills, decodes), False
+    meeting = [r for r in rows if round(r.decode.tpot_ms, 3) <= w.itl_ms]
+    per_tp: dict[int, Match] = {}
+    for r in meeting or rows:  # in row order: the first of equals stays (pandas idxmax)
+        kept = per_tp.get(r.decode.tp)
+        if kept is None or _picked_value(r, w) > _picked_value(kept, w):
+            per_tp[r.decode.tp] = r
+    best = [per_tp[tp] for tp in sorted(per_tp)]
+    if meeting:
+        return max(best, key=lambda m: (_picked_value(m, w), -round(m.decode.tpot_ms, 3))), True
+    return min(best, key=lambda m: round(m.decode.tpot_ms, 3)), False
+
+
+def _picked_value(m: Match, w: Workload) -> float:
+    """What AIC's picker compares: tokens/s/GPU rounded to 3 decimals, per GPU of the budget."""
+    tokens = round(m.per_gpu * w.osl, 3)
+    return tokens if w.total_gpus is None else tokens * (w.total_gpus // m.gpus) * m.gpus / w.total_gpus
+
+
+def candidate_rows(
+    w: Workload, ok_prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
+) -> list[Match]:
+    """AIC's candidate rows (sdk/sweep.py ``_find_best_disagg_under_constraint``, TPOT swept).
+
+    For each swept TPOT target t and each decode TP: of the (up to 16) decode workers with TPOT < t
+    and the highest throughput per GPU, paired with every TTFT-meeting prefill worker (highest
+    throughput per GPU first), the rate-matched pair with the best throughput per GPU, then fewer
+    GPUs; the first of equals. AIC ranks the pairs here by the replica's own throughput per GPU; we
+    rank by throughput per budget GPU, which is the same unless the replica strands GPUs of the budget
+    (then ours is the better use of the budget, and a looser SLA can never lower it).
+    """
+    budget = w.total_gpus
+    prefs = sorted(ok_prefills, key=lambda p: -p.rate / p.tp)
+    by_tp: dict[int, list[tuple[DecodeWorker, Match]]] = {}
+    for d in sorted(decodes, key=lambda d: -d.rate / d.tp):
+        best: Match | None = None  # the first best prefill partner, in AIC's order
+        for p in prefs:
+            m = match(p, d, max_workers(w), budget) if _pairable(w, p, d) else None
+            if m is not None and (best is None or _row_key(m, budget) > _row_key(best, budget)):
+                best = m
+        if best is not None:
+            by_tp.setdefault(d.tp, []).append((d, best))
+    rows: list[Match] = []
+    seen: set[Match] = set()
+    for tp in sorted(by_tp):
+        previous: list[DecodeWorker] = []
+        for target in TPOT_SWEEP:
+            eligible = [(d, m) for d, m in by_tp[tp] if d.tpot_ms < target][:MAX_DECODE_WORKERS_PER_TP]
+            if [d for d, _ in eligible] == previous or not eligible:
+                continue  # the same decode workers give the same row
+            previous = [d for d, _ in eligible]
+            row = eligible[0][1]
+            for _, m in eligible[1:]:
+                if _row_key(m, budget) > _row_key(row, budget):
+                    row = m
+            if row not in seen:
+                seen.add(row)
+                rows.append(row)  # per decode TP in target order: what the picker's first-of-equals sees
+    return rows
+
+
+def _row_key(m: Match, budget: int | None) -> tuple[float, int]:
+    return (cluster_per_gpu(m, budget), -m.gpus)
+
+
+def _closest(w: Workload, prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]) -> Match | None:
+    """Among pairs that fit the budget, the least max(1, TTFT / target) + max(1, ITL / target): each
+    side as close to its target as the budget allows; then the best rate-matched of those."""
     overshoot = {
         (p, d): max(1.0, p.ttft_ms / w.ttft_ms) + max(1.0, d.tpot_ms / w.itl_ms)
         for p in prefills
@@ -211,22 +302,22 @@ def search_disagg(
         if _pairable(w, p, d)
     }
     if not overshoot:
-        return None, False
+        return None
     least = min(overshoot.values())
     closest: Match | None = None
     for (p, d), value in overshoot.items():
         if value <= least:
             m = match(p, d, max_workers(w), w.total_gpus)
-            if m is not None and (closest is None or _better(m, closest)):
+            if m is not None and (closest is None or _better(m, closest, w.total_gpus)):
                 closest = m
-    return closest, False
+    return closest
 
 
 def frontier(
     w: Workload, prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
 ) -> tuple[tuple[float, float], ...]:
     """(tokens/s/user, tokens/s/GPU) points no other decode choice beats on both axes."""
-    ok_p = [p for p in prefills if p.ttft_ms <= w.ttft_ms] or list(prefills)
+    ok_p = [p for p in prefills if p.ttft_ms < w.ttft_ms] or list(prefills)
     points = []
     for d in decodes:
         m = best_match(w, ok_p, [d])

@@ -51,6 +51,9 @@ class ModelSpec:
     v_head_dim: int = 0
     #: Input embedding and LM head share one matrix (small Qwen3 models).
     tie_word_embeddings: bool = False
+    #: FP8 weights with per-block scales (``weight_block_size``, 128x128: Qwen's own Qwen3-*-FP8,
+    #: DeepSeek-V3/R1), whose GEMMs vLLM runs much slower than per-tensor FP8 at decode sizes.
+    fp8_block_scaled: bool = False
 
 
 @dataclass(frozen=True)

@@ -85,3 +85,20 @@ def test_a_cpx_partition_is_slower_than_the_whole_gpu() -> None:
     cpx = partition(gpu, 8)
     assert LAT.decode_step_ms(m, cpx, 1, 8, 2000) > LAT.decode_step_ms(m, gpu, 1, 8, 2000)
     assert max_batch(m, cpx, 1, 2000) < max_batch(m, gpu, 1, 2000)
+
+
+def test_block_scaled_fp8_costs_a_fixed_time_per_pass_on_vllm_only() -> None:
+    """AIC's vLLM tables: a block-scaled FP8 decode step barely shrinks with TP (Qwen3-32B-FP8 on H200,
+    17-23 ms at TP 1-8, batch 8); TRT-LLM runs the same checkpoint at per-tensor speed."""
+    h200 = resolve_system("h200")
+    block = resolve_model("Qwen/Qwen3-32B-FP8")
+    per_tensor = resolve_model("nvidia/Qwen3-32B-FP8")
+    vllm, trtllm = BuiltinLatency("vllm"), BuiltinLatency("trtllm")
+    assert vllm.decode_step_ms(block, h200, 8, 8, 4250) > 3 * vllm.decode_step_ms(
+        per_tensor, h200, 8, 8, 4250
+    )
+    for tp in (1, 2, 4, 8):
+        assert 15.0 < vllm.decode_step_ms(block, h200, tp, 8, 4250) < 30.0
+        assert trtllm.decode_step_ms(block, h200, tp, 8, 4250) == vllm.decode_step_ms(
+            per_tensor, h200, tp, 8, 4250
+        )

@@ -200,3 +200,29 @@ def test_partitions_are_amd_only_and_real_modes() -> None:
         partition(resolve_system("h100"), 2)
     with pytest.raises(PlannerError, match="partitionsPerGpu: 3 is not a compute-partition mode"):
         partition(resolve_system("mi300x"), 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "block"),
+    [
+        ("Qwen/Qwen3-32B-FP8", True),
+        ("Qwen3-8B-FP8", True),
+        ("deepseek-ai/DeepSeek-R1", True),
+        ("nvidia/Llama-3.1-70B-Instruct-FP8", False),
+        ("RedHatAI/Qwen3-32B-FP8-dynamic", False),
+        ("Qwen/Qwen3-32B", False),
+        ("nvidia/DeepSeek-R1-FP4", False),
+    ],
+)
+def test_block_scaled_fp8_checkpoints_are_marked(name: str, block: bool) -> None:
+    """Qwen's and DeepSeek's own FP8 checkpoints carry 128x128 block scales; ModelOpt/RedHat ones do not."""
+    assert resolve_model(name).fp8_block_scaled is block
+
+
+def test_a_config_with_weight_block_size_is_block_scaled_fp8() -> None:
+    quant = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+    spec = model_from_hf_config("acme/llama-fp8", {**LLAMA_70B_CONFIG, "quantization_config": quant})
+    assert (spec.weight_dtype, spec.fp8_block_scaled) == ("fp8", True)
+    per_tensor = {"quant_method": "fp8"}
+    spec = model_from_hf_config("acme/llama-fp8", {**LLAMA_70B_CONFIG, "quantization_config": per_tensor})
+    assert (spec.weight_dtype, spec.fp8_block_scaled) == ("fp8", False)

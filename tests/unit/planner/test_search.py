@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aiplane.planner import PlannerError, PlanRequest, plan
+from aiplane.planner import Plan, PlannerError, PlanRequest, plan
 from aiplane.planner.models import MODELS
-from aiplane.planner.search import DecodeWorker, Match, PrefillWorker, _better, match
+from aiplane.planner.search import DecodeWorker, Match, PrefillWorker, match
 from aiplane.planner.systems import SYSTEMS
 
 
@@ -29,14 +29,19 @@ def request(**changes: object) -> PlanRequest:
     return PlanRequest(**base)  # type: ignore[arg-type]
 
 
+AIC_REPLICA_GPUS = {1, 2, 4, 8, *range(16, 129, 8)}
+
+
 def brute_force(p: PrefillWorker, d: DecodeWorker, workers: int, budget: int | None) -> Match | None:
-    best = None
-    for x, y in itertools.product(range(1, workers + 1), repeat=2):
-        if budget is not None and x * p.tp + y * d.tp > budget:
+    """AIC's _match_workers, written out: decode workers outer, prefill inner, strict improvement."""
+    best, best_per_gpu = None, 0.0
+    for y, x in itertools.product(range(1, workers + 1), repeat=2):
+        gpus = x * p.tp + y * d.tp
+        if gpus not in AIC_REPLICA_GPUS or (budget is not None and gpus > budget):
             continue
-        m = Match(p, d, x, y, min(x * p.rate * 0.9, y * d.rate * 0.92))
-        if best is None or _better(m, best):
-            best = m
+        m = Match(p, d, x, y, min(p.rate * x * 0.9, d.rate * y * 0.92))
+        if m.per_gpu > best_per_gpu:
+            best, best_per_gpu = m, m.per_gpu
     return best
 
 
@@ -57,7 +62,8 @@ def test_rate_matching_is_optimal_over_its_grid(
     fast, slow = match(p, d, workers, budget), brute_force(p, d, workers, budget)
     assert (fast is None) == (slow is None)
     if fast is not None and slow is not None:
-        assert fast.per_gpu == pytest.approx(slow.per_gpu, rel=1e-12)
+        assert (fast.x, fast.y) == (slow.x, slow.y)
+        assert fast.gpus in AIC_REPLICA_GPUS
 
 
 def test_reproduces_the_aic_readme_example_in_shape() -> None:
@@ -70,6 +76,10 @@ def test_reproduces_the_aic_readme_example_in_shape() -> None:
     assert result.disagg.ttft_ms <= 300 and result.disagg.itl_ms <= 10
     assert 500 < result.disagg.tokens_per_second_per_gpu < 1200
     assert result.disagg.tokens_per_second_per_gpu > result.agg.tokens_per_second_per_gpu
+
+
+def per_budget_gpu(p: Plan, budget: int | None) -> float:
+    return p.tokens_per_second_per_gpu if budget is None else p.tokens_per_second_per_gpu * p.gpus / budget
 
 
 slas = st.tuples(st.floats(50, 5000), st.floats(2, 100))
@@ -108,9 +118,11 @@ def test_a_looser_sla_never_gives_lower_throughput_per_gpu(
     if strict.disagg is not None and loose.disagg is not None:
         assert loose.disagg.meets_sla >= strict.disagg.meets_sla
         if strict.disagg.meets_sla:
-            assert loose.disagg.tokens_per_second_per_gpu >= strict.disagg.tokens_per_second_per_gpu * (
-                1 - 1e-12
-            )
+            # What the search maximises (AIC's tokens/s/gpu_cluster): throughput per GPU of the budget,
+            # the replica repeated. A looser SLA may pick a replica that fills the budget better at a
+            # lower per-replica figure, never a lower figure for the budget. AIC compares tokens/s/GPU
+            # rounded to 3 decimals, so equals within 0.0005 may be either.
+            assert per_budget_gpu(loose.disagg, budget) >= per_budget_gpu(strict.disagg, budget) - 1e-3
 
 
 @settings(max_examples=30, deadline=None)
