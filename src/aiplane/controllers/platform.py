@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from aiplane.api.config import AIMNamespaceConfigSpec, KaiwoConfigSpec, SecretValueReference
+from aiplane.apimachinery import objects
 
 __all__ = [
+    "DEFAULT_NAMESPACE_CONFIG",
     "GCS_CREDENTIALS_FILE",
     "GCS_MOUNT_PATH",
     "GCS_VOLUME",
@@ -41,6 +43,7 @@ __all__ = [
     "decorate_pod_spec",
     "decorate_template",
     "default_gpu_resource",
+    "effective_namespace_config",
     "is_gpu_resource",
     "requests_gpu",
     "scheduler_name",
@@ -163,6 +166,26 @@ def credential_env(cfg: AIMNamespaceConfigSpec | None) -> list[CredentialEnv]:
         if az:
             out.append(CredentialEnv("AZURE_STORAGE_CONNECTION_STRING", *az))
     return out
+
+
+#: The AIMNamespaceConfig that applies when a namespace holds several.
+DEFAULT_NAMESPACE_CONFIG: Final = "default"
+
+
+def effective_namespace_config(
+    configs: Sequence[Mapping[str, Any]],
+) -> tuple[Mapping[str, Any] | None, list[Mapping[str, Any]]]:
+    """Which of a namespace's AIMNamespaceConfigs applies, and which are ignored.
+
+    One: that one. Several: the one named ``default``; without one, none applies (picking by age or
+    name would let an unrelated create silently switch every workload's credentials) and all are
+    ignored. Deleting configs are not candidates.
+    """
+    live = sorted((c for c in configs if not objects.is_deleting(c)), key=objects.name)
+    if len(live) <= 1:
+        return (live[0] if live else None), []
+    chosen = next((c for c in live if objects.name(c) == DEFAULT_NAMESPACE_CONFIG), None)
+    return chosen, [c for c in live if c is not chosen]
 
 
 # --- KaiwoConfig rules -------------------------------------------------------------------------------
