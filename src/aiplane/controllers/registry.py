@@ -78,6 +78,7 @@ CONTROLLERS: dict[str, ControllerSetup] = {
     "dynamographdeployment": _lazy("aiplane.controllers.dynamo.graph_controller"),
     "dynamocomponentdeployment": _lazy("aiplane.controllers.dynamo.component_controller"),
     "dynamographdeploymentrequest": _lazy("aiplane.controllers.dynamo.request_controller"),
+    "aimnamespaceconfig": _lazy("aiplane.controllers.aimns.controller"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).
