@@ -102,7 +102,7 @@ async def world() -> AsyncIterator[World]:
     operator = InMemoryKubeClient.for_cluster(cluster)
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     manager = Manager(operator, leader_election=None, handle_signals=False)
-    graph_controller.setup(manager)
+    await graph_controller.setup(manager)
     task = asyncio.create_task(manager.run())
     yield World(cluster, client, operator)
     manager.stop()

@@ -76,7 +76,7 @@ async def world() -> AsyncIterator[World]:
     operator = InMemoryKubeClient.for_cluster(cluster)
     manager = Manager(operator, leader_election=None, handle_signals=False)
     manager.set_options(DynamoOptions(profiler_image=PROFILER))
-    graph_controller.setup(manager)
+    await graph_controller.setup(manager)
     await component_controller.setup(manager)
     request_controller.setup(manager)
     task = asyncio.create_task(manager.run())

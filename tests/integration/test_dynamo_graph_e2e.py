@@ -85,7 +85,7 @@ async def world() -> AsyncIterator[World]:
     cluster.server.store.subscribe(watch)
     manager = Manager(operator, leader_election=None, handle_signals=False)
     manager.set_options(DynamoOptions(ingress_class="nginx"))
-    graph_controller.setup(manager)
+    await graph_controller.setup(manager)
     await component_controller.setup(manager)
     task = asyncio.create_task(manager.run())
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})

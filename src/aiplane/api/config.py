@@ -362,6 +362,25 @@ class AIMNamespaceConfigSpec(ApiModel):
     )
 
 
+class AIMNamespaceConfigStatus(ApiModel):
+    """AIMNamespaceConfigStatus reports whether this config applies and whether what it references exists.
+
+    Condition types: ``Applied`` (True: this is the namespace's effective config; False with reason
+    ``NotDefault`` when another config named ``default`` applies, or ``Ambiguous`` when several exist
+    and none is named ``default``), ``SecretsResolved`` (False: ``SecretNotFound`` /
+    ``SecretKeyNotFound``, the message names the field path, Secret and key; never a value),
+    ``GatewayResolved`` (False: ``GatewayNotFound``) and ``RoutesReady`` (HTTPRoutes created).
+    """
+
+    observedGeneration: int | None = Field(
+        None, description="ObservedGeneration is the generation the conditions were computed for."
+    )
+    conditions: Conditions = conditions_field("Conditions are the observations above, one per type.")
+    routes: list[str] | None = Field(
+        None, description="Routes are the names of the HTTPRoutes created for this namespace's workloads."
+    )
+
+
 class AIMNamespaceConfig(Resource):
     """AIMNamespaceConfig configures credentials and routing for a namespace.
     It is namespaced and typically created by a tenant administrator."""
@@ -381,3 +400,6 @@ class AIMNamespaceConfig(Resource):
     )
 
     spec: AIMNamespaceConfigSpec | None = None
+    status: AIMNamespaceConfigStatus | None = Field(
+        None, description="Status is what the aimnamespaceconfig controller found (not in the seed: ours)."
+    )

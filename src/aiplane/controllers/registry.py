@@ -81,6 +81,7 @@ CONTROLLERS: dict[str, ControllerSetup] = {
     "kaiwoconfig": _lazy("aiplane.controllers.kaiwo.controller"),
     # Registers nothing unless RESOURCE_MONITORING_ENABLED=true (controllers/monitoring/options.py).
     "resourcemonitor": _lazy("aiplane.controllers.monitoring.monitor"),
+    "aimnamespaceconfig": _lazy("aiplane.controllers.aimns.controller"),
 }
 
 #: Names that run only when asked for by name (never as part of ``all``).

@@ -306,8 +306,15 @@ class Informer:
     # --- applying what the server says --------------------------------------------------------------
 
     def _prepare(self, obj: Mapping[str, Any]) -> Obj:
-        """The cached form: no managedFields, and apiVersion/kind even for list items (kube omits them)."""
+        """The cached form: no managedFields, apiVersion/kind even for list items (kube omits them),
+        and for Secrets the data keys with every value emptied."""
         out = strip_managed_fields(obj)
+        if self.resource.group == "" and self.resource.plural == "secrets":
+            # A Secret's values never enter the cache: controllers need only which keys exist, and a
+            # cache holding values could leak them through any later log, Event or status.
+            for part in ("data", "stringData"):
+                if isinstance(out.get(part), Mapping):
+                    out[part] = dict.fromkeys(out[part], "")
         if "apiVersion" not in out:
             out["apiVersion"] = self.resource.api_version
         if "kind" not in out:

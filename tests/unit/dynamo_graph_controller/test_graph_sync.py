@@ -159,3 +159,11 @@ def test_planner_account_only_for_graphs_with_a_planner() -> None:
         account["metadata"]["name"] == "planner-serviceaccount"
         and "ownerReferences" not in account["metadata"]
     )
+
+
+def test_pvc_without_storage_class_gets_the_kaiwoconfig_default() -> None:
+    graph = dgd({}, pvcs=[{"name": "a", "create": True, "size": "1Gi", "volumeAccessMode": "ReadWriteOnce"}])
+    graph["spec"]["pvcs"].append({**graph["spec"]["pvcs"][0], "name": "b", "storageClass": "fast"})
+    plan = plan_pvcs(graph, lambda name: None, "standard-rwo")
+    assert [p["spec"]["storageClassName"] for p in plan.create] == ["standard-rwo", "fast"]
+    assert plan_pvcs(graph, lambda name: None).create[0]["spec"]["storageClassName"] is None

@@ -24,7 +24,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
@@ -41,6 +41,7 @@ from aiplane.controllers.dynamo.podtemplate import (
     build_pod_template_and_backend,
     deployment_strategy,
 )
+from aiplane.controllers.platform import Platform, decorate_template, default_gpu_resource
 
 __all__ = [
     "ANNOTATION_HASH",
@@ -101,6 +102,8 @@ class ChildrenInput:
     missing_multinode_api: str | None = None
     #: Is the Istio VirtualService API served?
     virtual_services: bool = True
+    #: The KaiwoConfig + AIMNamespaceConfig in force in the DCD's namespace (controllers/platform.py).
+    platform: Platform = field(default_factory=Platform)
 
 
 @dataclass(frozen=True)
@@ -410,12 +413,13 @@ def desired_children(inp: ChildrenInput) -> Desired:
     dcd = inp.dcd
     spec = objects.spec(dcd)
     try:
+        options = replace(inp.options.pod_template_options(), gpu_resource=default_gpu_resource(inp.platform))
         template, backend = build_pod_template_and_backend(
-            dcd,
-            inp.options.pod_template_options(),
-            graph_backend=inp.graph_backend,
-            service_account=inp.service_account,
+            dcd, options, graph_backend=inp.graph_backend, service_account=inp.service_account
         )
+        # Before the multinode split: leader and worker templates both inherit the additions, and the
+        # children's hash covers them, so a config change rolls out under each child's own strategy.
+        template = decorate_template(template, inp.platform)
         nodes = node_count(dcd)
         replicas = _replicas(dcd)
     except ChildrenError:

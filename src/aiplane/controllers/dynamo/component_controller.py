@@ -63,9 +63,11 @@ from aiplane.controllers.dynamo.component_status import (
 from aiplane.controllers.dynamo.naming import DCD_KIND, DGD_KIND
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.dynamo.podtemplate import as_dcd, dynamo_namespace
+from aiplane.controllers.platform import Platform
+from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Result
+from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -144,8 +146,10 @@ class ComponentReconciler:
         options: DynamoOptions,
         *,
         missing_multinode_api: str | None = None,
+        platform: PlatformSource | None = None,
     ) -> None:
         self.client = client
+        self.platform = platform
         self.dcds = dcds
         #: kind → (resource, informer) of every child kind this cluster serves.
         self.children = dict(children)
@@ -219,6 +223,7 @@ class ComponentReconciler:
                     service_account=self._service_account(namespace),
                     missing_multinode_api=self.missing_multinode_api,
                     virtual_services="VirtualService" in self.children,
+                    platform=self.platform.platform(namespace) if self.platform else Platform(),
                 )
             )
         except ChildrenError as exc:
@@ -340,7 +345,12 @@ def _missing_multinode_api(lws: bool, podgroups: bool) -> str | None:
 
 
 def build(
-    manager: Manager, *, lws: bool = True, podgroups: bool = True, virtual_services: bool = True
+    manager: Manager,
+    *,
+    lws: bool = True,
+    podgroups: bool = True,
+    virtual_services: bool = True,
+    platform: PlatformSource | None = None,
 ) -> Controller:
     """The controller, watching only the child kinds the cluster serves (see the module docstring)."""
     options = manager.options(DynamoOptions)
@@ -353,9 +363,10 @@ def build(
     if virtual_services and options.istio_gateway:
         kinds.append(VIRTUALSERVICES_V1)
     children = {res.kind: (res, informers.informer(res)) for res in kinds}
+    dcds = informers.informer(dcds_resource())
     reconciler = ComponentReconciler(
         manager.client,
-        informers.informer(dcds_resource()),
+        dcds,
         children,
         informers.informer(dgds_resource()),
         informers.informer(SERVICEACCOUNTS, label_selector=f"{LABEL_COMPONENT_POD_SA}=true"),
@@ -363,10 +374,18 @@ def build(
         manager.clock,
         options,
         missing_multinode_api=_missing_multinode_api(lws, podgroups),
+        platform=platform,
     )
     builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
     for res in kinds:
         builder = builder.owns(res)
+    if platform is not None:
+        builder = watch_platform(
+            builder,
+            platform,
+            lambda: [Request.for_object(o) for o in dcds.list()],
+            lambda ns: [Request.for_object(o) for o in dcds.list(ns)],
+        )
     # Four workers by default: components are independent; --max-concurrent-reconciles overrides it.
     return builder.workers(4).reconcile(reconciler)
 
@@ -387,4 +406,7 @@ async def setup(manager: Manager) -> None:
     _log_missing((("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)))
     if options.istio_gateway and not virtual_services:
         log.warning("an Istio gateway is configured but the VirtualService API is not served")
-    manager.add_controller(build(manager, lws=lws, podgroups=podgroups, virtual_services=virtual_services))
+    platform = await platform_source(manager)
+    manager.add_controller(
+        build(manager, lws=lws, podgroups=podgroups, virtual_services=virtual_services, platform=platform)
+    )

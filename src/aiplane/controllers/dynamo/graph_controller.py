@@ -64,6 +64,7 @@ from aiplane.controllers.dynamo.graph_sync import (
 )
 from aiplane.controllers.dynamo.naming import API_VERSION, DCD_KIND, DGD_KIND, PLANNER_SERVICE_ACCOUNT
 from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.controllers.platform_source import PlatformSource, kaiwoconfigs_resource
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result, TerminalError
@@ -146,8 +147,11 @@ class GraphReconciler:
         clock: Clock,
         options: DynamoOptions,
         lws: LwsProbe,
+        kaiwo: Informer | None = None,
     ) -> None:
         self.client = client
+        #: The KaiwoConfig cache: ``storage.defaultStorageClass`` for the PVCs we create.
+        self.kaiwo = kaiwo
         self.dgds = dgds
         self.dcds = dcds
         self.pvcs = pvcs
@@ -165,6 +169,10 @@ class GraphReconciler:
 
     async def __call__(self, request: Request) -> Result | None:
         return await self.reconcile(request.namespace or "", request.name)
+
+    def _default_storage_class(self) -> str | None:
+        spec = PlatformSource(self.kaiwo, None, None, None).kaiwo_spec()
+        return spec.effective_storage().defaultStorageClass if spec is not None else None
 
     # --- reconcile --------------------------------------------------------------------------------
 
@@ -255,7 +263,7 @@ class GraphReconciler:
     async def _sync_pvcs(self, dgd: Obj) -> list[str]:
         """Create the claims the graph may create; return the entries naming a missing claim."""
         namespace = objects.namespace(dgd)
-        plan = plan_pvcs(dgd, lambda pvc: self.pvcs.get(f"{namespace}/{pvc}"))
+        plan = plan_pvcs(dgd, lambda pvc: self.pvcs.get(f"{namespace}/{pvc}"), self._default_storage_class())
         for body in plan.create:
             try:
                 await self.client.create(PVCS, body, namespace=namespace, field_manager=FIELD_MANAGER)
@@ -386,7 +394,7 @@ def _to_dgds(dgds: Informer) -> Any:
     return map_pvc
 
 
-def setup_controller(manager: Manager) -> Controller:
+def setup_controller(manager: Manager, *, kaiwo: bool = False) -> Controller:
     informers = manager.informers
     dgds = informers.informer(dgd_resource())
     reconciler = GraphReconciler(
@@ -399,6 +407,7 @@ def setup_controller(manager: Manager) -> Controller:
         manager.clock,
         manager.options(DynamoOptions),
         LwsProbe(manager.client, manager.clock),
+        informers.informer(kaiwoconfigs_resource()) if kaiwo else None,
     )
     builder = (
         Controller.build("dynamographdeployment")
@@ -410,6 +419,7 @@ def setup_controller(manager: Manager) -> Controller:
     return builder.workers(4).reconcile(reconciler)
 
 
-def setup(manager: Manager) -> None:
+async def setup(manager: Manager) -> None:
     """``aiplane run --controllers dynamographdeployment`` (also part of ``all``)."""
-    manager.add_controller(setup_controller(manager))
+    kaiwo = await manager.client.served(kaiwoconfigs_resource())
+    manager.add_controller(setup_controller(manager, kaiwo=kaiwo))

@@ -130,9 +130,11 @@ def _owner(dgd: Obj) -> dict[str, Any]:
     )
 
 
-def _pvc_body(dgd: Obj, entry: Obj) -> dict[str, Any]:
+def _pvc_body(dgd: Obj, entry: Obj, default_storage_class: str | None = None) -> dict[str, Any]:
     """Upstream's ``ConstructPVC``: name, one access mode, the size as the storage request, the
-    storage class; controlled by the DGD, so deleting the graph deletes the claim."""
+    storage class; controlled by the DGD, so deleting the graph deletes the claim. An entry without
+    ``storageClass`` gets the KaiwoConfig's ``storage.defaultStorageClass`` when one is set (else
+    none: the cluster's default class), docs/kaiwo.md."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -144,12 +146,14 @@ def _pvc_body(dgd: Obj, entry: Obj) -> dict[str, Any]:
         "spec": {
             "accessModes": [entry.get("volumeAccessMode")],
             "resources": {"requests": {"storage": str(entry.get("size"))}},
-            "storageClassName": entry.get("storageClass"),
+            "storageClassName": entry.get("storageClass") or default_storage_class,
         },
     }
 
 
-def plan_pvcs(dgd: Obj, lookup: Callable[[str], Obj | None]) -> PvcPlan:
+def plan_pvcs(
+    dgd: Obj, lookup: Callable[[str], Obj | None], default_storage_class: str | None = None
+) -> PvcPlan:
     """Each ``spec.pvcs`` entry: reused when the claim exists (``lookup`` by name, in the DGD's
     namespace), created when missing and ``create: true``, else reported by its path."""
     raw = objects.spec(dgd).get("pvcs")
@@ -161,7 +165,7 @@ def plan_pvcs(dgd: Obj, lookup: Callable[[str], Obj | None]) -> PvcPlan:
         if lookup(entry["name"]) is not None:
             continue
         if entry.get("create") is True:
-            create.append(_pvc_body(dgd, entry))
+            create.append(_pvc_body(dgd, entry, default_storage_class))
         else:
             missing.append(
                 f"spec.pvcs[{i}]: PersistentVolumeClaim {entry['name']!r} does not exist in namespace "

@@ -59,6 +59,9 @@ class PodTemplateOptions:
     etcd_endpoints: str | None = None
     model_express_url: str | None = None
     prometheus_endpoint: str | None = None
+    #: The resource ``resources.*.gpu`` goes to without ``gpuType`` (the platform's rule decides it:
+    #: ``controllers/platform.default_gpu_resource``; Dynamo's own default otherwise).
+    gpu_resource: str = GPU_RESOURCE
 
     def env(self) -> list[tuple[str, str]]:
         """The env vars these options add, in upstream's order."""
@@ -209,23 +212,25 @@ def _base_container(dcd: DynamoComponentDeployment) -> dict[str, Any]:
     return {"name": MAIN_CONTAINER, "command": ["/bin/sh", "-c"], "env": env}
 
 
-def _resource_list(item: Mapping[str, Any] | None) -> dict[str, str]:
+def _resource_list(item: Mapping[str, Any] | None, gpu_resource: str = GPU_RESOURCE) -> dict[str, str]:
     if not item:
         return {}
     out = {key: str(item[key]) for key in ("cpu", "memory") if item.get(key) is not None}
     if item.get("gpu") is not None:
-        out[str(item.get("gpuType") or GPU_RESOURCE)] = str(item["gpu"])
+        out[str(item.get("gpuType") or gpu_resource)] = str(item["gpu"])
     out.update({str(k): str(v) for k, v in (item.get("custom") or {}).items()})
     return out
 
 
-def _apply_resources(container: dict[str, Any], spec: DynamoComponentDeploymentSpec) -> None:
+def _apply_resources(
+    container: dict[str, Any], spec: DynamoComponentDeploymentSpec, gpu_resource: str = GPU_RESOURCE
+) -> None:
     if spec.resources is None:
         return
     given = spec.resources.to_dict()
     resources: dict[str, Any] = container.setdefault("resources", {})
     for part in ("requests", "limits"):
-        values = _resource_list(given.get(part))
+        values = _resource_list(given.get(part), gpu_resource)
         if values:
             resources[part] = {**resources.get(part, {}), **values}
     if given.get("claims"):
@@ -305,7 +310,7 @@ def _main_container(
         given = getattr(spec, probe)
         if given is not None:
             container[probe] = copy.deepcopy(given)
-    _apply_resources(container, spec)
+    _apply_resources(container, spec, options.gpu_resource)
     _apply_env_from_secret(container, spec.envFromSecret)
     for name, value in options.env():
         set_env(container, name, value, override=False)

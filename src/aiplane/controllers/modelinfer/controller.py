@@ -82,6 +82,8 @@ from aiplane.controllers.modelinfer.validation import (
     rolling_update_configuration,
     validate,
 )
+from aiplane.controllers.platform import decorate_template
+from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result
@@ -135,6 +137,7 @@ class ModelInferReconciler:
         revisions: Informer,
         recorder: EventRecorder,
         clock: Clock,
+        platform: PlatformSource | None = None,
     ) -> None:
         self.client = client
         self.modelinfers = modelinfers
@@ -144,6 +147,7 @@ class ModelInferReconciler:
         self.revisions = revisions
         self.recorder = recorder
         self.clock = clock
+        self.platform = platform
         self.status = StatusWriter(client, modelinfers_resource(), FIELD_MANAGER)
         # Keyed "Kind/namespace/name", owned by the ModelInfer's key (see the module docstring).
         self.expectations = Expectations(
@@ -182,7 +186,7 @@ class ModelInferReconciler:
 
         pods = self._owned(self.pods, mi, key)
         services = self._owned(self.services, mi, key)
-        roles: list[Mapping[str, Any]] = list(deep_get(mi, "spec.template.roles") or [])
+        roles = self._decorated_roles(namespace, list(deep_get(mi, "spec.template.roles") or []))
         update_revision = revision_hash(roles)
         revisions = await self._ensure_revision(mi, key, update_revision, roles, pods)
         current_revision = str(objects.status(mi).get("currentRevision") or "")
@@ -223,6 +227,22 @@ class ModelInferReconciler:
         if the_plan.requeue_after is not None:
             return Result(requeue_after=the_plan.requeue_after)
         return None
+
+    def _decorated_roles(self, namespace: str, roles: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The roles with the platform's additions in their templates. The revision hashes these, so
+        a KaiwoConfig or AIMNamespaceConfig change is a new revision, rolled under maxUnavailable."""
+        if self.platform is None:
+            return roles
+        platform = self.platform.platform(namespace)
+        out: list[Mapping[str, Any]] = []
+        for role in roles:
+            decorated = dict(role)
+            for key in ("entryTemplate", "workerTemplate"):
+                template = role.get(key)
+                if isinstance(template, Mapping):
+                    decorated[key] = decorate_template(template, platform)
+            out.append(decorated)
+        return out
 
     # --- revisions --------------------------------------------------------------------------------
 
@@ -522,7 +542,9 @@ TRANSITION_EVENTS: Final = (
 )
 
 
-def setup_controller(manager: Manager, *, with_podgroups: bool = True) -> Controller:
+def setup_controller(
+    manager: Manager, *, with_podgroups: bool = True, platform: PlatformSource | None = None
+) -> Controller:
     """Pods, Services, PodGroups and ControllerRevisions map to their ModelInfer by the name label
     (informers filtered server-side by that label's existence, as upstream does)."""
     client = manager.client
@@ -541,6 +563,7 @@ def setup_controller(manager: Manager, *, with_podgroups: bool = True) -> Contro
         revisions,
         EventRecorder(client, COMPONENT),
         manager.clock,
+        platform,
     )
     builder = (
         Controller.build("modelinfer")
@@ -551,6 +574,13 @@ def setup_controller(manager: Manager, *, with_podgroups: bool = True) -> Contro
     )
     if with_podgroups:
         builder = builder.watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)
+    if platform is not None:
+        builder = watch_platform(
+            builder,
+            platform,
+            lambda: [Request.for_object(o) for o in mis.list()],
+            lambda ns: [Request.for_object(o) for o in mis.list(ns)],
+        )
     # Four workers by default: ModelInfers are independent; --max-concurrent-reconciles overrides it.
     return builder.workers(4).reconcile(reconciler)
 
@@ -562,4 +592,5 @@ async def setup(manager: Manager) -> None:
     with_podgroups = await manager.client.served(PODGROUPS)
     if not with_podgroups:
         log.warning("Volcano's PodGroup API is not served: ModelInfers are run without PodGroups")
-    manager.add_controller(setup_controller(manager, with_podgroups=with_podgroups))
+    platform = await platform_source(manager)
+    manager.add_controller(setup_controller(manager, with_podgroups=with_podgroups, platform=platform))
