@@ -10,23 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aiplane.planner.types import Vendor
+from aiplane.planner.types import SystemSpec, Vendor
 
-# fit summary: aiconfigurator-core 0.12.0, vllm tables; |ours / AIC engine - 1| with the nvidia values below over Qwen/Qwen3-8B, Qwen/Qwen3-32B, meta-llama/Llama-3.1-70B (TP 1-8, prefill ISL 512-8192, decode batch 1-128 at 1k/4k):
-# fit summary:   h100_sxm: prefill median 4.1% p90 9.7%, decode median 7.9% p90 15.2% (its own fit: 3.1%/11.5%, 7.2%/13.2%)
-# fit summary:   h200_sxm: prefill median 8.7% p90 12.3%, decode median 5.6% p90 13.2% (its own fit: 2.6%/8.1%, 6.2%/14.7%)
-# fit summary:   b200_sxm: prefill median 9.4% p90 18.6%, decode median 8.1% p90 23.2% (its own fit: 5.3%/13.5%, 8.4%/18.5%)
-# fit summary:   gb200: prefill median 18.0% p90 31.2%, decode median 8.0% p90 18.4% (its own fit: 9.9%/22.6%, 8.0%/18.3%)
-# fit summary:   a100_sxm: prefill median 9.1% p90 20.3%, decode median 13.6% p90 23.3% (its own fit: 8.6%/16.7%, 6.5%/12.3%)
+# fit summary: aiconfigurator-core 0.12.0, vllm tables; |ours / AIC engine - 1| with the vendor fallback values below over Qwen/Qwen3-8B, Qwen/Qwen3-32B, meta-llama/Llama-3.1-70B (TP 1-8, prefill ISL 512-8192, decode batch 1-128 at 1k/4k):
+# fit summary:   h100_sxm: prefill median 3.1% p90 9.4%, decode median 7.9% p90 15.2% (its own values, which the model uses: 3.1%/8.6%, 7.2%/13.2%)
+# fit summary:   h200_sxm: prefill median 6.2% p90 12.4%, decode median 5.6% p90 13.2% (its own values, which the model uses: 3.0%/8.0%, 6.2%/14.7%)
+# fit summary:   b200_sxm: prefill median 10.6% p90 18.5%, decode median 8.1% p90 23.2% (its own values, which the model uses: 4.8%/12.0%, 8.4%/18.5%)
+# fit summary:   gb200: prefill median 19.8% p90 31.6%, decode median 8.0% p90 18.4% (its own values, which the model uses: 9.5%/18.7%, 8.0%/18.3%)
+# fit summary:   a100_sxm: prefill median 7.3% p90 15.4%, decode median 13.6% p90 23.3% (its own values, which the model uses: 6.7%/12.3%, 6.5%/12.3%)
 
 #: Share of dense tensor peak that prefill GEMMs and attention reach (large, compute-bound matmuls).
 # fit PREFILL_COMPUTE_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
-# fit PREFILL_COMPUTE_EFFICIENCY:   h100_sxm: 0.677 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 22.0%)
-# fit PREFILL_COMPUTE_EFFICIENCY:   h200_sxm: 0.705 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 15.8%)
-# fit PREFILL_COMPUTE_EFFICIENCY:   b200_sxm: 0.626 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 16.6%)
-# fit PREFILL_COMPUTE_EFFICIENCY:   gb200: 0.522 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 28.7%)
-# fit PREFILL_COMPUTE_EFFICIENCY:   a100_sxm: 0.848 (gemm/vllm/0.14.0/gemm_perf.parquet, n=504, median |dev| 7.2%)
-PREFILL_COMPUTE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.677, "amd": 0.45}
+# fit PREFILL_COMPUTE_EFFICIENCY:   h100_sxm: 0.71 (AIC engine, joint with the prefill overhead; GEMM tables alone: 0.677 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 22.0%), n=45, median |dev| 3.1%)
+# fit PREFILL_COMPUTE_EFFICIENCY:   h200_sxm: 0.73 (AIC engine, joint with the prefill overhead; GEMM tables alone: 0.705 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 15.8%), n=55, median |dev| 3.0%)
+# fit PREFILL_COMPUTE_EFFICIENCY:   b200_sxm: 0.64 (AIC engine, joint with the prefill overhead; GEMM tables alone: 0.626 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 16.6%), n=60, median |dev| 4.8%)
+# fit PREFILL_COMPUTE_EFFICIENCY:   gb200: 0.57 (AIC engine, joint with the prefill overhead; GEMM tables alone: 0.522 (gemm/vllm/0.24.0/gemm_perf.parquet, n=8970, median |dev| 28.7%), n=60, median |dev| 9.5%)
+# fit PREFILL_COMPUTE_EFFICIENCY:   a100_sxm: 0.77 (AIC engine, joint with the prefill overhead; GEMM tables alone: 0.848 (gemm/vllm/0.14.0/gemm_perf.parquet, n=504, median |dev| 7.2%), n=45, median |dev| 6.7%)
+PREFILL_COMPUTE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.71, "amd": 0.45}
 #: Share of HBM bandwidth that a prefill's weight reads reach (matters only for very short prompts).
 # fit PREFILL_MEMORY_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
 # fit PREFILL_MEMORY_EFFICIENCY:   h100_sxm: 0.701 (gemm/vllm/0.24.0/gemm_perf.parquet, n=6240, median |dev| 17.9%)
@@ -77,28 +77,100 @@ ALLREDUCE_LATENCY_US: Mapping[Vendor, float] = {"nvidia": 5.5, "amd": 15.0}
 STEP_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 1.41, "amd": 1.5}
 #: Fixed cost of one prefill (scheduling, tokenised input transfer, first sampling), milliseconds.
 # fit PREFILL_OVERHEAD_MS: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
-# fit PREFILL_OVERHEAD_MS:   h100_sxm: 3.32 (AIC engine vs our roofline, n=45, median |dev| 3.1%)
-# fit PREFILL_OVERHEAD_MS:   h200_sxm: 3.05 (AIC engine vs our roofline, n=55, median |dev| 2.6%)
-# fit PREFILL_OVERHEAD_MS:   b200_sxm: 4.03 (AIC engine vs our roofline, n=60, median |dev| 5.3%)
-# fit PREFILL_OVERHEAD_MS:   gb200: 3.1 (AIC engine vs our roofline, n=60, median |dev| 9.9%)
-# fit PREFILL_OVERHEAD_MS:   a100_sxm: 7.94 (AIC engine vs our roofline, n=45, median |dev| 8.6%)
-PREFILL_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 3.32, "amd": 3.0}
+# fit PREFILL_OVERHEAD_MS:   h100_sxm: 3.7 (AIC engine vs our roofline, joint, n=45, median |dev| 3.1%)
+# fit PREFILL_OVERHEAD_MS:   h200_sxm: 3.34 (AIC engine vs our roofline, joint, n=55, median |dev| 3.0%)
+# fit PREFILL_OVERHEAD_MS:   b200_sxm: 4.15 (AIC engine vs our roofline, joint, n=60, median |dev| 4.8%)
+# fit PREFILL_OVERHEAD_MS:   gb200: 3.63 (AIC engine vs our roofline, joint, n=60, median |dev| 9.5%)
+# fit PREFILL_OVERHEAD_MS:   a100_sxm: 6.33 (AIC engine vs our roofline, joint, n=45, median |dev| 6.7%)
+PREFILL_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 3.7, "amd": 3.0}
 #: Extra time of one block-scaled FP8 GEMM (ModelSpec.fp8_block_scaled) per forward pass, microseconds.
 # fit FP8_BLOCK_GEMM_US: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
-# fit FP8_BLOCK_GEMM_US:   h100_sxm: 54.2 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=50, median |dev| 14.6%)
-# fit FP8_BLOCK_GEMM_US:   h200_sxm: 58.3 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=51, median |dev| 11.3%)
-# fit FP8_BLOCK_GEMM_US:   b200_sxm: 187.8 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=51, median |dev| 6.9%)
-# fit FP8_BLOCK_GEMM_US:   gb200: 331.6 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, n=52, median |dev| 6.9%)
-FP8_BLOCK_GEMM_US: Mapping[Vendor, float] = {"nvidia": 123.1, "amd": 0.0}
-#: The same per system where fitted: it splits by GPU generation (Hopper ~55 us, Blackwell 190-330 us),
-#: which one vendor value cannot hold; the vendor value is for systems without a fit.
-FP8_BLOCK_GEMM_US_BY_SYSTEM: Mapping[str, float] = {
-    "h100_sxm": 54.2,
-    "h200_sxm": 58.3,
-    "b200_sxm": 187.8,
-    "gb200": 331.6,
+# fit FP8_BLOCK_GEMM_US:   h100_sxm: 76.0 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of >= 32 rows, n=48, median |dev| 7.0%)
+# fit FP8_BLOCK_GEMM_US:   h200_sxm: 75.5 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of >= 32 rows, n=51, median |dev| 6.3%)
+# fit FP8_BLOCK_GEMM_US:   b200_sxm: 177.6 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of >= 32 rows, n=51, median |dev| 4.0%)
+# fit FP8_BLOCK_GEMM_US:   gb200: 304.9 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of >= 32 rows, n=52, median |dev| 4.8%)
+FP8_BLOCK_GEMM_US: Mapping[Vendor, float] = {"nvidia": 126.8, "amd": 0.0}
+#: The same for a GEMM of fewer than 16 rows (a decode batch < 16): vLLM's block-FP8 kernels step up
+#: between 16 and 32 rows (latency._fp8_block_ms).
+# fit FP8_BLOCK_SMALL_M_US: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
+# fit FP8_BLOCK_SMALL_M_US:   h100_sxm: 45.9 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 8.8%)
+# fit FP8_BLOCK_SMALL_M_US:   h200_sxm: 49.1 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 5.9%)
+# fit FP8_BLOCK_SMALL_M_US:   b200_sxm: 193.4 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 12.8%)
+# fit FP8_BLOCK_SMALL_M_US:   gb200: 358.5 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 17.0%)
+FP8_BLOCK_SMALL_M_US: Mapping[Vendor, float] = {"nvidia": 121.2, "amd": 0.0}
+#: Each constant per system where fitted (the provenance lines above give each value): the systems
+#: differ more than one vendor value can hold (A100's prefill overhead is 2.4x H100's, Blackwell's
+#: block-FP8 GEMMs 3-6x Hopper's). A system not listed (AMD, a partition) takes its vendor's value.
+BY_SYSTEM: Mapping[str, Mapping[str, float]] = {
+    "h100_sxm": {
+        "PREFILL_COMPUTE_EFFICIENCY": 0.71,
+        "PREFILL_MEMORY_EFFICIENCY": 0.701,
+        "DECODE_MEMORY_EFFICIENCY": 0.78,
+        "DECODE_COMPUTE_EFFICIENCY": 0.546,
+        "ALLREDUCE_EFFICIENCY": 0.359,
+        "ALLREDUCE_LATENCY_US": 4.8,
+        "STEP_OVERHEAD_MS": 1.32,
+        "PREFILL_OVERHEAD_MS": 3.7,
+        "FP8_BLOCK_GEMM_US": 76.0,
+        "FP8_BLOCK_SMALL_M_US": 45.9,
+    },
+    "h200_sxm": {
+        "PREFILL_COMPUTE_EFFICIENCY": 0.73,
+        "PREFILL_MEMORY_EFFICIENCY": 0.633,
+        "DECODE_MEMORY_EFFICIENCY": 0.75,
+        "DECODE_COMPUTE_EFFICIENCY": 0.618,
+        "ALLREDUCE_EFFICIENCY": 0.371,
+        "ALLREDUCE_LATENCY_US": 4.9,
+        "STEP_OVERHEAD_MS": 1.44,
+        "PREFILL_OVERHEAD_MS": 3.34,
+        "FP8_BLOCK_GEMM_US": 75.5,
+        "FP8_BLOCK_SMALL_M_US": 49.1,
+    },
+    "b200_sxm": {
+        "PREFILL_COMPUTE_EFFICIENCY": 0.64,
+        "PREFILL_MEMORY_EFFICIENCY": 0.509,
+        "DECODE_MEMORY_EFFICIENCY": 0.72,
+        "DECODE_COMPUTE_EFFICIENCY": 0.429,
+        "ALLREDUCE_EFFICIENCY": 0.296,
+        "ALLREDUCE_LATENCY_US": 7.7,
+        "STEP_OVERHEAD_MS": 1.41,
+        "PREFILL_OVERHEAD_MS": 4.15,
+        "FP8_BLOCK_GEMM_US": 177.6,
+        "FP8_BLOCK_SMALL_M_US": 193.4,
+    },
+    "gb200": {
+        "PREFILL_COMPUTE_EFFICIENCY": 0.57,
+        "PREFILL_MEMORY_EFFICIENCY": 0.516,
+        "DECODE_MEMORY_EFFICIENCY": 0.75,
+        "DECODE_COMPUTE_EFFICIENCY": 0.401,
+        "ALLREDUCE_EFFICIENCY": 0.216,
+        "ALLREDUCE_LATENCY_US": 5.5,
+        "STEP_OVERHEAD_MS": 1.38,
+        "PREFILL_OVERHEAD_MS": 3.63,
+        "FP8_BLOCK_GEMM_US": 304.9,
+        "FP8_BLOCK_SMALL_M_US": 358.5,
+    },
+    "a100_sxm": {
+        "PREFILL_COMPUTE_EFFICIENCY": 0.77,
+        "PREFILL_MEMORY_EFFICIENCY": 0.662,
+        "DECODE_MEMORY_EFFICIENCY": 0.64,
+        "DECODE_COMPUTE_EFFICIENCY": 0.718,
+        "ALLREDUCE_EFFICIENCY": 0.305,
+        "ALLREDUCE_LATENCY_US": 5.6,
+        "STEP_OVERHEAD_MS": 1.63,
+        "PREFILL_OVERHEAD_MS": 6.33,
+    },
 }
 #: Share of HBM the engine may use (vLLM's gpu_memory_utilization, TRT-LLM's free_gpu_memory_fraction).
 MEMORY_UTILIZATION = 0.9
 #: Memory kept for activations, CUDA graphs and the runtime, GiB per GPU (AIC's "other" memory: 3.5 GB).
 ACTIVATION_RESERVE_GIB = 3.5
+
+
+def value(name: str, system: SystemSpec) -> float:
+    """Constant ``name`` for ``system``: its own fitted value, else its vendor's (the mapping ``name``)."""
+    own = BY_SYSTEM.get(system.name, {}).get(name)
+    if own is not None:
+        return own
+    vendor: Mapping[Vendor, float] = globals()[name]
+    return vendor[system.vendor]

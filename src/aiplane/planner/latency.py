@@ -130,8 +130,8 @@ def _allreduce_ms(m: ModelSpec, s: SystemSpec, tp: int, tokens: int) -> float:
     if tp <= 1:
         return 0.0
     size = tokens * m.hidden_size * _ACTIVATION_BYTES
-    bandwidth = s.interconnect_gbs * 1e9 * cal.ALLREDUCE_EFFICIENCY[s.vendor]
-    one = 2.0 * (tp - 1) / tp * size / bandwidth * 1e3 + cal.ALLREDUCE_LATENCY_US[s.vendor] / 1e3
+    bandwidth = s.interconnect_gbs * 1e9 * cal.value("ALLREDUCE_EFFICIENCY", s)
+    one = 2.0 * (tp - 1) / tp * size / bandwidth * 1e3 + cal.value("ALLREDUCE_LATENCY_US", s) / 1e3
     return 2 * m.layers * one
 
 
@@ -148,17 +148,31 @@ def _attention_dims(m: ModelSpec, *, decode: bool) -> int:
 _GEMMS_PER_LAYER = 4
 
 
-def _fp8_block_ms(m: ModelSpec, s: SystemSpec) -> float:
+def _fp8_block_ms(m: ModelSpec, s: SystemSpec, rows: int) -> float:
     """Extra time per forward pass of block-scaled FP8 GEMMs (vLLM's DeepGemm / FlashInfer kernels).
 
-    AIC's measured tables show these kernels at a near-constant 40-170 us per GEMM at small M, whatever
-    the shard size, so a pass of a block-scaled checkpoint costs a fixed time per GEMM on every GPU
-    of the engine (it does not shrink with TP): calibration.FP8_BLOCK_GEMM_US(_BY_SYSTEM) per GEMM.
+    AIC's measured tables show these kernels at a near-constant cost per GEMM whatever the shard size,
+    so a pass of a block-scaled checkpoint costs a fixed time per GEMM on every GPU of the engine (it
+    does not shrink with TP). That cost steps with the GEMM's M (tokens in the pass): flat up to 15
+    rows, then ramping to a larger plateau from 32 (Qwen3-32B-FP8 on H200: a TP4 decode step of 18 ms
+    at batch 1-15, 27 ms at 32). calibration.FP8_BLOCK_SMALL_M_US below 16 rows, FP8_BLOCK_GEMM_US
+    from 32, linear between.
     """
     if not (m.fp8_block_scaled and m.weight_dtype == "fp8"):
         return 0.0
-    per_gemm = cal.FP8_BLOCK_GEMM_US_BY_SYSTEM.get(s.name, cal.FP8_BLOCK_GEMM_US[s.vendor])
+    small, large = cal.value("FP8_BLOCK_SMALL_M_US", s), cal.value("FP8_BLOCK_GEMM_US", s)
+    if rows < _SMALL_M:
+        per_gemm = small
+    elif rows >= _LARGE_M:
+        per_gemm = large
+    else:
+        per_gemm = small + (large - small) * (rows - _SMALL_M + 1) / (_LARGE_M - _SMALL_M + 1)
     return m.layers * _GEMMS_PER_LAYER * per_gemm / 1e3
+
+
+#: GEMM rows (M) below which block-FP8 kernels cost FP8_BLOCK_SMALL_M_US, and from which FP8_BLOCK_GEMM_US.
+_SMALL_M = 16
+_LARGE_M = 32
 
 
 def prefill_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
@@ -166,20 +180,20 @@ def prefill_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -
     # Causal attention: each of isl queries sees on average isl/2 keys.
     attention = 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=False) * batch * isl * isl / 2.0
     flops = 2.0 * active_params(m) * tokens + attention
-    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.PREFILL_COMPUTE_EFFICIENCY[s.vendor]) * 1e3
+    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.value("PREFILL_COMPUTE_EFFICIENCY", s)) * 1e3
     bytes_ = _weights_read(m, tokens) / tp + tokens * kv_bytes_per_token(m, tp)
-    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.PREFILL_MEMORY_EFFICIENCY[s.vendor]) * 1e3
-    overhead = cal.PREFILL_OVERHEAD_MS[s.vendor] + _fp8_block_ms(m, s)
+    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.value("PREFILL_MEMORY_EFFICIENCY", s)) * 1e3
+    overhead = cal.value("PREFILL_OVERHEAD_MS", s) + _fp8_block_ms(m, s, tokens)
     return max(compute, memory) + _allreduce_ms(m, s, tp, tokens) + overhead
 
 
 def decode_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
     attention = 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * batch * context
     flops = 2.0 * active_params(m) * batch + attention
-    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.DECODE_COMPUTE_EFFICIENCY[s.vendor]) * 1e3
+    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.value("DECODE_COMPUTE_EFFICIENCY", s)) * 1e3
     bytes_ = _weights_read(m, batch) / tp + batch * context * kv_bytes_per_token(m, tp)
-    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.DECODE_MEMORY_EFFICIENCY[s.vendor]) * 1e3
-    overhead = cal.STEP_OVERHEAD_MS[s.vendor] + _fp8_block_ms(m, s)
+    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.value("DECODE_MEMORY_EFFICIENCY", s)) * 1e3
+    overhead = cal.value("STEP_OVERHEAD_MS", s) + _fp8_block_ms(m, s, batch)
     return max(compute, memory) + _allreduce_ms(m, s, tp, batch) + overhead
 
 
