@@ -274,7 +274,7 @@ async def graph_world() -> AsyncIterator[World]:
     operator = InMemoryKubeClient.for_cluster(cluster)
     clock = FakeClock()
     manager = Manager(operator, leader_election=None, handle_signals=False, clock=clock)
-    graph_controller.setup(manager)
+    await graph_controller.setup(manager)
     await component_controller.setup(manager)
     monitor = monitor_mod.build(manager, MonitoringOptions(enabled=True, endpoint=cluster.gpu_metrics.url))
     task = asyncio.create_task(manager.run())
