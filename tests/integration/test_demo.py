@@ -51,6 +51,10 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
     assert "6 selected: 6 Succeeded, 0 Failed" in out
     assert "most in progress 3 (maxParallel 3)" in out or "most in progress 2 (maxParallel 3)" in out
     assert re.search(r"left cordoned/tainted\W+none", out)
+    # The Kueue ClusterQueue follows the partitions: 6 MI300X nodes x 8, then the 4 inference nodes at 64.
+    flat_all = " ".join(re.sub(r"[│|]", " ", out).split())
+    assert "amd.com/gpu nominal quota (from allocatable, partitions included): 48 →" in flat_all
+    assert "→ 272 (never lower on the way)" in flat_all
     # Then the 1P2D ModelInfer comes up on the partitioned nodes and an image change rolls out
     # without going below replicas - maxUnavailable available groups.
     assert "ModelInfer team-a/llama-70b-pd" in out
@@ -58,6 +62,8 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
     flat = " ".join(re.sub(r"[│|]", " ", out).split())  # rich wraps table cells across lines
     assert "fewest groups available 1 (floor replicas - maxUnavailable = 1)" in flat
     assert "most groups 2 (ceiling replicas + maxSurge = 2)" in flat
+    # The team's AIMNamespaceConfig reached every ModelInfer pod, by reference.
+    assert "HF_TOKEN, HUGGING_FACE_HUB_TOKEN in 12 of 12 pods; image pull secrets aim-registry-creds" in flat
     # Then the example Dynamo graph on the NVIDIA nodes, and a worker image change that is not
     # "successful" while it rolls (upstream #3567), measured on every committed change.
     assert "DynamoGraphDeployment team-a/llama-disagg" in out

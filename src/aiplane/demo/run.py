@@ -28,6 +28,7 @@ from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.demo.dynamo import GraphWatch
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
+from aiplane.demo.platform import QueueWatch, credential_refs
 from aiplane.demo.request import RequestWatch
 from aiplane.kube.client import ApiError
 from aiplane.kube.logging import configure_logging
@@ -163,8 +164,13 @@ async def partitioning_section(
         f"Applying {opts.examples}/partition-profiles.yaml ({len(profiles)} profiles) and "
         f"partitioning-plan.yaml: [bold]{watch.plan}[/] (maxParallel {watch.max_parallel}, "
         f"maxUnavailable {watch.max_unavailable}); {len(workloads)} serving pods on the inference nodes "
-        "will be evicted through the Eviction API."
+        "will be evicted through the Eviction API. The KaiwoConfig (examples/kaiwoconfig.yaml) keeps the "
+        "Kueue ClusterQueue's amd.com/gpu quota in step with what the nodes advertise."
     )
+    queue = QueueWatch(str(kaiwo_queue_name(opts)))
+    cluster.server.store.subscribe(queue)
+    await _until_quiet(lambda: bool(queue.quotas), opts.timeout)
+    queue.mark()
     cluster.server.store.subscribe(watch)
     try:
         operator.reset_counts()
@@ -181,10 +187,21 @@ async def partitioning_section(
         quiet = operator.writes - writes
         console.print()
         console.print(watch.summary(writes, quiet, opts.quiet_seconds))
+        expected = sum(
+            int(str((n.get("status") or {}).get("allocatable", {}).get("amd.com/gpu", "0")))
+            for n in (await client.list(NODES))["items"]
+        )
+        await _until_quiet(lambda: bool(queue.quotas) and queue.quotas[-1] == expected, opts.timeout)
+        console.print(
+            f"Kueue ClusterQueue [bold]{queue.name}[/], amd.com/gpu nominal quota (from allocatable, partitions "
+            f"included): {queue.describe()}"
+        )
     finally:
         cluster.server.store.unsubscribe(watch)
+        cluster.server.store.unsubscribe(queue)
     ok = (
         done
+        and queue.never_lower()
         and watch.phase == "Completed"
         and not watch.left_marked()
         and watch.worst_in_progress <= watch.max_parallel
@@ -194,6 +211,22 @@ async def partitioning_section(
         reason = "timed out" if not done else f"ended {watch.phase}"
         console.print(f"[bold red]partitioning did not complete cleanly ({reason})[/]")
     return ok
+
+
+def kaiwo_queue_name(opts: DemoOptions) -> str:
+    """The default ClusterQueue the example KaiwoConfig names."""
+    doc = load_manifests(opts.examples / "kaiwoconfig.yaml")[0]
+    return str(doc["spec"].get("defaultClusterQueueName") or "kaiwo")
+
+
+async def _until_quiet(check: Any, timeout: float) -> bool:
+    """Poll ``check`` (no live view) until true or ``timeout``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        await asyncio.sleep(0.1)
+    return bool(check())
 
 
 async def ensure_secret(client: InMemoryKubeClient, namespace: str, name: str, data: dict[str, str]) -> None:
@@ -252,7 +285,9 @@ async def modelinfer_section(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             field_manager=FIELD_MANAGER,
         )
-        await ensure_secret(client, namespace, "hf-creds", {"token": "hf_demo_placeholder"})
+        # The team's AIMNamespaceConfig (with its Secrets, placeholder values): every pod of the
+        # namespace's workloads gets the credentials by Secret reference and the pull secret.
+        await apply_all(client, load_manifests(opts.examples / "aimnamespaceconfig.yaml"))
         operator.reset_counts()
         watch.started = time.monotonic()
         await apply_all(client, [doc])
@@ -290,11 +325,18 @@ async def modelinfer_section(
                 quiet_seconds=opts.quiet_seconds,
             )
         )
+        carrying, env_names, pulls = credential_refs(watch.pods.values())
+        console.print(
+            f"From the AIMNamespaceConfig {namespace}/default, by Secret reference (no value copied): "
+            f"{', '.join(env_names) or 'none'} in {carrying} of {len(watch.pods)} pods; image pull secrets "
+            f"{', '.join(pulls) or 'none'}."
+        )
     finally:
         cluster.server.store.unsubscribe(watch)
     replicas = int(doc["spec"]["replicas"])
     ok = (
         done
+        and carrying == len(watch.pods) > 0
         and quiet == 0
         and watch.min_available is not None
         and watch.min_available >= replicas - max_unavailable
@@ -502,6 +544,8 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
     )
     ok = False
     try:
+        # The platform configuration first: the example KaiwoConfig (dynamic queues) over the defaulted one.
+        await apply_all(client, load_manifests(opts.examples / "kaiwoconfig.yaml"))
         ok = await partitioning_section(cluster, client, operator, opts, console)
         if ok:
             ok = await modelinfer_section(cluster, client, operator, opts, console)
