@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import NAMESPACES, PODS, SERVICES, resource_for
+from aiplane.kube.resources import PODS, SERVICES, resource_for
 from benchmarks import simproc
 from benchmarks.procstats import cpu_seconds, peak_rss_mb
 
@@ -138,22 +138,11 @@ def _successful(dgd: dict[str, Any]) -> bool:
     )
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
-
-
 async def measure(args: argparse.Namespace, kubeconfig: Path, sim_pid: int) -> Figures:
     client = await simproc.bench_client(kubeconfig)
     cmd = simproc.operator_command(kubeconfig, CONTROLLERS, args.workers, log_level=args.log_level)
     try:
-        namespaces = [f"serving-{i}" for i in range(args.namespaces)]
-        for ns in namespaces:
-            await client.create(
-                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-            )
+        namespaces = await simproc.create_namespaces(client, args.namespaces)
         with simproc.running(cmd, show_stderr=args.log_level in ("debug", "info")) as operator:
             await asyncio.sleep(args.startup)
             simproc.check_running(operator)
@@ -204,7 +193,7 @@ async def _converge(
     by_verb = {v: after[v] - before[v] for v in simproc.WRITE_VERBS}
     pods = (await client.list(PODS, label_selector=GRAPH_LABEL))["items"]
     want_pods = args.graphs * SERVICES_PER_GRAPH
-    if len(pods) != want_pods or not all(_ready(p) for p in pods):
+    if len(pods) != want_pods or not all(simproc.pod_ready(p) for p in pods):
         raise SystemExit(f"{len(pods)} pods (want {want_pods}), not all Running and Ready")
     object_creates = (
         len((await client.list(DCD))["items"])

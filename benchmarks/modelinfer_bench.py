@@ -57,7 +57,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import (
     CONTROLLERREVISIONS,
-    NAMESPACES,
     PODGROUPS,
     PODS,
     SERVICES,
@@ -174,24 +173,13 @@ async def _count(client: HttpKubeClient, res: Resource, selector: str | None = N
     return len((await client.list(res, label_selector=selector))["items"])
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
-    )
-
-
 async def measure(args: argparse.Namespace, kubeconfig: Path, sim_pid: int) -> Figures:
     client = await simproc.bench_client(kubeconfig)
     cmd = simproc.operator_command(
         kubeconfig, "modelinfer", args.workers, log_level=args.log_level, profile=args.profile
     )
     try:
-        namespaces = [f"serving-{i}" for i in range(args.namespaces)]
-        for ns in namespaces:
-            await client.create(
-                NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-            )
+        namespaces = await simproc.create_namespaces(client, args.namespaces)
         with simproc.running(cmd, show_stderr=args.log_level in ("debug", "info")) as operator:
             # The operator is up once its informers have listed: give it a moment, then check it lives.
             await asyncio.sleep(args.startup)
@@ -231,7 +219,7 @@ async def _converge(
             if args.trace:  # a list of every pod: adds load on the sim, off by default
                 pods = (await client.list(PODS, label_selector=NAME_LABEL))["items"]
                 bound = sum(1 for p in pods if (p.get("spec") or {}).get("nodeName"))
-                ready = sum(1 for p in pods if _ready(p))
+                ready = sum(1 for p in pods if simproc.pod_ready(p))
                 status = sum(1 for mi in items if mi.get("status"))
                 line += f"; {status} with status; pods {len(pods)} created, {bound} bound, {ready} ready"
             line += f"; operator CPU {cpu_seconds(operator_pid) - cpu0:.1f} s, sim CPU {cpu_seconds(sim_pid) - sim0:.1f} s"
@@ -249,7 +237,7 @@ async def _converge(
 
     pods = (await client.list(PODS, label_selector=NAME_LABEL))["items"]
     want_pods = args.modelinfers * pods_per_modelinfer(args.groups)
-    if len(pods) != want_pods or not all(_ready(p) for p in pods):
+    if len(pods) != want_pods or not all(simproc.pod_ready(p) for p in pods):
         raise SystemExit(f"{len(pods)} pods (want {want_pods}), not all Running and Ready")
     object_creates = (
         len(pods)

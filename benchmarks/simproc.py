@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import EVENTS
+from aiplane.kube.resources import EVENTS, NAMESPACES
 
 PY = sys.executable
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
@@ -197,6 +197,30 @@ def sim_running(
             yield Sim(proc, workdir, kubeconfig)
         finally:
             stop(proc)
+
+
+def pod_ready(pod: Mapping[str, object]) -> bool:
+    """Running with the ``Ready`` condition True: what the benchmarks wait for."""
+    status = pod.get("status")
+    if not isinstance(status, Mapping):
+        return False
+    conditions = status.get("conditions")
+    return (
+        status.get("phase") == "Running"
+        and isinstance(conditions, list)
+        and any(
+            isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+            for c in conditions
+        )
+    )
+
+
+async def create_namespaces(client: HttpKubeClient, count: int, prefix: str = "serving") -> list[str]:
+    """``count`` namespaces ``<prefix>-<i>`` for a benchmark's objects."""
+    names = [f"{prefix}-{i}" for i in range(count)]
+    for ns in names:
+        await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    return names
 
 
 async def bench_client(kubeconfig: Path) -> HttpKubeClient:

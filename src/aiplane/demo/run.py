@@ -139,6 +139,14 @@ async def _settled_writes(operator: InMemoryKubeClient, *, idle: float = 0.5, ti
     return operator.writes
 
 
+async def _writes_then_quiet(operator: InMemoryKubeClient, opts: DemoOptions) -> tuple[int, int]:
+    """The operator's writes once settled, then its writes in the ``quiet_seconds`` after: a steady
+    cluster must see zero writes from us, and every section shows it."""
+    writes = await _settled_writes(operator)
+    await asyncio.sleep(opts.quiet_seconds)
+    return writes, operator.writes - writes
+
+
 async def partitioning_section(
     cluster: EmbeddedCluster,
     client: InMemoryKubeClient,
@@ -181,10 +189,7 @@ async def partitioning_section(
             done = await _until(
                 lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, watch.render
             )
-        writes = await _settled_writes(operator)
-        # A steady cluster must see zero writes from us: show it.
-        await asyncio.sleep(opts.quiet_seconds)
-        quiet = operator.writes - writes
+        writes, quiet = await _writes_then_quiet(operator, opts)
         console.print()
         console.print(watch.summary(writes, quiet, opts.quiet_seconds))
         expected = sum(
@@ -310,9 +315,7 @@ async def modelinfer_section(
                 lambda: watch.converged(revision=old_revision), opts.timeout, live, watch.render
             )
         rollout_seconds = time.monotonic() - rollout_started
-        writes = await _settled_writes(operator)
-        await asyncio.sleep(opts.quiet_seconds)
-        quiet = operator.writes - writes
+        writes, quiet = await _writes_then_quiet(operator, opts)
         console.print()
         console.print(
             watch.summary(
@@ -425,9 +428,7 @@ async def dynamo_section(
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
             done = await _until(rolled, opts.timeout, live, watch.render)
         rollout_seconds = time.monotonic() - rollout_started
-        writes = await _settled_writes(operator)
-        await asyncio.sleep(opts.quiet_seconds)
-        quiet = operator.writes - writes
+        writes, quiet = await _writes_then_quiet(operator, opts)
         console.print()
         console.print(
             watch.summary(
@@ -496,9 +497,7 @@ async def request_section(
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
             ready = await _until(watch.ready, opts.timeout, live, watch.render)
         ready_seconds = time.monotonic() - watch.started
-        writes = await _settled_writes(operator)
-        await asyncio.sleep(opts.quiet_seconds)
-        quiet = operator.writes - writes
+        writes, quiet = await _writes_then_quiet(operator, opts)
         console.print()
         console.print(
             watch.summary(
