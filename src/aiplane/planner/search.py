@@ -8,6 +8,7 @@ latencies reproduces its choice; the aggregated plan is our approximation of its
 
 from __future__ import annotations
 
+import bisect
 import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -136,10 +137,7 @@ def decode_workers(w: Workload, latency: LatencyModel, tps: Iterable[int]) -> li
     summary frame, TPOT and rate are rounded to 3 decimals: its ties and cut-offs are on those."""
     out = []
     for tp in tps:
-        fits = max_batch(w.model, w.system, tp, w.decode_context)
-        for batch in BATCH_GRID:
-            if not _decode_fits(w, latency, tp, batch, fits):
-                break
+        for batch in BATCH_GRID[: _batches_that_fit(w, latency, tp)]:
             tpot = decode_step(w, latency, tp, batch) * DECODE_LATENCY_CORRECTION
             # A request's first token comes from the prefill: its decode is OSL - 1 steps (AIC's seq/s).
             rate = batch * 1000.0 / (tpot * (w.osl - 1))
@@ -147,10 +145,20 @@ def decode_workers(w: Workload, latency: LatencyModel, tps: Iterable[int]) -> li
     return out
 
 
-def _decode_fits(w: Workload, latency: LatencyModel, tp: int, batch: int, fits: int) -> bool:
-    if isinstance(latency, DecodeSimulating):
-        return latency.decode_fits(w.model, w.system, tp, batch, w.isl, w.osl)
-    return batch <= fits
+def _batches_that_fit(w: Workload, latency: LatencyModel, tp: int) -> int:
+    """How many of :data:`BATCH_GRID` fit: by the model's own memory model when it has one (memory
+    grows with the batch, so a bisection asks it ~7 times, not once per batch), else ours."""
+    if not isinstance(latency, DecodeSimulating):
+        fits = max_batch(w.model, w.system, tp, w.decode_context)
+        return bisect.bisect_right(BATCH_GRID, fits)
+    lo, hi = 0, len(BATCH_GRID)  # BATCH_GRID[:lo] fit; BATCH_GRID[hi:] do not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if latency.decode_fits(w.model, w.system, tp, BATCH_GRID[mid], w.isl, w.osl):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @lru_cache(maxsize=1024)
