@@ -319,3 +319,11 @@ def test_equal_values_come_in_pandas_order(boxed: bool) -> None:
     values = [float(v) for v in [3, 5, 5, 1, 5, 3, 5, 5, 2, 5, 5, 5, 3, 5, 5, 5, 5, 4, 5, 5, 5, 3, 5, 5]]
     frame = pd.DataFrame({"v": pd.Series(values, dtype=object if boxed else float)})
     assert pandas_descending(values, boxed=boxed) == list(frame.sort_values(by="v", ascending=False).index)
+
+
+def test_without_numpy_equal_values_keep_their_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in-only install has no numpy: the order is then stable (same values, same pick rules)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    assert pandas_descending([1.0, 5.0, 5.0, 3.0, 5.0], boxed=True) == [1, 2, 4, 3, 0]
