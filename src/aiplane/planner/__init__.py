@@ -10,6 +10,7 @@ from aiplane.planner.latency import BuiltinLatency, max_batch
 from aiplane.planner.models import model_from_hf_config, resolve_model
 from aiplane.planner.systems import partition, resolve_system
 from aiplane.planner.types import (
+    DecodeSimulating,
     EnginePlan,
     LatencyModel,
     ModelSpec,
@@ -22,6 +23,7 @@ from aiplane.planner.types import (
 
 __all__ = [
     "BuiltinLatency",
+    "DecodeSimulating",
     "EnginePlan",
     "LatencyModel",
     "ModelSpec",

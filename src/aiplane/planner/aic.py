@@ -159,7 +159,9 @@ class AicLatency:
     """Latencies from AIC's compiled engine: one engine per (model, system, TP), queries memoised.
 
     A prefill is AIC's context phase for ``batch`` prompts of ``isl`` tokens; a decode step is one
-    generation step of ``batch`` sequences at ``context`` tokens. AIC's own search multiplies these
+    generation step of ``batch`` sequences at ``context`` tokens; the TPOT of a request
+    (:meth:`decode_tpot_ms`, what the search rates decode workers by) is AIC's whole simulated
+    generation divided by its ``osl - 1`` steps, as its CLI's ``static_gen`` run computes it. AIC's own search multiplies these
     (prefill x1.1, TPOT x1.08, queueing x1.8); those are search policy and stay in the planner.
     """
 
@@ -173,7 +175,9 @@ class AicLatency:
         self.backend = backend
         self.backend_version = backend_version
         self._engines: dict[tuple[str, str | None, str, int], Any] = {}
-        self._memo: dict[tuple[str, str, str, int, int, int], float] = {}
+        self._sessions: dict[tuple[str, str | None, str, int], tuple[Any, Any, Any]] = {}
+        self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
+        self._memo: dict[tuple[str, str, str, int, int, int, int], float] = {}
 
     def _engine(self, model: ModelSpec, system: SystemSpec, tp: int) -> Any:
         target = aic_model(model)
@@ -192,8 +196,38 @@ class AicLatency:
             self._engines[key] = engine
         return engine
 
-    def _query(self, kind: str, model: ModelSpec, system: SystemSpec, tp: int, batch: int, x: int) -> float:
-        key = (kind, model.name, system.name, tp, batch, x)
+    def _session(self, model: ModelSpec, system: SystemSpec, tp: int) -> tuple[Any, Any, Any]:
+        """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with."""
+        target = aic_model(model)
+        aic_sys = aic_system(system)
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp)
+        session = self._sessions.get(key)
+        if session is None:
+            engine = self._engine_module
+            config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
+                tp_size=tp,
+                pp_size=1,
+                attention_dp_size=1,
+                moe_tp_size=1,
+                moe_ep_size=1,
+                gemm_quant_mode=target.gemm_quant_mode,
+            )
+            aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
+                target.model_id, config, self.backend
+            )
+            version = engine._literal_backend_version(aic_sys, self.backend, self.backend_version, None, None)
+            database = engine._maybe_load_database(aic_sys, self.backend, version, None)
+            backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
+                self.backend
+            )
+            session = (aic_model_obj, database, backend)
+            self._sessions[key] = session
+        return session
+
+    def _query(
+        self, kind: str, model: ModelSpec, system: SystemSpec, tp: int, batch: int, x: int, osl: int = 2
+    ) -> float:
+        key = (kind, model.name, system.name, tp, batch, x, osl)
         value = self._memo.get(key)
         if value is None:
             try:
@@ -201,8 +235,9 @@ class AicLatency:
                 if kind == "prefill":
                     value = float(engine.predict_prefill_latency(batch, x))
                 else:
-                    # osl 2: exactly one generation step, the sequences at `x` tokens of context.
-                    value = float(engine.predict_decode_latency(batch, x, 2))
+                    # The whole generation of `osl - 1` steps from `x` tokens of context (osl 2: one
+                    # step), summed by the engine's stride quadrature: AIC's static_gen run exactly.
+                    value = float(engine.predict_decode_latency(batch, x, osl)) / (osl - 1)
             except PlannerError:
                 raise
             # AIC raises ValueError, its own errors (missing FLOPs for a dtype, no database version) and
@@ -222,3 +257,34 @@ class AicLatency:
         self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
     ) -> float:
         return self._query("decode", model, system, tp, batch, context)
+
+    def decode_fits(
+        self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int, osl: int
+    ) -> bool:
+        """Whether AIC's memory model admits ``batch`` decoding requests: weights, activations and KV
+        within the GPU, and the KV within the backend's cache fraction (its static_gen OOM checks)."""
+        key = (model.name, system.name, tp, batch, isl, osl)
+        fits = self._fits.get(key)
+        if fits is None:
+            try:
+                aic_model_obj, database, backend = self._session(model, system, tp)
+                runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
+                    batch_size=batch, isl=isl, osl=osl
+                )
+                summary = backend.run_static(aic_model_obj, database, runtime, mode="static_gen")
+                fits = not (summary.check_oom() or summary.check_kv_cache_oom())
+            except PlannerError:
+                raise
+            except Exception as err:  # as in _query: AIC's own failures mean "cannot model this"
+                raise PlannerError(
+                    f"latencyModel aic: AIConfigurator cannot size {model.name} on {system.name} "
+                    f"({self.backend}, TP {tp}): {err}"
+                ) from err
+            self._fits[key] = fits
+        return fits
+
+    def decode_tpot_ms(
+        self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int, osl: int
+    ) -> float:
+        """AIC's TPOT: its generation time over ``osl - 1`` steps from ``isl`` tokens, per step."""
+        return self._query("decode", model, system, tp, batch, isl, osl)

@@ -8,13 +8,17 @@ latencies reproduces its choice; the aggregated plan is our approximation of its
 
 from __future__ import annotations
 
+import bisect
+import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from aiplane.planner.latency import kv_capacity_tokens, max_batch
 from aiplane.planner.types import (
     Backend,
+    DecodeSimulating,
     EnginePlan,
     LatencyModel,
     ModelSpec,
@@ -115,21 +119,46 @@ def prefill_workers(w: Workload, latency: LatencyModel, tps: Iterable[int]) -> l
         if kv_capacity_tokens(w.model, w.system, tp) < w.isl:
             continue
         ms = latency.prefill_ms(w.model, w.system, tp, 1, w.isl) * PREFILL_LATENCY_CORRECTION
-        out.append(PrefillWorker(tp, ms, ms * PREFILL_QUEUE_FACTOR, 1000.0 / ms))
+        # AIC's summary frame rounds TTFT and rate to 3 decimals before it filters and rate-matches.
+        out.append(PrefillWorker(tp, ms, round(ms, 3) * PREFILL_QUEUE_FACTOR, round(1000.0 / ms, 3)))
     return out
+
+
+def decode_step(w: Workload, latency: LatencyModel, tp: int, batch: int) -> float:
+    """Uncorrected mean decode step of ``batch`` requests: simulated over the decode when the model
+    can (:class:`DecodeSimulating`, as AIC's CLI does), else one step at the mean context."""
+    if isinstance(latency, DecodeSimulating):
+        return latency.decode_tpot_ms(w.model, w.system, tp, batch, w.isl, w.osl)
+    return latency.decode_step_ms(w.model, w.system, tp, batch, w.decode_context)
 
 
 def decode_workers(w: Workload, latency: LatencyModel, tps: Iterable[int]) -> list[DecodeWorker]:
+    """Decode workers per TP over the batch grid, up to the largest batch that fits. Like AIC's
+    summary frame, TPOT and rate are rounded to 3 decimals: its ties and cut-offs are on those."""
     out = []
     for tp in tps:
-        fits = max_batch(w.model, w.system, tp, w.decode_context)
-        for batch in BATCH_GRID:
-            if batch > fits:
-                break
-            step = latency.decode_step_ms(w.model, w.system, tp, batch, w.decode_context)
-            tpot = step * DECODE_LATENCY_CORRECTION
-            out.append(DecodeWorker(tp, batch, tpot, batch * 1000.0 / (tpot * w.osl)))
+        for batch in BATCH_GRID[: _batches_that_fit(w, latency, tp)]:
+            tpot = decode_step(w, latency, tp, batch) * DECODE_LATENCY_CORRECTION
+            # A request's first token comes from the prefill: its decode is OSL - 1 steps (AIC's seq/s).
+            rate = batch * 1000.0 / (tpot * (w.osl - 1))
+            out.append(DecodeWorker(tp, batch, round(tpot, 3), round(rate, 3)))
     return out
+
+
+def _batches_that_fit(w: Workload, latency: LatencyModel, tp: int) -> int:
+    """How many of :data:`BATCH_GRID` fit: by the model's own memory model when it has one (memory
+    grows with the batch, so a bisection asks it ~7 times, not once per batch), else ours."""
+    if not isinstance(latency, DecodeSimulating):
+        fits = max_batch(w.model, w.system, tp, w.decode_context)
+        return bisect.bisect_right(BATCH_GRID, fits)
+    lo, hi = 0, len(BATCH_GRID)  # BATCH_GRID[:lo] fit; BATCH_GRID[hi:] do not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if latency.decode_fits(w.model, w.system, tp, BATCH_GRID[mid], w.isl, w.osl):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 @lru_cache(maxsize=1024)
@@ -253,10 +282,10 @@ def candidate_rows(
 
     For each swept TPOT target t and each decode TP: of the (up to 16) decode workers with TPOT < t
     and the highest throughput per GPU, paired with every TTFT-meeting prefill worker (highest
-    throughput per GPU first), the rate-matched pair with the best throughput per GPU, then fewer
-    GPUs; the first of equals. AIC ranks the pairs here by the replica's own throughput per GPU; we
-    rank by throughput per budget GPU, which is the same unless the replica strands GPUs of the budget
-    (then ours is the better use of the budget, and a looser SLA can never lower it).
+    throughput per GPU first), the rate-matched pair with the best throughput per GPU of the replica
+    (as AIC, not per budget GPU), then fewer GPUs; the first of equals. The rows come in the order of
+    AIC's frame (targets in turn, each sorted by tokens/s/GPU, repeats dropped, then sorted again),
+    because its picker names the first of equal rows.
     """
     budget = w.total_gpus
     prefs = sorted(ok_prefills, key=lambda p: -p.rate / p.tp)
@@ -271,25 +300,48 @@ def candidate_rows(
             by_tp.setdefault(d.tp, []).append((d, best))
     rows: list[Match] = []
     seen: set[Match] = set()
-    for tp in sorted(by_tp):
-        previous: list[DecodeWorker] = []
-        for target in TPOT_SWEEP:
-            eligible = [(d, m) for d, m in by_tp[tp] if d.tpot_ms < target][:MAX_DECODE_WORKERS_PER_TP]
-            if [d for d, _ in eligible] == previous or not eligible:
-                continue  # the same decode workers give the same row
-            previous = [d for d, _ in eligible]
-            row = eligible[0][1]
-            for _, m in eligible[1:]:
-                if _row_key(m, budget) > _row_key(row, budget):
-                    row = m
-            if row not in seen:
-                seen.add(row)
-                rows.append(row)  # per decode TP in target order: what the picker's first-of-equals sees
-    return rows
+    for target in TPOT_SWEEP:
+        per_target: list[Match] = []  # one row per decode TP (AIC's groupby over "parallel": TP order)
+        for tp in sorted(by_tp):
+            eligible = [m for d, m in by_tp[tp] if d.tpot_ms < target][:MAX_DECODE_WORKERS_PER_TP]
+            if eligible:
+                row = eligible[0]
+                for m in eligible[1:]:
+                    if _row_key(m, budget) > _row_key(row, budget):
+                        row = m
+                per_target.append(row)
+        # AIC sorts each target's rows by tokens/s/GPU, then concatenates the targets and drops repeats.
+        for i in pandas_descending([round(m.per_gpu * w.osl, 3) for m in per_target], boxed=False):
+            if per_target[i] not in seen:
+                seen.add(per_target[i])
+                rows.append(per_target[i])
+    # The concatenated frame (object columns: it grew from an empty one) is sorted once more; its
+    # order is the one the picker's first-of-equals sees.
+    order = pandas_descending([round(m.per_gpu * w.osl, 3) for m in rows], boxed=True)
+    return [rows[i] for i in order]
+
+
+def pandas_descending(values: Sequence[float], *, boxed: bool) -> list[int]:
+    """Indices of ``values`` from high to low in the order pandas' ``sort_values(ascending=False)``
+    gives them, equal values included: AIC's first-of-equals is that order.
+
+    pandas reverses the column, argsorts it with numpy's (unstable) quicksort and reverses the result;
+    ``boxed`` is an object column (numpy's generic introsort), else float64 (numpy's SIMD sort where
+    the CPU has one). numpy comes with the aic extra; without it, a stable sort (equal values in
+    their given order), which differs from AIC only in which of equal plans is named.
+    """
+    n = len(values)
+    try:
+        np: Any = importlib.import_module("numpy")
+    except ImportError:
+        return sorted(range(n), key=lambda i: -values[i])
+    column = np.array(list(values)[::-1], dtype=object if boxed else float)
+    return [n - 1 - int(i) for i in column.argsort(kind="quicksort")][::-1]
 
 
 def _row_key(m: Match, budget: int | None) -> tuple[float, int]:
-    return (cluster_per_gpu(m, budget), -m.gpus)
+    del budget  # AIC ranks a category's pairs by the replica's own throughput per GPU
+    return (m.per_gpu, -m.gpus)
 
 
 def _closest(w: Workload, prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]) -> Match | None:
@@ -338,7 +390,7 @@ def _agg_point(w: Workload, latency: LatencyModel, tp: int, batch: int) -> tuple
     batch / OSL prefills: ITL = decode step + prefill time x batch / OSL (AIC's interference estimate).
     """
     prefill = latency.prefill_ms(w.model, w.system, tp, 1, w.isl) * PREFILL_LATENCY_CORRECTION
-    step = latency.decode_step_ms(w.model, w.system, tp, batch, w.decode_context) * DECODE_LATENCY_CORRECTION
+    step = decode_step(w, latency, tp, batch) * DECODE_LATENCY_CORRECTION
     return prefill * PREFILL_QUEUE_FACTOR, step + prefill * batch / w.osl
 
 

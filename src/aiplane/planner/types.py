@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 Backend = Literal["vllm", "sglang", "trtllm"]
 Vendor = Literal["nvidia", "amd"]
@@ -87,6 +87,31 @@ class LatencyModel(Protocol):
         self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
     ) -> float:
         """One decode step for ``batch`` requests at ``context`` tokens on one engine of ``tp`` GPUs."""
+        ...
+
+
+@runtime_checkable
+class DecodeSimulating(Protocol):
+    """A :class:`LatencyModel` that can also time a request's whole decode (optional).
+
+    One step at the mean context is a close stand-in for the mean step over a request's decode, but
+    not an exact one (attention grows with the context, GEMMs do not), and the few per cent between
+    them move which batch is the last under an ITL target. AIC's CLI simulates the decode step by
+    step; a model that can do the same offers it here, and the search then rates decode workers by it.
+    """
+
+    def decode_tpot_ms(
+        self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int, osl: int
+    ) -> float:
+        """Mean time per output token over the ``osl - 1`` decode steps of ``batch`` requests whose
+        prompts are ``isl`` tokens (the first output token comes from the prefill)."""
+        ...
+
+    def decode_fits(
+        self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int, osl: int
+    ) -> bool:
+        """Whether one engine of ``tp`` GPUs holds ``batch`` such requests (the model's own memory
+        model, so that the decode batches tried end where its simulation's do)."""
         ...
 
 

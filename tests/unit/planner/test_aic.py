@@ -142,3 +142,44 @@ def test_the_request_backend_reaches_the_aic_latency_model(monkeypatch: pytest.M
     load_latency_model("aic", "trtllm")
     load_latency_model("aic", "sglang")
     assert built == ["trtllm", "sglang"]
+
+
+@needs_aic
+def test_decode_is_rated_as_aic_cli_simulates_it() -> None:
+    """AIC's CLI times a decode worker over the request's OSL - 1 steps, and stops its batch sweep at
+    its memory model's limit; one step at the mean context was a few per cent off, which moved ties."""
+    # `aiconfigurator cli default` (0.12.0), Llama-3.1-8B on a100_sxm, vLLM, ISL 2000 / OSL 256:
+    # TPOT 16.964 ms at TP4 batch 168 (x 1.08 included); no TP1 decode worker past batch 184.
+    model = AicLatency("vllm")
+    llama = ModelSpec("meta-llama/Llama-3.1-8B", 32, 4096, 32, 8, 128, 14336, 128256)
+    a100 = replace(H200, name="a100_sxm", memory_gib=80.0)
+    assert model.decode_tpot_ms(llama, a100, 4, 168, 2000, 256) * 1.08 == pytest.approx(16.964, abs=5e-4)
+    assert model.decode_fits(llama, a100, 1, 184, 2000, 256)
+    assert not model.decode_fits(llama, a100, 1, 192, 2000, 256)
+
+
+@needs_aic
+def test_aic_plan_is_aic_cli_plan_among_equal_throughputs() -> None:
+    """Prefill-bound plans tie on tokens/s/GPU for every decode batch past the bound; AIC's CLI names
+    the first of equals in its (pandas-sorted) frame: TP4 batch 168 here, as our plan must."""
+    from aiplane.planner import PlanRequest, plan
+
+    result = plan(
+        PlanRequest(
+            model="meta-llama/Llama-3.1-8B",
+            backend="vllm",
+            system="a100",
+            isl=2000,
+            osl=256,
+            ttft_ms=500,
+            itl_ms=25,
+            total_gpus=8,
+            latency_model="aic",
+        )
+    )
+    assert (
+        result.disagg is not None and result.disagg.prefill is not None and result.disagg.decode is not None
+    )
+    assert (result.disagg.prefill.tp, result.disagg.prefill.workers) == (1, 4)
+    assert (result.disagg.decode.tp, result.disagg.decode.workers, result.disagg.decode.batch) == (4, 1, 168)
+    assert result.disagg.tokens_per_second_per_gpu == pytest.approx(856.397, abs=0.01)

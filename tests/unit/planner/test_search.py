@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from aiplane.planner import Plan, PlannerError, PlanRequest, plan
 from aiplane.planner.models import MODELS
-from aiplane.planner.search import DecodeWorker, Match, PrefillWorker, match
+from aiplane.planner.search import DecodeWorker, Match, PrefillWorker, match, pandas_descending
 from aiplane.planner.systems import SYSTEMS
 
 
@@ -281,3 +281,49 @@ def test_any_latency_model_plugs_in_and_may_span_nodes() -> None:
     assert result.latency_model == "stub"
     assert result.disagg is not None and result.disagg.meets_sla
     assert result.disagg.decode is not None and result.disagg.decode.tp == 16
+
+
+class _SimulatingLatency(_LinearLatency):
+    """A model that times whole decodes and has its own memory limit (as AicLatency does)."""
+
+    name = "simulating"
+
+    def decode_tpot_ms(self, model: object, system: object, tp: int, batch: int, isl: int, osl: int) -> float:
+        return (20.0 + batch * (isl + osl) / 1e4) / tp
+
+    def decode_fits(self, model: object, system: object, tp: int, batch: int, isl: int, osl: int) -> bool:
+        return batch <= 6
+
+
+def test_a_decode_simulating_model_rates_and_sizes_decode_workers() -> None:
+    """Its TPOT (not one step at the mean context) is the plan's ITL, and no batch it cannot hold is tried."""
+    result = plan(request(ttft_ms=2000, itl_ms=50, total_gpus=16), latency=_SimulatingLatency())
+    d = result.disagg
+    assert d is not None and d.decode is not None and d.decode.batch is not None
+    assert d.decode.batch <= 6
+    expected = (20.0 + d.decode.batch * 4500 / 1e4) / d.decode.tp * 1.08
+    assert d.itl_ms == pytest.approx(expected, abs=1e-3)
+
+
+@given(st.lists(st.sampled_from([1.0, 2.5, 2.5, 3.0, 7.25]), max_size=40), st.booleans())
+def test_pandas_order_is_a_descending_permutation(values: list[float], boxed: bool) -> None:
+    order = pandas_descending(values, boxed=boxed)
+    assert sorted(order) == list(range(len(values)))
+    assert all(values[a] >= values[b] for a, b in itertools.pairwise(order))
+
+
+@pytest.mark.parametrize("boxed", [True, False])
+def test_equal_values_come_in_pandas_order(boxed: bool) -> None:
+    """AIC's first of equals is whatever pandas' (unstable) sort_values puts first."""
+    pd = pytest.importorskip("pandas")
+    values = [float(v) for v in [3, 5, 5, 1, 5, 3, 5, 5, 2, 5, 5, 5, 3, 5, 5, 5, 5, 4, 5, 5, 5, 3, 5, 5]]
+    frame = pd.DataFrame({"v": pd.Series(values, dtype=object if boxed else float)})
+    assert pandas_descending(values, boxed=boxed) == list(frame.sort_values(by="v", ascending=False).index)
+
+
+def test_without_numpy_equal_values_keep_their_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in-only install has no numpy: the order is then stable (same values, same pick rules)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    assert pandas_descending([1.0, 5.0, 5.0, 3.0, 5.0], boxed=True) == [1, 2, 4, 3, 0]
