@@ -21,7 +21,7 @@ from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError
 from aiplane.kube.manager import Manager
-from aiplane.kube.resources import NODES, PDBS, PODS, resource_for
+from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS, resource_for
 from aiplane.sim.apiserver.store import Event
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
@@ -297,25 +297,7 @@ async def test_a_pdb_holds_a_drain_until_relaxed(world: World) -> None:
     await eventually(node_done, timeout=60)
 
 
-async def test_deleting_the_plan_mid_rollout_leaves_no_node_cordoned(world: World) -> None:
-    world.cluster.agents.amd.dcm_delay = 0.5
-    await world.client.create(PLANS, plan("gone", "mi300x-cpx"))
-
-    async def busy() -> bool:
-        return bool(await world.cordoned_or_tainted())
-
-    await eventually(busy)
-    await world.client.delete(PLANS, "gone")
-
-    async def released() -> bool:
-        nps = (await world.client.list(node_partitionings_resource()))["items"]
-        return not nps and not await world.cordoned_or_tainted()
-
-    await eventually(released, timeout=60)
-
-
-async def test_kubectl_shows_progress_and_events(world: World, tmp_path: Any) -> None:
-    """What a platform engineer sees: phase and counts in `kubectl get`, the story in `describe`."""
+def kubectl_runner(world: World, tmp_path: Any) -> Callable[..., str]:
     import shutil
     import subprocess
     import sys
@@ -336,6 +318,109 @@ async def test_kubectl_shows_progress_and_events(world: World, tmp_path: Any) ->
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
+    return run
+
+
+async def test_a_drain_held_by_a_pdb_names_the_budget_and_workload(world: World, tmp_path: Any) -> None:
+    """The user sees why the node waits: the condition, one Warning Event and `kubectl get np` name the
+    PodDisruptionBudget and the ModelInfer it protects; deleting the budget lets the drain finish."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "llama-70b-pd-0-decode-0",
+            "namespace": "default",
+            "labels": {"modelinfer.volcano.sh/name": "llama-70b-pd", "app": "llama"},
+        },
+        "spec": {"nodeName": "mi300x-0", "containers": [{"name": "c", "image": "x"}]},
+    }
+    await world.client.create(PODS, pod)
+    await world.client.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "llama-pdb", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "llama"}}},
+        },
+    )
+
+    async def running() -> bool:
+        got = await world.client.get(PODS, pod["metadata"]["name"], "default")
+        return (got.get("status") or {}).get("phase") == "Running"
+
+    await eventually(running)
+    await world.client.create(PLANS, plan("held", "mi300x-cpx", max_parallel=1, max_unavailable=1))
+    np_name = "held-mi300x-0"
+
+    async def blocked() -> bool:
+        if await np_phase(world, np_name) != "Draining":
+            return False
+        np = await world.client.get(node_partitionings_resource(), np_name)
+        return (np.get("status") or {}).get("blockedBy") == "default/llama-pdb"
+
+    await eventually(blocked)
+    np = await world.client.get(node_partitionings_resource(), np_name)
+    drain = next(c for c in np["status"]["conditions"] if c["type"] == "DrainCompleted")
+    assert (drain["status"], drain["reason"]) == ("False", "EvictionBlocked")
+    assert drain["message"] == (
+        "waiting for 1 pods to be evicted: PodDisruptionBudget default/llama-pdb "
+        "(ModelInfer default/llama-70b-pd) needs 1 healthy pods and has 1"
+    )
+
+    # Retries change nothing: the same answer costs no NP write and no second Event.
+    version = np["metadata"]["resourceVersion"]
+    await asyncio.sleep(6)  # a measurement window spanning an eviction retry, not a wait for anything
+    assert (await world.client.get(node_partitionings_resource(), np_name))["metadata"][
+        "resourceVersion"
+    ] == version
+    events = [
+        e
+        for e in (await world.client.list(EVENTS))["items"]
+        if e["involvedObject"].get("name") == np_name and e["reason"] == "EvictionBlocked"
+    ]
+    assert len(events) == 1 and events[0]["type"] == "Warning" and events[0].get("count", 1) == 1
+    assert (
+        "default/llama-pdb" in events[0]["message"]
+        and "ModelInfer default/llama-70b-pd" in events[0]["message"]
+    )
+
+    run = kubectl_runner(world, tmp_path)
+    table = await asyncio.to_thread(run, "get", "np", np_name)
+    header, row = table.splitlines()[:2]
+    assert header.split()[:5] == ["NAME", "NODE", "PHASE", "PROFILE", "BLOCKED-BY"]
+    assert row.split()[:5] == [np_name, "mi300x-0", "Draining", "mi300x-cpx", "default/llama-pdb"]
+
+    await world.client.delete(PDBS, "llama-pdb", namespace="default")
+
+    async def node_done() -> bool:
+        np = await world.client.get(node_partitionings_resource(), np_name)
+        status = np.get("status") or {}
+        return status.get("phase") == "Succeeded" and "blockedBy" not in status
+
+    await eventually(node_done, timeout=60)
+
+
+async def test_deleting_the_plan_mid_rollout_leaves_no_node_cordoned(world: World) -> None:
+    world.cluster.agents.amd.dcm_delay = 0.5
+    await world.client.create(PLANS, plan("gone", "mi300x-cpx"))
+
+    async def busy() -> bool:
+        return bool(await world.cordoned_or_tainted())
+
+    await eventually(busy)
+    await world.client.delete(PLANS, "gone")
+
+    async def released() -> bool:
+        nps = (await world.client.list(node_partitionings_resource()))["items"]
+        return not nps and not await world.cordoned_or_tainted()
+
+    await eventually(released, timeout=60)
+
+
+async def test_kubectl_shows_progress_and_events(world: World, tmp_path: Any) -> None:
+    """What a platform engineer sees: phase and counts in `kubectl get`, the story in `describe`."""
+    run = kubectl_runner(world, tmp_path)
     await world.client.create(PLANS, plan("shown", "mi300x-cpx", max_parallel=4, max_unavailable=4))
 
     async def completed() -> bool:

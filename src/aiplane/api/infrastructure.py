@@ -311,6 +311,13 @@ class NodePartitioningStatus(ApiModel):
         "Conditions represent the latest available observations of the operation's state."
     )
     currentHash: str | None = Field(None, description="CurrentHash is the hash of the current applied state.")
+    blockedBy: str | None = Field(
+        None,
+        description=(
+            "BlockedBy names the PodDisruptionBudgets (namespace/name, comma-separated) whose refusals "
+            "are holding the drain; unset when nothing blocks it."
+        ),
+    )
 
 
 class NodePartitioning(Resource):
@@ -328,6 +335,7 @@ class NodePartitioning(Resource):
             PrinterColumn("Node", ".spec.nodeName"),
             PrinterColumn("Phase", ".status.phase"),
             PrinterColumn("Profile", ".spec.profileRef.name"),
+            PrinterColumn("Blocked-By", ".status.blockedBy"),
             PrinterColumn("Plan", ".spec.planRef.name", priority=1),
             PrinterColumn("Dry-Run", ".spec.dryRun", "boolean", priority=1),
             AGE,

@@ -9,6 +9,12 @@ Terminating pods are not evicted again but are waited for: a pod in its grace pe
 ``/dev/kfd`` and make DCM fail with "Device busy". Pods that finished (phase Succeeded / Failed) hold
 nothing and are ignored. A toleration with ``tolerationSeconds`` does not count as tolerating (the
 taint manager would evict the pod anyway, ignoring its PodDisruptionBudget).
+
+A drain held by a PodDisruptionBudget says so: the executor remembers the Eviction API's 429
+(``DisruptionBudget`` cause) per pod, and the drain turns it into ``DrainCompleted=False``
+``EvictionBlocked`` naming each budget, the workload it protects and the server's count, sets
+``status.blockedBy`` (a printer column) and records one Warning Event per budget newly holding it
+(the previous ``status.blockedBy`` is the memory, so retries record nothing and write nothing).
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from aiplane.controllers.partitioning.node_run import (
     NODE_CORDONED,
     NODE_TAINTED,
     NORMAL,
+    WARNING,
     Run,
     fmt_duration,
 )
-from aiplane.controllers.partitioning.views import PodView
+from aiplane.controllers.partitioning.views import BlockedEviction, PodView
 from aiplane.controllers.partitioning.vocabulary import (
     APPLYING,
     CORDONED_BY_ANNOTATION,
@@ -103,6 +110,50 @@ def _timed_out(run: Run, remaining: list[PodView]) -> bool:
     )
 
 
+def _budgets_holding(run: Run, remaining: list[PodView]) -> dict[str, list[tuple[PodView, BlockedEviction]]]:
+    """The pods still to evict whose last eviction a PodDisruptionBudget refused, by budget."""
+    by_pod = {b.pod_key: b for b in run.blocked}
+    held: dict[str, list[tuple[PodView, BlockedEviction]]] = {}
+    for pod in remaining:
+        blocked = by_pod.get(pod.key)
+        if pod.terminating or blocked is None or (blocked.uid and pod.uid and blocked.uid != pod.uid):
+            continue
+        held.setdefault(blocked.budget_key, []).append((pod, blocked))
+    return held
+
+
+def _describe(budget: str, entries: list[tuple[PodView, BlockedEviction]]) -> str:
+    workloads = sorted({pod.workload for pod, _ in entries if pod.workload})
+    owned = f" ({', '.join(workloads)})" if workloads else ""
+    return f"PodDisruptionBudget {budget}{owned} {entries[0][1].detail}"
+
+
+def _report_blocked(run: Run, remaining: list[PodView]) -> bool:
+    """Name the budgets holding the drain (condition, ``status.blockedBy``, one Event per new budget)."""
+    held = _budgets_holding(run, remaining)
+    if not held:
+        return False
+    budgets = sorted(held)
+    descriptions = [_describe(budget, held[budget]) for budget in budgets]
+    run.cond(
+        DRAIN_COMPLETED,
+        "False",
+        "EvictionBlocked",
+        f"waiting for {len(remaining)} pods to be evicted: {'; '.join(descriptions)}",
+    )
+    run.blocked_by = ", ".join(budgets)
+    before = str(run.np.status.get("blockedBy") or "").split(", ")
+    for budget, description in zip(budgets, descriptions, strict=True):
+        if budget not in before:
+            pods = ", ".join(sorted(pod.key for pod, _ in held[budget]))
+            run.event(
+                WARNING,
+                "EvictionBlocked",
+                f"Draining node {run.node_name}: eviction of {pods} refused by {description}",
+            )
+    return True
+
+
 def draining(run: Run) -> bool:
     """Cordon, evict, taint; on to Applying once nothing that must go is left."""
     if run.profile is None:
@@ -121,6 +172,9 @@ def draining(run: Run) -> bool:
     for pod in remaining:
         if not pod.terminating:
             run.act(Evict(pod.namespace, pod.name, pod.uid))
+    if _report_blocked(run, remaining):
+        run.wait_until(deadline, run.config.eviction_retry)
+        return False
     run.cond(
         DRAIN_COMPLETED,
         "False",

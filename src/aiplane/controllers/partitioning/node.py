@@ -11,6 +11,7 @@ the finalizer only after the node write succeeded. An API error never makes a no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -21,6 +22,7 @@ from aiplane.controllers.partitioning.node_machine import decide, observe
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.controllers.partitioning.views import BlockedEviction
 from aiplane.controllers.partitioning.vocabulary import DCM_EVENT_SOURCE, FINALIZER
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
@@ -36,6 +38,10 @@ FIELD_MANAGER: Final = "aiplane-nodepartitioning"
 COMPONENT: Final = "nodepartitioning-controller"
 BY_NODE = "spec.nodeName"
 BY_PROFILE = "spec.profileRef.name"
+# kube-apiserver's cause for a PodDisruptionBudget with no disruption left (registry/core/pod/storage/eviction.go).
+_BUDGET_CAUSE: Final = re.compile(
+    r"The disruption budget (?P<name>\S+) (?P<detail>needs \d+ healthy pods and has \d+)"
+)
 
 
 def node_partitionings_resource() -> Resource:
@@ -85,7 +91,14 @@ class NodePartitioningExecutor:
         # Our own latest write of each NP: the informer lags behind it, and deciding on the older
         # cached copy would replay a step already done (re-tainting a node after the operator step).
         self.writes = Expectations()
-        self.nps.add_handler(on_delete=lambda obj: self.writes.deleted(objects.name(obj), obj))
+        self.nps.add_handler(on_delete=self._forget)
+        # The Eviction API's last refusal per NP and pod: nothing watches that answer, and the drain
+        # reports it (which budget holds which workload). Kept only for pods still on the node.
+        self.blocked: dict[str, dict[str, BlockedEviction]] = {}
+
+    def _forget(self, obj: dict[str, Any]) -> None:
+        self.writes.deleted(objects.name(obj), obj)
+        self.blocked.pop(objects.name(obj), None)
 
     # --- mapping other kinds to the NodePartitionings they affect -----------------------------------
 
@@ -118,10 +131,26 @@ class NodePartitioningExecutor:
         profile = self.profiles.get(((spec.get("profileRef") or {}).get("name")) or "")
         pods = self.pods.by_index(BY_NODE, node_name)
         dcm_events = self.events.by_index("node", node_name)
-        decision = decide(observe(np, node, profile, pods, dcm_events), self.clock.now(), self.config)
+        blocked = self._blocked_for(request.key, pods)
+        seen = observe(np, node, profile, pods, dcm_events, blocked)
+        decision = decide(seen, self.clock.now(), self.config)
         if not (decision.is_noop and not decision.evictions):
             await self._act(request.key, np, node, decision)
+        if not decision.evictions:
+            self.blocked.pop(request.key, None)
+        elif set(self.blocked.get(request.key, {}).values()) != set(blocked):
+            return Result(requeue=True)  # report the Eviction API's new answer now, not a retry later
         return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
+
+    def _blocked_for(self, key: str, pods: Iterable[Mapping[str, Any]]) -> tuple[BlockedEviction, ...]:
+        """The remembered refusals for pods still on the node (the rest are forgotten)."""
+        memory = self.blocked.get(key)
+        if not memory:
+            return ()
+        present = {f"{objects.namespace(p)}/{objects.name(p)}" for p in pods}
+        for pod_key in [k for k in memory if k not in present]:
+            del memory[pod_key]
+        return tuple(memory.values())
 
     async def _act(
         self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: Decision
@@ -134,7 +163,7 @@ class NodePartitioningExecutor:
             updated = apply_node_actions(node, decision.node_mutations)
             await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
         for eviction in decision.evictions:
-            await self._evict(eviction)
+            await self._evict(key, eviction)
         if decision.status is not None:
             written = await self.status.write(current, decision.status)
             if written is not None:
@@ -157,16 +186,40 @@ class NodePartitioningExecutor:
         self.writes.wrote(key, np, written, conditional=True)
         return written
 
-    async def _evict(self, eviction: Evict) -> None:
-        """Evict one pod; a PodDisruptionBudget's 429 and a vanished pod are answers, not errors."""
+    async def _evict(self, key: str, eviction: Evict) -> None:
+        """Evict one pod; a PodDisruptionBudget's 429 and a vanished pod are answers, not errors.
+        The 429's budget is remembered for the drain to report; any other answer forgets it."""
         options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if eviction.uid:
             options["preconditions"] = {"uid": eviction.uid}
+        pod_key = f"{eviction.namespace}/{eviction.name}"
+        memory = self.blocked.setdefault(key, {})
         try:
             await self.client.evict(eviction.name, eviction.namespace, delete_options=options)
         except ApiError as exc:
             if not (exc.too_many_requests or exc.not_found or exc.conflict):
                 raise
+            refusal = _budget_refusal(exc, eviction) if exc.too_many_requests else None
+            if refusal is not None:
+                memory[pod_key] = refusal
+                return
+        memory.pop(pod_key, None)
+
+
+def _budget_refusal(exc: ApiError, eviction: Evict) -> BlockedEviction | None:
+    """The PodDisruptionBudget a 429 names in its ``DisruptionBudget`` cause (None: another 429,
+    e.g. a budget still being processed, which says nothing lasting)."""
+    details = exc.body.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    for cause in causes if isinstance(causes, list) else ():
+        if not isinstance(cause, Mapping) or cause.get("reason") != "DisruptionBudget":
+            continue
+        match = _BUDGET_CAUSE.search(str(cause.get("message") or ""))
+        if match:
+            return BlockedEviction(
+                eviction.namespace, eviction.name, eviction.uid, match["name"], match["detail"]
+            )
+    return None
 
 
 def setup_controller(manager: Manager) -> Controller:

@@ -101,6 +101,7 @@ from aiplane.controllers.partitioning.node_run import (
 )
 from aiplane.controllers.partitioning.verify import already_configured, verifying
 from aiplane.controllers.partitioning.views import (
+    BlockedEviction,
     DcmEventView,
     NodePartitioningView,
     NodeView,
@@ -140,6 +141,7 @@ class NodeObservation:
     profile: ProfileView | None  # None: the PartitioningProfile named by spec.profileRef does not exist
     pods: tuple[PodView, ...]  # the Pods with spec.nodeName = the node (any namespace, any phase)
     dcm_events: tuple[DcmEventView, ...]  # recent DCM Events (filtered again by node and time)
+    blocked: tuple[BlockedEviction, ...] = ()  # the Eviction API's last 429s for pods on the node
 
 
 def observe(
@@ -148,14 +150,17 @@ def observe(
     profile: Mapping[str, Any] | None,
     pods_on_node: Sequence[Mapping[str, Any]],
     dcm_events: Sequence[Mapping[str, Any]] = (),
+    blocked: Sequence[BlockedEviction] = (),
 ) -> NodeObservation:
-    """The views of what the executor found in its caches (``None`` for an object that is absent)."""
+    """The views of what the executor found in its caches (``None`` for an object that is absent),
+    plus what the Eviction API last answered it (``blocked``: nothing watches that answer)."""
     return NodeObservation(
         np=node_partitioning_view(np),
         node=node_view(node) if node is not None else None,
         profile=profile_view(profile) if profile is not None else None,
         pods=pod_views(pods_on_node),
         dcm_events=dcm_event_views(dcm_events),
+        blocked=tuple(blocked),
     )
 
 
@@ -257,6 +262,7 @@ def _start(
         profile_error=profile.unusable if profile is not None else None,
         pods=seen.pods,
         dcm_events=seen.dcm_events,
+        blocked=seen.blocked,
         now=now,
         config=config,
         admitted=admitted,
@@ -292,6 +298,10 @@ def _decision(run: Run) -> Decision:
     status["conditions"] = run.conditions
     if run.current_hash:
         status["currentHash"] = run.current_hash
+    if run.blocked_by:
+        status["blockedBy"] = run.blocked_by
+    else:
+        status.pop("blockedBy", None)
     if run.np.generation is not None:
         status["observedGeneration"] = run.np.generation
     return Decision(
@@ -363,6 +373,7 @@ def _decide_node_missing(np: NodePartitioningView, now: datetime) -> Decision:
     )
     old_status = np.status
     status = {**old_status, "phase": FAILED, "conditions": conditions}
+    status.pop("blockedBy", None)
     if np.generation is not None:
         status["observedGeneration"] = np.generation
     return Decision(

@@ -27,6 +27,7 @@ from aiplane.controllers.partitioning.node_actions import (
     applied_by,
 )
 from aiplane.controllers.partitioning.views import (
+    BlockedEviction,
     DcmEventView,
     NodePartitioningView,
     NodeView,
@@ -150,6 +151,7 @@ class Run:
     profile_error: str | None  # why the profile is unusable (None: usable or missing)
     pods: Sequence[PodView]
     dcm_events: Sequence[DcmEventView]
+    blocked: Sequence[BlockedEviction]
     now: datetime
     config: NodeLogicConfig
     admitted: bool
@@ -162,6 +164,7 @@ class Run:
     requeue: float | None = None
     finalizer: Literal["add", "remove"] | None = None
     drop_trigger: bool = False
+    blocked_by: str | None = None  # status.blockedBy: the budgets holding the drain (None: nothing)
 
     def __post_init__(self) -> None:
         self.node = node_view(self.work)

@@ -37,6 +37,7 @@ from aiplane.controllers.partitioning.vocabulary import (
 
 __all__ = [
     "Amount",
+    "BlockedEviction",
     "DcmEventView",
     "NodePartitioningView",
     "NodeView",
@@ -493,18 +494,56 @@ class PodView:
     finished: bool  # phase Succeeded or Failed: holds nothing
     terminating: bool
     tolerates_dcm_taint: bool
+    workload: str = ""  # "Kind namespace/name" of what keeps the pod alive (empty: a bare pod)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
 
+#: Label every ModelInfer pod carries: it names the workload an operator knows, not its InferGroup.
+MODELINFER_NAME_LABEL = "modelinfer.volcano.sh/name"
+
+
+def _workload_of(pod: Obj, namespace: str) -> str:
+    """The workload a user recognises: the ModelInfer (by its label), else the controlling owner."""
+    labels = deep_get(pod, "metadata.labels") or {}
+    modelinfer = labels.get(MODELINFER_NAME_LABEL)
+    if isinstance(modelinfer, str) and modelinfer:
+        return f"ModelInfer {namespace}/{modelinfer}"
+    owner = controller_of(pod)
+    if owner is not None and owner.get("kind") and owner.get("name"):
+        return f"{owner['kind']} {namespace}/{owner['name']}"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedEviction:
+    """The Eviction API refused to evict a pod because of a PodDisruptionBudget (429
+    ``DisruptionBudget``): what the executor remembers from that answer, for the drain to report."""
+
+    namespace: str
+    pod: str
+    uid: str | None
+    budget: str  # the PodDisruptionBudget's name (same namespace as the pod)
+    detail: str  # e.g. "needs 2 healthy pods and has 2", from the server's cause message
+
+    @property
+    def pod_key(self) -> str:
+        return f"{self.namespace}/{self.pod}"
+
+    @property
+    def budget_key(self) -> str:
+        return f"{self.namespace}/{self.budget}"
+
+
 def pod_view(pod: Obj) -> PodView:
     owner_kinds = {ref.get("kind") for ref in owner_references_of(pod)}
     annotations = deep_get(pod, "metadata.annotations") or {}
     uid = deep_get(pod, "metadata.uid")
+    namespace = str(deep_get(pod, "metadata.namespace") or "")
     return PodView(
-        namespace=str(deep_get(pod, "metadata.namespace") or ""),
+        namespace=namespace,
         name=str(deep_get(pod, "metadata.name") or ""),
         uid=str(uid) if uid else None,
         node_name=deep_get(pod, "spec.nodeName"),
@@ -513,6 +552,7 @@ def pod_view(pod: Obj) -> PodView:
         finished=deep_get(pod, "status.phase") in ("Succeeded", "Failed"),
         terminating=bool(deep_get(pod, "metadata.deletionTimestamp")),
         tolerates_dcm_taint=pod_tolerates_dcm_taint(pod),
+        workload=_workload_of(pod, namespace),
     )
 
 
