@@ -26,6 +26,8 @@ from aiplane.kube.resources import (
     INGRESSES,
     LEADERWORKERSETS,
     NAMESPACES,
+    NODES,
+    PDBS,
     PODGROUPS,
     PODS,
     SERVICES,
@@ -290,6 +292,42 @@ async def test_a_spec_the_controller_cannot_build_is_reported_without_children(w
 async def _has_events(world: World, name: str, reason: str) -> bool:
     listed = await world.client.list(EVENTS, NS, field_selector=f"involvedObject.name={name},reason={reason}")
     return bool(listed["items"])
+
+
+async def test_a_pdb_guards_drains_as_the_rollout_does_and_goes_when_multinode(world: World) -> None:
+    await world.client.create(DCD, worker(replicas=2, gpus="1"), namespace=NS)
+    dcd = await eventually(lambda: world.available("dec"), 30, "worker Available")
+    pdb = await world.client.get(PDBS, "dec", NS)
+    assert pdb["spec"] == {
+        "selector": {"matchLabels": {"nvidia.com/selector": "dec"}},
+        "maxUnavailable": "25%",
+    }
+    assert pdb["metadata"]["ownerReferences"][0]["uid"] == dcd["metadata"]["uid"]
+
+    async def allowed(want: int) -> bool:
+        status = (await world.client.get(PDBS, "dec", NS)).get("status") or {}
+        got = (status.get("expectedPods"), status.get("currentHealthy"), status.get("disruptionsAllowed"))
+        return got == (2, 2 if want else 1, want)
+
+    # 25% of 2 pods rounds up to 1: one pod may go at a time.
+    await eventually(lambda: allowed(1), 30, "PDB status: 1 disruption allowed")
+    # A drain: cordon every node so the evicted pod's replacement stays Pending, then evict both pods.
+    for node in await world.names(NODES):
+        await world.client.patch(NODES, node, {"spec": {"unschedulable": True}})
+    pods = (await world.client.list(PODS, namespace=NS, label_selector="nvidia.com/selector=dec"))["items"]
+    first, second = sorted(p["metadata"]["name"] for p in pods)
+    await world.client.evict(first, NS)
+    with pytest.raises(ApiError) as refused:
+        await world.client.evict(second, NS)
+    assert refused.value.status == 429
+    await eventually(lambda: allowed(0), 30, "PDB status: no disruption allowed while one pod is down")
+    # Multinode replicas are gangs: the per-pod budget goes with the Deployment.
+    await world.client.patch(DCD, "dec", {"spec": {"multinode": {"nodeCount": 2}}}, namespace=NS)
+
+    async def pdb_gone() -> bool:
+        return await world.names(PDBS) == [] and await world.names(DEPLOYMENTS) == []
+
+    await eventually(pdb_gone, 30, "PDB and Deployment deleted")
 
 
 async def test_zero_writes_after_convergence(world: World) -> None:

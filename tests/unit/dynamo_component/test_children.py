@@ -62,7 +62,7 @@ def by_kind(desired: Desired) -> dict[str, list[Obj]]:
 def test_frontend_gets_a_deployment_and_a_service_owned_and_hashed() -> None:
     desired = build(dcd())
     kinds = by_kind(desired)
-    assert sorted(kinds) == ["Deployment", "Service"]
+    assert sorted(kinds) == ["Deployment", "PodDisruptionBudget", "Service"]
     deploy, svc = kinds["Deployment"][0], kinds["Service"][0]
     assert deploy["metadata"]["name"] == svc["metadata"]["name"] == "g-frontend"
     assert deploy["spec"]["selector"] == {"matchLabels": {"nvidia.com/selector": "g-frontend"}}
@@ -80,7 +80,7 @@ def test_frontend_gets_a_deployment_and_a_service_owned_and_hashed() -> None:
 
 
 def test_a_worker_gets_no_service() -> None:
-    assert sorted(by_kind(build(worker()))) == ["Deployment"]
+    assert sorted(by_kind(build(worker()))) == ["Deployment", "PodDisruptionBudget"]
 
 
 def test_ingress_needs_enabled_and_a_class() -> None:
@@ -235,3 +235,57 @@ def test_multinode_without_lws_says_no_orchestrator() -> None:
 
 def test_zero_replicas_multinode_wants_no_lws() -> None:
     assert by_kind(build(worker(nodes=2, replicas=0))) == {}
+
+
+def with_strategy(obj: Obj, strategy: str) -> Obj:
+    obj["metadata"]["annotations"] = {"nvidia.com/deployment-strategy": strategy}
+    return obj
+
+
+def pdb_of(obj: Obj) -> Obj | None:
+    found = by_kind(build(obj)).get("PodDisruptionBudget") or []
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+@pytest.mark.parametrize(
+    ("strategy", "max_unavailable"),
+    [
+        (None, "25%"),  # the default 25%/25% rolling update
+        ("BestEffortControlledRollout", "20%"),
+        ("RampedSlowRollout", 1),  # its 0 would hold every drain forever: one pod at a time
+        ("NoSuchStrategy", "25%"),  # an unknown annotation is the default rolling update
+    ],
+)
+def test_single_node_pdb_takes_the_deployment_strategy_max_unavailable(
+    strategy: str | None, max_unavailable: int | str
+) -> None:
+    obj = worker(gpu="1")
+    if strategy is not None:
+        with_strategy(obj, strategy)
+    deploy = by_kind(build(obj))["Deployment"][0]
+    pdb = pdb_of(obj)
+    assert pdb is not None
+    assert pdb["apiVersion"] == "policy/v1" and pdb["metadata"]["name"] == "g-decode"
+    assert pdb["spec"] == {"selector": deploy["spec"]["selector"], "maxUnavailable": max_unavailable}
+    ref = pdb["metadata"]["ownerReferences"][0]
+    assert (ref["uid"], ref["controller"]) == ("uid-1", True)
+    assert pdb["metadata"]["annotations"][ANNOTATION_HASH] == hash_of(pdb)
+
+
+def test_recreate_gets_no_pdb_and_multinode_gets_none() -> None:
+    assert pdb_of(with_strategy(worker(gpu="1"), "Recreate")) is None
+    assert pdb_of(worker(nodes=2)) is None
+
+
+def test_pdb_hash_is_stable_and_follows_the_strategy_not_the_image_or_replicas() -> None:
+    first = pdb_of(worker(gpu="1"))
+    again = pdb_of(worker(gpu="1"))
+    assert first is not None and again is not None and not needs_update(first, again)
+    other_pods = worker(gpu="1", replicas=5)
+    other_pods["spec"]["extraPodSpec"]["mainContainer"]["image"] = "vllm:2"
+    same = pdb_of(other_pods)
+    assert same is not None and not needs_update(first, same)  # a rollout does not touch the budget
+    ramped = pdb_of(with_strategy(worker(gpu="1"), "RampedSlowRollout"))
+    assert ramped is not None and needs_update(first, ramped)
+    assert updated(first, ramped)["spec"]["maxUnavailable"] == 1

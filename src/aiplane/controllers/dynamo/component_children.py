@@ -16,6 +16,9 @@ Where we decided differently from upstream (docs/dynamo.md, "DynamoComponentDepl
   orchestrator available", as the DGD controller says, instead of a silent single Deployment.
 * LeaderWorkerSet pods keep ``nvidia.com/selector``, so the frontend Service (plus ``role=leader``)
   and ``status.labelSelector`` select them; upstream removed it and its Service selected nothing.
+* A single-node DCD also gets a PodDisruptionBudget ``<dcd>`` (upstream creates none): a drain may
+  take down at most what the component's own rolling update may (:func:`_pdb` says how 0 and
+  ``Recreate`` are handled).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from aiplane.controllers.platform import Platform, decorate_template, default_gp
 
 __all__ = [
     "ANNOTATION_HASH",
+    "MIN_PDB_UNAVAILABLE",
     "REASON_INVALID",
     "REASON_NO_ORCHESTRATOR",
     "ChildrenError",
@@ -64,6 +68,8 @@ ANNOTATION_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 LABEL_ROLE: Final = "role"
 LABEL_INSTANCE: Final = "instance-id"
 VOLCANO: Final = "volcano"
+#: A budget of 0 would block every drain forever; one pod at a time is the least that lets one finish.
+MIN_PDB_UNAVAILABLE: Final = 1
 REASON_INVALID: Final = "InvalidSpec"
 REASON_NO_ORCHESTRATOR: Final = "NoMultinodeOrchestrator"
 DEFAULT_CPU_UTILIZATION: Final = 80
@@ -212,6 +218,39 @@ def _deployment(dcd: Mapping[str, Any], template: Obj, replicas: int) -> Obj:
             "strategy": deployment_strategy(dcd),
             "template": template,
         },
+    }
+
+
+def _pdb_max_unavailable(strategy: Mapping[str, Any]) -> int | str | None:
+    """The budget's ``maxUnavailable`` for a Deployment ``strategy``; ``None``: no budget.
+
+    A rolling update's ``maxUnavailable`` is what the component's owner accepts losing at once, so a
+    drain may take as much. Its 0 (``RampedSlowRollout``) is safe in a rollout only because the surge
+    brings a replacement up first; an eviction has no surge, and a budget of 0 would hold every
+    drain (``kubectl drain``, the cluster autoscaler, node partitioning) forever, so it becomes 1.
+    ``Recreate`` takes every pod down at each rollout: the owner has said the component may be down,
+    and a budget would promise more during a drain than the component's own updates keep.
+    """
+    if strategy.get("type") == "Recreate":
+        return None
+    rolling = strategy.get("rollingUpdate")
+    value = rolling.get("maxUnavailable") if isinstance(rolling, Mapping) else None
+    if value is None or value in (0, "0", "0%"):
+        return MIN_PDB_UNAVAILABLE
+    return int(value) if isinstance(value, int) else str(value)
+
+
+def _pdb(dcd: Mapping[str, Any]) -> Obj | None:
+    """The PodDisruptionBudget of a single-node DCD: the Deployment's pods, its ``maxUnavailable``."""
+    max_unavailable = _pdb_max_unavailable(deployment_strategy(dcd))
+    if max_unavailable is None:
+        return None
+    name = objects.name(dcd)
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(dcd, name, _child_labels(dcd)),
+        "spec": {"selector": {"matchLabels": {LABEL_SELECTOR: name}}, "maxUnavailable": max_unavailable},
     }
 
 
@@ -441,6 +480,10 @@ def desired_children(inp: ChildrenInput) -> Desired:
             raise ChildrenError(str(exc)) from None
     else:
         children.append(_stamp(_deployment(dcd, template, replicas), ignore_replicas=hpa_on))
+        # Multinode replicas are gangs: a budget over single pods would not protect them (later piece).
+        pdb = _pdb(dcd)
+        if pdb is not None:
+            children.append(pdb)
     if spec.get("componentType") == COMPONENT_FRONTEND:
         children.append(_service(dcd, is_multinode))
     children.extend(_exposure(inp))

@@ -3,8 +3,8 @@ exist) and :mod:`.component_status` (what to report).
 
 ::
 
-    observe   the DCD, its children (Deployments, Services, Ingresses, VirtualServices, HPAs,
-              LeaderWorkerSets, PodGroups it controls) from informer caches, overlaid with our own
+    observe   the DCD, its children (Deployments, PodDisruptionBudgets, Services, Ingresses,
+              VirtualServices, HPAs, LeaderWorkerSets, PodGroups it controls) from informer caches, overlaid with our own
               writes (Expectations.view); the parent DGD's backend; the component ServiceAccount
     decide    component_children.desired_children → component_status.*_availability
     act       create what is missing, replace what carries another spec hash, delete what this DCD
@@ -77,6 +77,7 @@ from aiplane.kube.resources import (
     HPAS,
     INGRESSES,
     LEADERWORKERSETS,
+    PDBS,
     PODGROUPS,
     SERVICEACCOUNTS,
     SERVICES,
@@ -355,7 +356,7 @@ def build(
     """The controller, watching only the child kinds the cluster serves (see the module docstring)."""
     options = manager.options(DynamoOptions)
     informers = manager.informers
-    kinds: list[Resource] = [DEPLOYMENTS, SERVICES, INGRESSES, HPAS]
+    kinds: list[Resource] = [DEPLOYMENTS, PDBS, SERVICES, INGRESSES, HPAS]
     if lws:
         kinds.append(LEADERWORKERSETS)
     if podgroups:
