@@ -19,12 +19,13 @@ Minimum writes per graph of S services, F of them frontends:
 * the DGD's finalizer (``nvidia.com/finalizer``, added before any child): 1;
 * one DCD create per service: S;
 * one Deployment create per DCD: S; one Service per frontend DCD: F;
+* one PodDisruptionBudget per single-node DCD (from its rollout strategy, issue #14): S;
 * DCD status: 2 per DCD — the first reconcile must say the component exists and is not yet
   available (``Available=False`` with ``replicas``/``labelSelector`` for the scale subresource)
   before any pod can be Ready, and a later one ``Available=True``;
 * DGD status: 2 — ``pending`` while components come up, then ``successful``.
 
-That is 1 + 3 + 3 + 1 + 6 + 2 = 16 per graph of three services. Events are best-effort and counted
+That is 1 + 3 + 3 + 1 + 3 + 6 + 2 = 19 per graph of three services. Events are best-effort and counted
 apart (from the Events in the store, by reason).
 
 Usage: ``.venv/bin/python benchmarks/dynamo_bench.py [--graphs 100] [--nodes 200] [--namespaces 10]
@@ -46,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import PODS, SERVICES, resource_for
+from aiplane.kube.resources import PDBS, PODS, SERVICES, resource_for
 from benchmarks import simproc
 from benchmarks.procstats import cpu_seconds, peak_rss_mb
 
@@ -63,7 +64,7 @@ IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.0"
 def min_writes_per_graph() -> int:
     """Finalizer, DCDs, Deployments, frontend Services, DCD and DGD status (see above)."""
     s, f = SERVICES_PER_GRAPH, FRONTENDS_PER_GRAPH
-    return 1 + s + s + f + 2 * s + 2
+    return 1 + s + s + f + s + 2 * s + 2
 
 
 def graph(name: str, namespace: str, gpus: int) -> dict[str, Any]:
@@ -199,6 +200,7 @@ async def _converge(
         len((await client.list(DCD))["items"])
         + len((await client.list(DEPLOYMENTS, label_selector=GRAPH_LABEL))["items"])
         + len((await client.list(SERVICES, label_selector=GRAPH_LABEL))["items"])
+        + len((await client.list(PDBS, label_selector=GRAPH_LABEL))["items"])
     )
     components = {"dynamographdeployment-controller", "dynamocomponentdeployment-controller"}
     event_creates, event_patches, event_reasons = await simproc.event_writes(client, components)
@@ -248,7 +250,9 @@ def report(f: Figures) -> None:
         str(f.event_writes),
         note=f"(best-effort: {', '.join(f'{r} {n}' for r, n in f.event_reasons.items())})",
     )
-    simproc.figure("  objects created", str(f.object_creates), note="(DCDs, Deployments, frontend Services)")
+    simproc.figure(
+        "  objects created", str(f.object_creates), note="(DCDs, Deployments, frontend Services, PDBs)"
+    )
     simproc.figure(
         "writes per graph",
         f"{f.writes / f.graphs:.2f}",
