@@ -263,12 +263,8 @@ def report(f: Figures) -> None:
         f"{f.writes / f.min_writes:.2f}",
         note=f"(without Events {other / f.min_writes:.2f})",
     )
-    simproc.operator_figures(f.operator_cpu, f.operator_peak_rss_mb)
-    simproc.figure("sim CPU (API + agents)", f"{f.sim_cpu:.1f}", "s")
-    simproc.figure(
-        "after convergence",
-        str(f.steady_writes),
-        note=f"writes in {f.steady_seconds:.0f} s (operator CPU {f.steady_cpu:.2f} s)",
+    simproc.closing_figures(
+        f.operator_cpu, f.operator_peak_rss_mb, f.sim_cpu, f.steady_writes, f.steady_seconds, f.steady_cpu
     )
     print(json.dumps(asdict(f), separators=(",", ":")))
 

@@ -265,6 +265,24 @@ def operator_figures(cpu: float, peak_rss_mb: float) -> None:
     figure("operator peak RSS", f"{peak_rss_mb:.0f}", "MB")
 
 
+def closing_figures(
+    cpu: float,
+    peak_rss_mb: float,
+    sim_cpu: float,
+    steady_writes: int,
+    steady_seconds: float,
+    steady_cpu: float,
+) -> None:
+    """The lines every workload benchmark ends with: the operator's cost, the sim's, and the steady state."""
+    operator_figures(cpu, peak_rss_mb)
+    figure("sim CPU (API + agents)", f"{sim_cpu:.1f}", "s")
+    figure(
+        "after convergence",
+        str(steady_writes),
+        note=f"writes in {steady_seconds:.0f} s (operator CPU {steady_cpu:.2f} s)",
+    )
+
+
 async def event_writes(client: HttpKubeClient, components: set[str]) -> tuple[int, int, dict[str, int]]:
     """(creates, aggregation patches, occurrences by reason) of the Events these components recorded:
     Events are best-effort and reported apart from the writes a controller needs."""
