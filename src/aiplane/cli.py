@@ -43,6 +43,33 @@ def crds(
 
 
 @app.command()
+def rbac(
+    controllers: Annotated[
+        str, typer.Option(help="Controllers whose needs to grant: all, or NAME,... (as aiplane run takes).")
+    ] = "all",
+    name: Annotated[str, typer.Option(help="Name of the ClusterRole.")] = "aiplane-manager",
+) -> None:
+    """Print the ClusterRole the selected controllers need, from what each declares (its PERMISSIONS).
+
+    The Helm chart's ClusterRole is this output (a test keeps them equal); docs/install.md says what
+    each rule is for.
+    """
+    import yaml
+
+    from aiplane.controllers import registry
+    from aiplane.kube.rbac import cluster_role
+
+    names = None if controllers.strip() == "all" else [n.strip() for n in controllers.split(",") if n.strip()]
+    try:
+        declared = registry.permissions(names)
+    except registry.UnknownControllerError as exc:
+        err_console.print(f"aiplane rbac: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    role = cluster_role(name, [p for perms in declared.values() for p in perms])
+    sys.stdout.write(yaml.safe_dump(role, sort_keys=False))
+
+
+@app.command()
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Manifest files (multi-document YAML).")],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,

@@ -64,6 +64,7 @@ from aiplane.controllers.dynamo.naming import DCD_KIND, DGD_KIND
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.dynamo.podtemplate import as_dcd, dynamo_namespace
 from aiplane.controllers.platform import Platform
+from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
@@ -72,6 +73,7 @@ from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, WRITE_CHILD, Permission
 from aiplane.kube.resources import (
     DEPLOYMENTS,
     HPAS,
@@ -343,6 +345,28 @@ class ComponentReconciler:
 def _missing_multinode_api(lws: bool, podgroups: bool) -> str | None:
     missing = [label for label, ok in (("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)) if not ok]
     return " and ".join(missing) + " API" if missing else None
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    # The etcd-cleanup finalizer is a JSON patch on the component.
+    Permission("nvidia.com", ("dynamocomponentdeployments",), ("get", "list", "watch", "patch")),
+    Permission("nvidia.com", ("dynamocomponentdeployments/status",), ("patch",)),
+    Permission("nvidia.com", ("dynamocomponentdeployments/finalizers",), ("update",)),
+    Permission("nvidia.com", ("dynamographdeployments",), READ),
+    Permission("", ("serviceaccounts",), READ),
+    # Children, each created, replaced when it differs, deleted when no longer wanted.
+    Permission("", ("services",), WRITE_CHILD),
+    Permission("apps", ("deployments",), WRITE_CHILD),
+    Permission("policy", ("poddisruptionbudgets",), WRITE_CHILD),
+    Permission("networking.k8s.io", ("ingresses",), WRITE_CHILD),
+    Permission("autoscaling", ("horizontalpodautoscalers",), WRITE_CHILD),
+    Permission("leaderworkerset.x-k8s.io", ("leaderworkersets",), WRITE_CHILD),
+    Permission("scheduling.volcano.sh", ("podgroups",), WRITE_CHILD),
+    Permission("networking.istio.io", ("virtualservices",), WRITE_CHILD),
+    *PLATFORM_PERMISSIONS,
+    EVENTS_WRITE,
+)
 
 
 def build(

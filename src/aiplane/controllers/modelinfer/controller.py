@@ -83,6 +83,7 @@ from aiplane.controllers.modelinfer.validation import (
     validate,
 )
 from aiplane.controllers.platform import decorate_template
+from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
@@ -91,6 +92,7 @@ from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import CONTROLLERREVISIONS, PODGROUPS, PODS, SERVICES, Resource, resource_for
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
@@ -539,6 +541,23 @@ TRANSITION_EVENTS: Final = (
         message="Every group is on the update revision",
         from_absent=False,
     ),
+)
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    Permission("workload.volcano.sh", ("modelinfers",), READ),
+    Permission("workload.volcano.sh", ("modelinfers/status",), ("patch",)),
+    Permission("workload.volcano.sh", ("modelinfers/finalizers",), ("update",)),
+    # Children: pods, services and revisions are created and deleted, never updated.
+    Permission("", ("pods", "services"), ("get", "list", "watch", "create", "delete")),
+    Permission("apps", ("controllerrevisions",), ("get", "list", "watch", "create", "delete")),
+    # Gang scheduling (when Volcano is served): one PodGroup per group, resized in place.
+    Permission(
+        "scheduling.volcano.sh", ("podgroups",), ("get", "list", "watch", "create", "update", "delete")
+    ),
+    *PLATFORM_PERMISSIONS,
+    EVENTS_WRITE,
 )
 
 
