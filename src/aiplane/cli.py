@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from aiplane.api.packaged import examples_dir
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -21,6 +23,7 @@ if not console.is_terminal:
     # Piped or captured output: rich would assume 80 columns and truncate the tables.
     console = Console(width=160)
 err_console = Console(stderr=True)
+_EXAMPLES = examples_dir()
 
 
 @app.command()
@@ -98,7 +101,10 @@ def validate(
 
 @app.command()
 def demo(
-    examples: Annotated[Path, typer.Option(help="Directory of example manifests.")] = Path("examples"),
+    examples: Annotated[
+        Path,
+        typer.Option(help="Directory of example manifests (default: ./examples, else the packaged ones)."),
+    ] = _EXAMPLES,
     kubeconfig: Annotated[
         Path, typer.Option(help="Where to write the embedded cluster's kubeconfig.")
     ] = Path("/tmp/aiplane-demo.kubeconfig"),
@@ -165,7 +171,10 @@ def demo(
 
 @app.command()
 def api(
-    examples: Annotated[Path, typer.Option(help="Directory of example manifests.")] = Path("examples"),
+    examples: Annotated[
+        Path,
+        typer.Option(help="Directory of example manifests (default: ./examples, else the packaged ones)."),
+    ] = _EXAMPLES,
 ) -> None:
     """Show what aiplane serves: every CRD with its names and columns, then validate the examples."""
     from aiplane.api.crdgen import crd_for
