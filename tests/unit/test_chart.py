@@ -55,7 +55,7 @@ def test_default_render_is_a_two_replica_leader_elected_restricted_operator() ->
     container = pod["containers"][0]
     assert deploy["spec"]["replicas"] == 2
     assert container["image"] == "aiplane:0.1.0"
-    assert "--leader-elect" in container["args"] and container["args"][0] == "run"
+    assert "--leader-elect" in container["args"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     sc = container["securityContext"]
@@ -117,3 +117,12 @@ def test_plain_manifests_are_the_chart_rendered_with_defaults() -> None:
     )
     kinds = [d["kind"] for d in yaml.safe_load_all(INSTALL_YAML.read_text(encoding="utf-8")) if d]
     assert kinds[0] == "Namespace" and kinds.count("CustomResourceDefinition") == len(all_crds())
+
+
+def test_the_dockerfile_runs_aiplane_run_as_the_user_the_chart_expects() -> None:
+    """The chart passes flags only: the image's entrypoint must be `aiplane run`, as a non-root uid."""
+    lines = (CHART.parents[2] / "Dockerfile").read_text(encoding="utf-8").splitlines()
+    assert 'ENTRYPOINT ["aiplane", "run"]' in lines
+    pod = _kind(render(), "Deployment")["spec"]["template"]["spec"]
+    uid = pod["securityContext"]["runAsUser"]
+    assert f"USER {uid}:{uid}" in lines and uid != 0
