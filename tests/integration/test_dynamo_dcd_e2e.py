@@ -321,13 +321,14 @@ async def test_a_pdb_guards_drains_as_the_rollout_does_and_goes_when_multinode(w
         await world.client.evict(second, NS)
     assert refused.value.status == 429
     await eventually(lambda: allowed(0), 30, "PDB status: no disruption allowed while one pod is down")
-    # Multinode replicas are gangs: the per-pod budget goes with the Deployment.
+    # Multinode replicas are gangs: the per-pod budget goes with the Deployment, a budget per replica
+    # (LeaderWorkerSet) takes its place.
     await world.client.patch(DCD, "dec", {"spec": {"multinode": {"nodeCount": 2}}}, namespace=NS)
 
-    async def pdb_gone() -> bool:
-        return await world.names(PDBS) == [] and await world.names(DEPLOYMENTS) == []
+    async def pdb_replaced() -> bool:
+        return await world.names(PDBS) == ["dec-0", "dec-1"] and await world.names(DEPLOYMENTS) == []
 
-    await eventually(pdb_gone, 30, "PDB and Deployment deleted")
+    await eventually(pdb_replaced, 30, "per-pod PDB and Deployment replaced by replica budgets")
 
 
 async def test_zero_writes_after_convergence(world: World) -> None:
