@@ -472,6 +472,10 @@ async def _gpu_nodes(world: World) -> list[str]:
 async def test_kubectl_drain_takes_one_multinode_replica_at_a_time(world: World, tmp_path: Path) -> None:
     """Both replicas of a multinode DCD stand on one node; the real ``kubectl drain`` of that node
     (Eviction API, retrying on 429) takes one replica at a time, never two, and finishes."""
+    # Evicted pods stay Terminating a moment, as behind a real kubelet: kubectl retries an eviction by
+    # pod name, and an LWS group is recreated under the same names.
+    assert world.cluster.agents is not None
+    world.cluster.agents.kubelet.termination_delay = 1.0
     crowded, spare = await _gpu_nodes(world)
     await world.client.patch(NODES, spare, {"spec": {"unschedulable": True}})
     await world.client.create(DCD, worker(nodes=2, replicas=2, gpus="2"), namespace=NS)
