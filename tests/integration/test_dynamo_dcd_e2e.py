@@ -262,6 +262,7 @@ async def test_multinode_makes_an_lws_and_podgroup_per_replica_and_removes_surpl
     assert (dcd["status"]["replicas"], dcd["status"]["readyReplicas"]) == (2, 2)
     assert await world.names(LEADERWORKERSETS) == ["dec-0", "dec-1"]
     assert await world.names(PODGROUPS) == ["dec-0", "dec-1"]
+    assert await world.names(PDBS) == ["dec-0", "dec-1"]  # a budget per replica
     assert await world.names(DEPLOYMENTS) == []
     lws = await world.client.get(LEADERWORKERSETS, "dec-1", NS)
     assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
@@ -273,9 +274,13 @@ async def test_multinode_makes_an_lws_and_podgroup_per_replica_and_removes_surpl
     await world.client.patch(DCD, "dec", {"spec": {"replicas": 1}}, namespace=NS)
 
     async def one() -> bool:
-        return await world.names(LEADERWORKERSETS) == ["dec-0"] and await world.names(PODGROUPS) == ["dec-0"]
+        return (
+            await world.names(LEADERWORKERSETS) == ["dec-0"]
+            and await world.names(PODGROUPS) == ["dec-0"]
+            and await world.names(PDBS) == ["dec-0"]
+        )
 
-    await eventually(one, 30, "surplus LWS and PodGroup deleted")
+    await eventually(one, 30, "surplus LWS, PodGroup and replica budget deleted")
     await eventually(lambda: world.available("dec"), 30, "Available at 1 replica")
 
 
