@@ -492,6 +492,8 @@ PERMISSIONS: Final = (
     Permission("nvidia.com", ("dynamocomponentdeployments/finalizers",), ("update",)),
     Permission("nvidia.com", ("dynamographdeployments",), READ),
     Permission("", ("serviceaccounts",), READ),
+    # Multinode replicas: their pods and the nodes they stand on decide the per-replica budgets.
+    Permission("", ("pods", "nodes"), READ),
     # Children, each created, replaced when it differs, deleted when no longer wanted.
     Permission("", ("services",), WRITE_CHILD),
     Permission("apps", ("deployments",), WRITE_CHILD),
