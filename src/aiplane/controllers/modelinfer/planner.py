@@ -146,6 +146,7 @@ __all__ = [
     "RecoveryPolicy",
     "RoleShape",
     "ServiceView",
+    "group_availability",
     "plan",
 ]
 
@@ -659,6 +660,12 @@ class _Groups:
         if any(pod.terminating for pod in inp.pods) or any(s.terminating for s in inp.services):
             requeue = _min_opt(requeue, DELETING_RECHECK_SECONDS)
         return requeue
+
+
+def group_availability(inp: PlanInput) -> dict[int, bool]:
+    """Each live group's availability as observed, before any action: the disruption arbiter's
+    input (it decides before the plan, so a drain's release is not undercut by the rollout)."""
+    return {o: g.available for o, g in _Planner(inp).observe().items() if not g.deleting()}
 
 
 def plan(inp: PlanInput) -> Plan:
