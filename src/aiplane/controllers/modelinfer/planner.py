@@ -41,8 +41,8 @@ One call, in order
 3. Scale down: the desired count is ``replicas``, plus ``max_surge`` while outdated groups remain;
    without outdated groups, plus one surge group per group a drain moves (``held`` or ``released``
    and still on a cordoned node), at most ``max_surge``, and the surge groups already standing in.
-   Surplus live groups go not-available first (highest ordinal first among them), then highest
-   ordinal first.
+   Surplus live groups go not-available first (highest ordinal first among them), then those
+   ``released`` to a drain, then highest ordinal first.
 4. Rolling update: every not-available outdated group is deleted (it serves nothing, so it costs no
    budget and never blocks the rollout); then available outdated groups, highest ordinal first,
    while the *serving* count (available groups not ``released`` to a drain) stays at or above
@@ -551,12 +551,15 @@ class _Groups:
         return len(in_range) < inp.replicas
 
     def scale_down(self, desired: int) -> None:
-        """Surplus groups go: not-available ones first, then highest ordinal first."""
+        """Surplus groups go: not-available ones first, then those released to a drain (their
+        capacity is spent already), then highest ordinal first."""
         staying = self.alive()
         surplus = len(staying) - desired
         if surplus <= 0:
             return
-        for g in sorted(staying, key=lambda g: (g.available, -g.ordinal))[:surplus]:
+        released = self.inp.released
+        order = sorted(staying, key=lambda g: (g.available, g.ordinal not in released, -g.ordinal))
+        for g in order[:surplus]:
             self.deletes[g.ordinal] = "scale down" if g.available else "scale down (not available)"
 
     # -- step 4 -------------------------------------------------------------------------------------
