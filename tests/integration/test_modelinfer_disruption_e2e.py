@@ -8,8 +8,10 @@ with fewer available groups than ``replicas - maxUnavailable`` fails the test.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,27 @@ async def on_one_node(world: World, body: dict[str, Any], nodes: int) -> GroupWa
     return watch
 
 
+async def drain(world: World, tmp_path: Path) -> None:
+    """`kubectl drain` of the first node; on failure, the state that held it."""
+    args = ("drain", FIRST, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s")
+    done = await asyncio.to_thread(kubectl, world, tmp_path, *args, check=False)
+    if done.returncode == 0 and "drained" in done.stdout:
+        return
+    lines = [done.stderr[-2000:]]
+    for p in await world.pods():
+        ready = [c["status"] for c in p["status"].get("conditions") or [] if c["type"] == "Ready"]
+        lines.append(
+            f"{p['metadata']['name']} {p['spec'].get('nodeName')} {p['status'].get('phase')} ready={ready} "
+            f"deleting={bool(p['metadata'].get('deletionTimestamp'))}"
+        )
+    for name, b in (await budgets(world)).items():
+        lines.append(
+            f"{name} {json.dumps(b['spec'])} {json.dumps(b.get('status'))} gen={b['metadata'].get('generation')}"
+        )
+    lines.append(json.dumps((await world.mi()).get("status"), indent=1))
+    raise AssertionError("drain failed:\n" + "\n".join(lines))
+
+
 async def budgets(world: World) -> dict[str, dict[str, Any]]:
     items = (await world.client.list(PDBS, namespace=NS))["items"]
     return {p["metadata"]["name"]: p for p in items}
@@ -125,17 +148,7 @@ async def test_each_group_has_a_budget_selecting_exactly_its_pods(world: World) 
 
 async def test_kubectl_drain_takes_one_group_at_a_time(world: World, tmp_path: Path) -> None:
     watch = await on_one_node(world, modelinfer(replicas=2, gang=False, gpus=0, max_unavailable=1), 3)
-    done = await asyncio.to_thread(
-        kubectl,
-        world,
-        tmp_path,
-        "drain",
-        FIRST,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--timeout=60s",
-    )
-    assert "drained" in done.stdout
+    await drain(world, tmp_path)
     await world.wait_converged()
     await eventually(lambda: protected(world, ["pd-0", "pd-1"]), 10, "both groups protected again")
     world.cluster.server.store.unsubscribe(watch)
@@ -146,22 +159,19 @@ async def test_kubectl_drain_takes_one_group_at_a_time(world: World, tmp_path: P
     assert any(m.startswith("Released group pd-0 for eviction from cordoned node mi300x-0:") for m in allowed)
     assert any(m.startswith("Released group pd-1 ") for m in allowed)
     assert await events(world, "DisruptionProtected")
+    # Steady state with the node still cordoned: no write at all.
+    await asyncio.sleep(0.5)  # let in-flight Events land before counting
+    world.operator.reset_counts()
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        await asyncio.sleep(0.5)
+    assert world.operator.writes == 0
 
 
 async def test_max_surge_builds_a_replacement_first(world: World, tmp_path: Path) -> None:
     body = modelinfer(replicas=2, gang=False, gpus=0, max_unavailable=0, max_surge=1)
     watch = await on_one_node(world, body, 3)
-    done = await asyncio.to_thread(
-        kubectl,
-        world,
-        tmp_path,
-        "drain",
-        FIRST,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--timeout=60s",
-    )
-    assert "drained" in done.stdout
+    await drain(world, tmp_path)
     await world.wait_converged()
     await eventually(lambda: protected(world, ["pd-0", "pd-1"]), 10, "surge budget gone, both protected")
     world.cluster.server.store.unsubscribe(watch)

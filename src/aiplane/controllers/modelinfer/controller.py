@@ -48,6 +48,7 @@ from aiplane.controllers.modelinfer.disruption import (
     cordoned_groups,
     decide,
     disruption_condition,
+    left_to_the_drain,
     pods_by_node,
     unschedulable_changed,
 )
@@ -278,7 +279,8 @@ class ModelInferReconciler:
         # Disruption first (modelinfer/disruption.py): the arbiter spends the budget on drains, the
         # plan gets what is left; budgets are written before any pod delete of the plan.
         live_budgets = self.budgets.live(mi, self._owned(self.pdbs, mi, key))
-        cordoned = cordoned_groups(name, pods, self._cordoned(pods))
+        cordoned_nodes = self._cordoned(pods)
+        cordoned = cordoned_groups(name, pods, cordoned_nodes)
         decision = decide(
             mi_name=name,
             replicas=replicas,
@@ -298,7 +300,8 @@ class ModelInferReconciler:
         if decided:
             await self._sync_podgroups(mi, key, the_plan, revisions, roles)
             await self.budgets.sync(mi, key, live_budgets, the_plan.groups, decision)
-            await self._act(mi, key, the_plan, revisions, roles, pods, services)
+            spared = left_to_the_drain(name, pods, cordoned_nodes, decision.released)
+            await self._act(mi, key, the_plan, revisions, roles, pods, services, spared)
         await self._report(mi, the_plan, update_revision, current_revision, now, decision)
         if decided:
             await self._prune_revisions(mi, key, update_revision, current_revision, pods)
@@ -457,9 +460,11 @@ class ModelInferReconciler:
         roles: list[Mapping[str, Any]],
         pods: list[Obj],
         services: list[Obj],
+        spared: frozenset[str] = frozenset(),
     ) -> None:
         """Carry out the plan in its order. A new group gets one ``CreatedGroup`` Event (after all
-        its role replicas), not one per role replica."""
+        its role replicas), not one per role replica. Pods in ``spared`` are left to the drain
+        evicting them (see :func:`~.disruption.left_to_the_drain`)."""
         name = objects.name(mi)
         # Groups with any pod in the cache (plan.groups also lists groups about to be created).
         existing_groups = {objects.labels(p).get(LABEL_GROUP_NAME) for p in pods}
@@ -479,21 +484,23 @@ class ModelInferReconciler:
                         f"{role_id(action.role, action.role_index)} on revision {action.revision}",
                     )
             elif isinstance(action, DeletePods):
-                await self._delete_pods(mi, key, action, pods)
+                await self._delete_pods(mi, key, action, [p for p in pods if objects.name(p) not in spared])
             elif isinstance(action, DeleteRoleReplica):
                 rid = role_id(action.role, action.role_index)
                 group = f"{name}-{action.ordinal}"
-                await self._delete_matching(key, pods, services, _labels_match(group, rid))
-                self.recorder.emit(
-                    mi,
-                    NORMAL,
-                    "DeletingRoleReplica",
-                    f"Deleting role replica {rid} of group {group}: {action.reason}",
-                )
+                if await self._delete_matching(key, pods, services, _labels_match(group, rid), spared):
+                    self.recorder.emit(
+                        mi,
+                        NORMAL,
+                        "DeletingRoleReplica",
+                        f"Deleting role replica {rid} of group {group}: {action.reason}",
+                    )
             elif isinstance(action, DeleteGroup):
                 group = f"{name}-{action.ordinal}"
-                await self._delete_matching(key, pods, services, _labels_match(group))
-                self.recorder.emit(mi, NORMAL, "DeletingGroup", f"Deleting group {group}: {action.reason}")
+                if await self._delete_matching(key, pods, services, _labels_match(group), spared):
+                    self.recorder.emit(
+                        mi, NORMAL, "DeletingGroup", f"Deleting group {group}: {action.reason}"
+                    )
         for ordinal, revision in sorted(created_groups.items()):
             self.recorder.emit(
                 mi, NORMAL, "CreatedGroup", f"Created group {name}-{ordinal} on revision {revision}"
@@ -538,14 +545,22 @@ class ModelInferReconciler:
             self.recorder.emit(mi, WARNING, "DeletedPod", f"Deleted pod {', '.join(gone)}: {action.reason}")
 
     async def _delete_matching(
-        self, key: str, pods: list[Obj], services: list[Obj], match: Callable[[Mapping[str, Any]], bool]
-    ) -> None:
+        self,
+        key: str,
+        pods: list[Obj],
+        services: list[Obj],
+        match: Callable[[Mapping[str, Any]], bool],
+        spared: frozenset[str] = frozenset(),
+    ) -> int:
+        """Delete the matching pods (but the spared ones) and Services; how many went."""
+        deleted = 0
         for pod in pods:
-            if match(objects.labels(pod)):
-                await self._delete(PODS, pod, owner=key)
+            if match(objects.labels(pod)) and objects.name(pod) not in spared:
+                deleted += await self._delete(PODS, pod, owner=key)
         for svc in services:
             if match(objects.labels(svc)):
-                await self._delete(SERVICES, svc)
+                deleted += await self._delete(SERVICES, svc)
+        return deleted
 
     # --- report -----------------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ __all__ = [
     "decide",
     "desired_budgets",
     "disruption_condition",
+    "left_to_the_drain",
     "pods_by_node",
 ]
 
@@ -96,6 +97,35 @@ def cordoned_groups(
         if ordinal is not None:
             out.setdefault(ordinal, set()).add(str(node))
     return {o: tuple(sorted(nodes)) for o, nodes in out.items()}
+
+
+def left_to_the_drain(
+    mi_name: str, pods: Iterable[Mapping[str, Any]], cordoned: set[str], released: frozenset[int]
+) -> frozenset[str]:
+    """Ready pods of released groups on cordoned nodes: the controller does not delete them, the
+    drain evicts them (their budget allows it).
+
+    Why: ``kubectl drain`` retries a refused eviction by pod *name* every 5 s, and a ModelInfer
+    recreates pods under the same names. Were the controller to delete such a pod itself (a sibling
+    of an evicted pod, under RoleRecreate) and rebuild it elsewhere, the drain's next retry would
+    hit the new, protected pod and wait until its timeout. A not-ready pod is never refused (the
+    budgets' ``AlwaysAllow``), so no drain retries it: those are deleted as usual.
+    """
+    out: set[str] = set()
+    for pod in pods:
+        if (pod.get("spec") or {}).get("nodeName") not in cordoned or objects.is_deleting(pod):
+            continue
+        ordinal = group_ordinal(mi_name, str(objects.labels(pod).get(LABEL_GROUP_NAME) or ""))
+        if ordinal in released and _ready(pod):
+            out.add(objects.name(pod))
+    return frozenset(out)
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+    )
 
 
 @dataclass(frozen=True)
