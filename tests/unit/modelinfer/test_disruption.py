@@ -12,6 +12,7 @@ from aiplane.controllers.modelinfer.disruption import (
     decide,
     desired_budgets,
     disruption_condition,
+    left_to_the_drain,
     unschedulable_changed,
 )
 from aiplane.controllers.modelinfer.planner import CreateRoleReplica, DeleteGroup, GroupSummary, plan
@@ -145,3 +146,17 @@ def test_held_groups_get_surge_replacements_that_go_once_the_drain_is_over() -> 
     assert plan(inp(pods, services, **limits, cordoned=frozenset({1}), released=frozenset({1}))).actions == ()
     # ... and goes once none does.
     assert plan(inp(pods, services, **limits)).actions == (DeleteGroup(2, "scale down"),)
+
+
+def test_ready_pods_of_released_groups_on_cordoned_nodes_are_left_to_the_drain() -> None:
+    def ready(p: dict[str, Any], value: str = "True") -> dict[str, Any]:
+        return {**p, "status": {"conditions": [{"type": "Ready", "status": value}]}}
+
+    pods = [
+        ready(pod("mi-0", "n1")),  # released, ready, on the cordoned node: the drain's
+        ready(pod("mi-0", "n2")),  # elsewhere: ours to delete
+        ready(pod("mi-1", "n1")),  # protected group
+        ready(pod("mi-2", "n1"), "False"),  # not ready: never refused, so no drain retries it
+    ]
+    pods[1]["metadata"] = {**pods[1]["metadata"], "name": "mi-0-y"}
+    assert left_to_the_drain("mi", pods, {"n1"}, frozenset({0, 2})) == {"mi-0-x"}
