@@ -2,16 +2,18 @@
 
 ::
 
-    observe   the ModelInfer, its Pods, Services, PodGroups and ControllerRevisions from informer
-              caches (Pods and Services filtered server-side by the ``modelinfer.volcano.sh/name``
-              label, as upstream does; only objects *controlled* by this ModelInfer's uid count)
-    decide    validation.validate → revision_hash → planner.plan (scaling, rolling update,
-              recovery) → status.compute_status
+    observe   the ModelInfer, its Pods, Services, PodGroups, ControllerRevisions and
+              PodDisruptionBudgets from informer caches (filtered server-side by the
+              ``modelinfer.volcano.sh/name`` label, as upstream does; only objects *controlled* by
+              this ModelInfer's uid count), and the Nodes under its pods (cordoned or not)
+    decide    validation.validate → revision_hash → disruption.decide (which groups a drain may
+              take) → planner.plan (scaling, rolling update, recovery) → status.compute_status
     act       ControllerRevision for a new revision; PodGroups before pods (a gang member without its
-              PodGroup stays pending in Volcano); creates (entry → Service → workers, AlreadyExists
-              ignored) and deletes with UID preconditions; old unused ControllerRevisions pruned
+              PodGroup stays pending in Volcano); PodDisruptionBudgets before any pod delete;
+              creates (entry → Service → workers, AlreadyExists ignored) and deletes with UID
+              preconditions; old unused ControllerRevisions pruned
     report    /status merge patch only when it changed; Events for group creation, deletion and
-              recovery
+              recovery, and for disruption (see :mod:`.disruption`)
 
 Why the pieces are the way they are:
 
