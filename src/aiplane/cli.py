@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -219,6 +220,24 @@ def sim(
             help="How long a bound pod takes to become Running and Ready.",
         ),
     ] = 0.5,
+    authorization_mode: Annotated[
+        str,
+        typer.Option(
+            "--authorization-mode",
+            metavar="MODE",
+            click_type=click.Choice(["AlwaysAllow", "RBAC"]),
+            help="AlwaysAllow: every authenticated request may do everything. RBAC: authorize every "
+            "request by Roles, ClusterRoles and their bindings, as kube-apiserver does.",
+        ),
+    ] = "AlwaysAllow",
+    audit_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--audit-log",
+            metavar="PATH",
+            help="Append one JSON line per request (kube's audit Event) to PATH.",
+        ),
+    ] = None,
 ) -> None:
     """Run the embedded cluster (a Kubernetes API server faithful enough for kubectl) until SIGINT/SIGTERM."""
     from aiplane.simrun import run_sim
@@ -233,6 +252,8 @@ def sim(
             agents=agents,
             dcm_delay=dcm_delay,
             pod_ready_delay=pod_ready_delay,
+            authorization_mode=authorization_mode,
+            audit_log=audit_log,
         )
     )
     raise typer.Exit(code)

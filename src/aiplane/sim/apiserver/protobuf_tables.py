@@ -335,6 +335,17 @@ _TABLES: dict[str, str] = {
         3 boundObjectRef BoundObjectReference?""",
     "BoundObjectReference": "1 kind; 2 apiVersion; 3 name; 4 uid",
     "TokenRequestStatus": "1 token s!; 2 expirationTimestamp Time",
+    # --- authorization.k8s.io/v1 (kubectl auth can-i) ---------------------------------------------------
+    "SelfSubjectAccessReview": """1 metadata ObjectMeta; 2 spec SelfSubjectAccessReviewSpec;
+        3 status SubjectAccessReviewStatus""",
+    "SelfSubjectAccessReviewSpec": "1 resourceAttributes ResourceAttributes?; 2 nonResourceAttributes NonResourceAttributes?",
+    "ResourceAttributes": """1 namespace; 2 verb; 3 group; 4 version; 5 resource; 6 subresource; 7 name;
+        8 fieldSelector FieldSelectorAttributes?; 9 labelSelector LabelSelectorAttributes?""",
+    "FieldSelectorAttributes": "1 rawSelector; 2 requirements [FieldSelectorRequirement]",
+    "FieldSelectorRequirement": "1 key s!; 2 operator s!; 3 values [s]",
+    "LabelSelectorAttributes": "1 rawSelector; 2 requirements [LabelSelectorRequirement]",
+    "NonResourceAttributes": "1 path; 2 verb",
+    "SubjectAccessReviewStatus": "1 allowed b!; 4 denied b; 2 reason; 3 evaluationError",
     # --- autoscaling/v1 --------------------------------------------------------------------------------
     "Scale": "1 metadata ObjectMeta; 2 spec ScaleSpec; 3 status ScaleStatus",
     "ScaleSpec": "1 replicas i32",
@@ -409,6 +420,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     ("networking.k8s.io/v1", "Ingress"): "Ingress",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("autoscaling/v1", "Scale"): "Scale",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "HorizontalPodAutoscaler",
 }

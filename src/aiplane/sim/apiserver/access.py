@@ -1,0 +1,151 @@
+"""Access control of one embedded API server: authentication, the authorization mode, the audit log,
+and ``SelfSubjectAccessReview`` (``kubectl auth can-i``).
+
+Both front doors use it: the HTTP middleware for every request (health, discovery, OpenAPI and
+``/_sim`` included), and :class:`~aiplane.sim.client.InMemoryKubeClient` for a client given a user —
+so an operator running in-process as its ServiceAccount is authorized and audited exactly as over HTTP.
+
+``AlwaysAllow`` (the default) allows every authenticated request, as ``--authorization-mode=AlwaysAllow``;
+``RBAC`` authorizes as kube-apiserver's ``--authorization-mode=RBAC`` (``rbac.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import yaml
+
+from aiplane.apimachinery import field as fe
+from aiplane.sim.apiserver import authn, errors, protobuf, rbac
+from aiplane.sim.apiserver.audit import AuditLog
+from aiplane.sim.apiserver.authn import TokenIssuer, UserInfo
+from aiplane.sim.apiserver.errors import ApiError
+from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, json_response
+from aiplane.sim.apiserver.rest import Api
+
+ALWAYS_ALLOW = "AlwaysAllow"
+RBAC = "RBAC"
+MODES = (ALWAYS_ALLOW, RBAC)
+AUTHZ_GROUP = "authorization.k8s.io"
+SSAR_PARTS = ("apis", AUTHZ_GROUP, "v1", "selfsubjectaccessreviews")
+_PROTOBUF = "application/vnd.kubernetes.protobuf"
+
+
+class Access:
+    """Who may do what on one server, and the record of what they did."""
+
+    def __init__(
+        self, api: Api, admin_token: str, *, mode: str = ALWAYS_ALLOW, audit: AuditLog | None = None
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown authorization mode {mode!r}: one of {', '.join(MODES)}")
+        self.api = api
+        self.admin_token = admin_token
+        self.mode = mode
+        self.tokens = TokenIssuer()
+        self.rbac = rbac.RbacAuthorizer(api.store)
+        self.audit = audit if audit is not None else AuditLog()
+
+    def authenticate(self, authorization: str) -> UserInfo:
+        """The user of an ``Authorization`` header (anonymous without one); 401 for a bad token."""
+        return authn.authenticate(authorization, self.admin_token, self.tokens, self.api)
+
+    def authorize(self, user: UserInfo, attrs: rbac.Attributes) -> rbac.Decision:
+        if self.mode == ALWAYS_ALLOW:
+            return rbac.Decision(True)
+        return self.rbac.authorize(user, attrs)
+
+    def admit(
+        self, user: UserInfo, request: ApiRequest
+    ) -> tuple[rbac.Attributes, rbac.Decision, ApiError | None]:
+        """The request's attributes, the decision, and the 403 to answer if denied."""
+        attrs = rbac.attributes(request.method, request.path, request.query)
+        decision = self.authorize(user, attrs)
+        return attrs, decision, None if decision.allowed else rbac.forbidden(user, attrs, decision.reason)
+
+    def record(
+        self, user: UserInfo, attrs: rbac.Attributes, code: int, decision: rbac.Decision, user_agent: str = ""
+    ) -> None:
+        self.audit.record(user, attrs, code, decision.allowed, decision.reason, user_agent)
+
+    # --- SelfSubjectAccessReview --------------------------------------------------------------------
+
+    def review(self, user: UserInfo, request: ApiRequest) -> ApiResponse | None:
+        """The answer to ``POST …/selfsubjectaccessreviews`` (``None``: not such a request)."""
+        if request.parts != SSAR_PARTS:
+            return None
+        if request.method != "POST":
+            raise errors.method_not_allowed()
+        body = _decode(request)
+        spec = body.get("spec") or {}
+        resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+        problems = []
+        if resource is not None and non_resource is not None:
+            problems.append(
+                fe.invalid(
+                    "spec.nonResourceAttributes",
+                    non_resource,
+                    "cannot be specified in combination with resourceAttributes",
+                )
+            )
+        if resource is None and non_resource is None:
+            problems.append(
+                fe.invalid(
+                    "spec.resourceAttributes",
+                    None,
+                    "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+                )
+            )
+        if problems:
+            raise errors.invalid("SelfSubjectAccessReview", AUTHZ_GROUP, "", problems)
+        attrs = _review_attributes(resource, non_resource)
+        decision = self.authorize(user, attrs)
+        status: dict[str, Any] = {"allowed": decision.allowed}
+        if decision.reason:
+            status["reason"] = decision.reason
+        answer = {
+            "kind": "SelfSubjectAccessReview",
+            "apiVersion": f"{AUTHZ_GROUP}/v1",
+            "metadata": {"creationTimestamp": None, **(body.get("metadata") or {})},
+            "spec": spec,
+            "status": status,
+        }
+        return json_response(answer, status=201)
+
+
+def _review_attributes(
+    resource: Mapping[str, Any] | None, non_resource: Mapping[str, Any] | None
+) -> rbac.Attributes:
+    if resource is not None:
+        return rbac.Attributes(
+            verb=resource.get("verb", ""),
+            resource_request=True,
+            namespace=resource.get("namespace", ""),
+            api_group=resource.get("group", ""),
+            api_version=resource.get("version", ""),
+            resource=resource.get("resource", ""),
+            subresource=resource.get("subresource", ""),
+            name=resource.get("name", ""),
+        )
+    assert non_resource is not None
+    return rbac.Attributes(
+        verb=non_resource.get("verb", ""), resource_request=False, path=non_resource.get("path", "")
+    )
+
+
+def _decode(request: ApiRequest) -> dict[str, Any]:
+    if request.content_type == _PROTOBUF:
+        return protobuf.decode_object(request.body, f"{AUTHZ_GROUP}/v1", "SelfSubjectAccessReview")
+    try:
+        body = (
+            yaml.safe_load(request.body)
+            if request.content_type == "application/yaml"
+            else orjson.loads(request.body)
+        )
+    except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
+        raise errors.bad_request(f"error decoding request body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise errors.bad_request("the request body must be a JSON object")
+    return body
