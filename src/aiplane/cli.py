@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -22,6 +22,13 @@ if not console.is_terminal:
     # Piped or captured output: rich would assume 80 columns and truncate the tables.
     console = Console(width=160)
 err_console = Console(stderr=True)
+
+
+class AuthorizationMode(enum.StrEnum):
+    """``aiplane sim --authorization-mode`` (kube-apiserver's names)."""
+
+    ALWAYS_ALLOW = "AlwaysAllow"
+    RBAC = "RBAC"
 
 
 @app.command()
@@ -221,15 +228,14 @@ def sim(
         ),
     ] = 0.5,
     authorization_mode: Annotated[
-        str,
+        AuthorizationMode,
         typer.Option(
             "--authorization-mode",
             metavar="MODE",
-            click_type=click.Choice(["AlwaysAllow", "RBAC"]),
             help="AlwaysAllow: every authenticated request may do everything. RBAC: authorize every "
             "request by Roles, ClusterRoles and their bindings, as kube-apiserver does.",
         ),
-    ] = "AlwaysAllow",
+    ] = AuthorizationMode.ALWAYS_ALLOW,
     audit_log: Annotated[
         Path | None,
         typer.Option(
@@ -252,7 +258,7 @@ def sim(
             agents=agents,
             dcm_delay=dcm_delay,
             pod_ready_delay=pod_ready_delay,
-            authorization_mode=authorization_mode,
+            authorization_mode=authorization_mode.value,
             audit_log=audit_log,
         )
     )

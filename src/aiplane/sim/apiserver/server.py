@@ -32,6 +32,9 @@ from aiplane.sim.apiserver.store import Store
 MAX_REQUEST_BYTES = dispatch.MAX_REQUEST_BYTES
 _PUBLIC = ("/version", "/healthz", "/readyz", "/livez")
 
+#: The authenticated user of a request, for the handlers after the middleware.
+_USER = web.RequestKey("user", UserInfo)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -160,7 +163,7 @@ class ApiServer:
         if not decision.allowed:
             access.record(user, attrs, 403, decision, user_agent)
             return to_web(error_response(rbac.forbidden(user, attrs, decision.reason)))
-        request["user"] = user
+        request[_USER] = user
         code = 500
         try:
             response = await handler(request)
@@ -182,7 +185,7 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         api_request = await read_request(request)
-        user: UserInfo = request.get("user", ADMIN)
+        user: UserInfo = request.get(_USER, ADMIN)
         response = self.access.review(user, api_request) or await self._answer(api_request)
         if response.stream is not None:
             return await stream_response(request, response)
