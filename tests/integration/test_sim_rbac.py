@@ -73,6 +73,12 @@ async def test_kubectl_as_a_service_account_is_refused_as_kube_refuses(
     assert listed.returncode == 0, listed.stderr
     cannot_delete = await kubectl(kubeconfig, "auth", "can-i", "delete", "pods/x")
     assert cannot_delete.stdout.strip() == "no"
+    listing = await kubectl(kubeconfig, "auth", "can-i", "--list")
+    assert listing.returncode == 0, listing.stderr
+    rows = [line.split() for line in listing.stdout.splitlines()]
+    assert ["pods", "[]", "[]", "[list]"] in rows
+    assert ["selfsubjectaccessreviews.authorization.k8s.io", "[]", "[]", "[create]"] in rows
+    assert ["[/api/*]", "[]", "[get]"] in rows
 
 
 async def test_kubectl_create_token_gives_a_token_that_authenticates_as_the_service_account(

@@ -5,7 +5,8 @@ What a least-privilege test needs in one place: start ``EmbeddedCluster(authoriz
 ``access = grant(cluster, "aiplane-system", "aiplane", manifests)`` with the chart's ServiceAccount,
 ClusterRole, Role and bindings (or :func:`cluster_role_for` around a list of rules), run the operator
 on ``access.client()`` (in-memory) or ``access.kubeconfig()`` (HTTP, kubectl), then assert on
-``access.denied()`` (nothing refused) and ``access.records()`` (which permissions were used).
+``access.denied()`` (nothing refused) and ``access.permissions()`` (which permissions were used, every
+request counted; ``access.records()`` holds the newest requests in full).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from aiplane.sim.apiserver import rbac
-from aiplane.sim.apiserver.audit import AuditRecord
+from aiplane.sim.apiserver.audit import AuditRecord, Permission
 from aiplane.sim.apiserver.authn import UserInfo, service_account_user
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.client import InMemoryKubeClient
@@ -55,9 +56,13 @@ class ServiceAccountAccess:
         """The audit records of the ServiceAccount's requests, oldest first."""
         return self.cluster.audit.for_user(self.user.name)
 
-    def denied(self) -> list[AuditRecord]:
-        """Its requests that were refused (403)."""
-        return [r for r in self.records() if not r.allowed]
+    def permissions(self) -> dict[Permission, int]:
+        """Every kind of request it made, counted (complete however many requests there were)."""
+        return self.cluster.audit.permissions_of(self.user.name)
+
+    def denied(self) -> list[Permission]:
+        """The kinds of request it was refused (403), however long ago."""
+        return [key for key in self.permissions() if not key[-1]]
 
 
 def cluster_role_for(name: str, rules: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -356,5 +356,6 @@ async def test_the_audit_log_records_each_request_of_a_user(cluster: EmbeddedClu
         False,
     )
     assert (missing.code, missing.allowed) == (404, True)
-    assert access.denied() == [patched]
+    assert access.denied() == [(USER, "patch", "", "pods", "status", NS, False)]
+    assert access.permissions()[(USER, "get", "", "pods", "", NS, True)] == 2  # the 200 and the 404
     assert got.groups == authn.service_account_user(NS, SA).groups

@@ -29,7 +29,10 @@ ALWAYS_ALLOW = "AlwaysAllow"
 RBAC = "RBAC"
 MODES = (ALWAYS_ALLOW, RBAC)
 AUTHZ_GROUP = "authorization.k8s.io"
-SSAR_PARTS = ("apis", AUTHZ_GROUP, "v1", "selfsubjectaccessreviews")
+_REVIEWS: dict[tuple[str, ...], str] = {
+    ("apis", AUTHZ_GROUP, "v1", "selfsubjectaccessreviews"): "SelfSubjectAccessReview",
+    ("apis", AUTHZ_GROUP, "v1", "selfsubjectrulesreviews"): "SelfSubjectRulesReview",
+}
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 
@@ -70,16 +73,20 @@ class Access:
     ) -> None:
         self.audit.record(user, attrs, code, decision.allowed, decision.reason, user_agent)
 
-    # --- SelfSubjectAccessReview --------------------------------------------------------------------
+    # --- SelfSubjectAccessReview, SelfSubjectRulesReview ---------------------------------------------------------------
 
     def review(self, user: UserInfo, request: ApiRequest) -> ApiResponse | None:
-        """The answer to ``POST …/selfsubjectaccessreviews`` (``None``: not such a request)."""
-        if request.parts != SSAR_PARTS:
+        """The answer to ``POST …/selfsubjectaccessreviews`` (``kubectl auth can-i``) or
+        ``…/selfsubjectrulesreviews`` (``kubectl auth can-i --list``); ``None``: not such a request."""
+        kind = _REVIEWS.get(request.parts)
+        if kind is None:
             return None
         if request.method != "POST":
             raise errors.method_not_allowed()
-        body = _decode(request)
+        body = _decode(request, kind)
         spec = body.get("spec") or {}
+        if kind == "SelfSubjectRulesReview":
+            return self._rules_review(user, body, spec)
         resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         problems = []
         if resource is not None and non_resource is not None:
@@ -114,6 +121,42 @@ class Access:
         }
         return json_response(answer, status=201)
 
+    def _rules_review(self, user: UserInfo, body: dict[str, Any], spec: dict[str, Any]) -> ApiResponse:
+        """What ``user`` may do in ``spec.namespace``: the rules of every binding that applies to it."""
+        status: dict[str, Any] = {"incomplete": False}
+        if self.mode == ALWAYS_ALLOW:
+            rules: list[Mapping[str, Any]] = [
+                {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+                {"verbs": ["*"], "nonResourceURLs": ["*"]},
+            ]
+            problems: list[str] = []
+        else:
+            rules, problems = self.rbac.rules_for(user, spec.get("namespace", ""))
+        status["resourceRules"] = [
+            {
+                k: list(rule.get(k) or [])
+                for k in ("verbs", "apiGroups", "resources", "resourceNames")
+                if rule.get(k) or k == "verbs"
+            }
+            for rule in rules
+            if rule.get("resources")
+        ]
+        status["nonResourceRules"] = [
+            {"verbs": list(rule.get("verbs") or []), "nonResourceURLs": list(rule["nonResourceURLs"])}
+            for rule in rules
+            if rule.get("nonResourceURLs")
+        ]
+        if problems:
+            status["evaluationError"] = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
+        answer = {
+            "kind": "SelfSubjectRulesReview",
+            "apiVersion": f"{AUTHZ_GROUP}/v1",
+            "metadata": {"creationTimestamp": None, **(body.get("metadata") or {})},
+            "spec": spec,
+            "status": status,
+        }
+        return json_response(answer, status=201)
+
 
 def _review_attributes(
     resource: Mapping[str, Any] | None, non_resource: Mapping[str, Any] | None
@@ -135,9 +178,9 @@ def _review_attributes(
     )
 
 
-def _decode(request: ApiRequest) -> dict[str, Any]:
+def _decode(request: ApiRequest, kind: str) -> dict[str, Any]:
     if request.content_type == _PROTOBUF:
-        return protobuf.decode_object(request.body, f"{AUTHZ_GROUP}/v1", "SelfSubjectAccessReview")
+        return protobuf.decode_object(request.body, f"{AUTHZ_GROUP}/v1", kind)
     try:
         body = (
             yaml.safe_load(request.body)

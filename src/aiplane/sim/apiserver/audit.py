@@ -21,7 +21,11 @@ import orjson
 from aiplane.sim.apiserver.authn import UserInfo
 from aiplane.sim.apiserver.rbac import Attributes
 
-DEFAULT_CAPACITY = 100_000
+DEFAULT_CAPACITY = 10_000
+
+#: What :meth:`AuditLog.permissions` counts: (user, verb, apiGroup, resource, subresource, namespace,
+#: allowed) — resource ``""`` and the path in place of the namespace for a non-resource request.
+Permission = tuple[str, str, str, str, str, str, bool]
 
 
 @dataclass(frozen=True)
@@ -75,10 +79,15 @@ class AuditRecord:
 
 
 class AuditLog:
-    """The newest ``capacity`` records in memory; every record also as a JSON line in ``path`` if set."""
+    """The newest ``capacity`` records in memory; every record also as a JSON line in ``path`` if set.
+
+    ``permissions`` counts every request ever recorded by what authorization decided on (not bounded
+    by ``capacity``: its keys are few), which is what a least-privilege check compares a role with.
+    """
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, path: Path | None = None) -> None:
         self.records: collections.deque[AuditRecord] = collections.deque(maxlen=capacity)
+        self.permissions: collections.Counter[Permission] = collections.Counter()
         self.path = path
         self._file: IO[bytes] | None = None
 
@@ -107,6 +116,10 @@ class AuditLog:
             user_agent,
         )
         self.records.append(entry)
+        where = attrs.namespace if attrs.resource_request else attrs.path
+        self.permissions[
+            (user.name, attrs.verb, attrs.api_group, attrs.resource, attrs.subresource, where, allowed)
+        ] += 1
         if self.path is not None:
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,8 +132,13 @@ class AuditLog:
         """The records of one user (``system:serviceaccount:<ns>:<name>`` for a ServiceAccount)."""
         return [r for r in self.records if r.user == name]
 
+    def permissions_of(self, name: str) -> dict[Permission, int]:
+        """How often user ``name`` made each kind of request (see :data:`Permission`)."""
+        return {key: count for key, count in self.permissions.items() if key[0] == name}
+
     def clear(self) -> None:
         self.records.clear()
+        self.permissions.clear()
 
     def close(self) -> None:
         if self._file is not None:

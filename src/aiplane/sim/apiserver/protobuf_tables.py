@@ -346,6 +346,13 @@ _TABLES: dict[str, str] = {
     "LabelSelectorAttributes": "1 rawSelector; 2 requirements [LabelSelectorRequirement]",
     "NonResourceAttributes": "1 path; 2 verb",
     "SubjectAccessReviewStatus": "1 allowed b!; 4 denied b; 2 reason; 3 evaluationError",
+    "SelfSubjectRulesReview": """1 metadata ObjectMeta; 2 spec SelfSubjectRulesReviewSpec;
+        3 status SubjectRulesReviewStatus""",
+    "SelfSubjectRulesReviewSpec": "1 namespace",
+    "SubjectRulesReviewStatus": """1 resourceRules [ResourceRule]; 2 nonResourceRules [NonResourceRule];
+        3 incomplete b!; 4 evaluationError""",
+    "ResourceRule": "1 verbs [s]; 2 apiGroups [s]; 3 resources [s]; 4 resourceNames [s]",
+    "NonResourceRule": "1 verbs [s]; 2 nonResourceURLs [s]",
     # --- autoscaling/v1 --------------------------------------------------------------------------------
     "Scale": "1 metadata ObjectMeta; 2 spec ScaleSpec; 3 status ScaleStatus",
     "ScaleSpec": "1 replicas i32",
@@ -421,6 +428,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("networking.k8s.io/v1", "Ingress"): "Ingress",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
     ("autoscaling/v1", "Scale"): "Scale",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "HorizontalPodAutoscaler",
 }
