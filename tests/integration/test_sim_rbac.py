@@ -15,10 +15,13 @@ from pathlib import Path
 import aiohttp
 import orjson
 import pytest
+from typer.testing import CliRunner
 
+from aiplane.cli import app
+from aiplane.kube.client import ApiError
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.identities import ServiceAccountAccess, cluster_role_for, grant
-from tests.integration.sim_helpers import http_client
+from tests.integration.sim_helpers import http_client, rbac_cluster
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 NS, SA = "default", "operator"
@@ -147,3 +150,36 @@ async def test_non_resource_urls_and_anonymous_requests(cluster: EmbeddedCluster
         ("get", "/_sim/stats", 403)
     ]
     assert all(e["kind"] == "Event" and e["apiVersion"] == "audit.k8s.io/v1" for e in lines)
+
+
+async def test_an_http_client_as_a_service_account_and_the_rbac_cluster_helper() -> None:
+    reader = cluster_role_for(
+        "node-reader", [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
+    )
+    async with (
+        rbac_cluster([reader], install_crds=False) as (sim, access),
+        http_client(sim, access.kubeconfig()) as client,
+    ):
+        assert (await client.request("GET", "/api/v1/nodes"))["items"]
+        with pytest.raises(ApiError) as refused:
+            await client.request("DELETE", "/api/v1/nodes/x")
+        assert refused.value.status == 403
+        assert refused.value.message == (
+            f'nodes "x" is forbidden: User "{USER}" cannot delete resource "nodes" in API group "" at the cluster scope'
+        )
+        assert access.denied() == [(USER, "delete", "", "nodes", "", "", False)]
+        assert access.permissions()[(USER, "list", "", "nodes", "", "", True)] == 1
+
+
+def test_the_sim_command_takes_the_authorization_mode_and_audit_log() -> None:
+    runner = CliRunner()
+    shown = runner.invoke(app, ["sim", "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0
+    mode_line = next(line for line in shown.output.splitlines() if "--authorization-mode" in line)
+    assert "MODE" in mode_line and "AlwaysAllow" in mode_line
+    assert "PATH" in next(line for line in shown.output.splitlines() if "--audit-log" in line)
+    wrong = runner.invoke(
+        app, ["sim", "--kubeconfig", "x", "--authorization-mode", "Webhook"], env={"COLUMNS": "200"}
+    )
+    assert wrong.exit_code == 2
+    assert "'Webhook' is not one of 'AlwaysAllow', 'RBAC'" in wrong.output
