@@ -116,7 +116,7 @@ def apply_objects(cluster: EmbeddedCluster, manifests: Iterable[Mapping[str, Any
 def grant(
     cluster: EmbeddedCluster, namespace: str, name: str, manifests: Iterable[Mapping[str, Any]] = ()
 ) -> ServiceAccountAccess:
-    """ServiceAccount ``namespace/name`` (created if missing) with ``manifests`` applied: Roles and
+    """ServiceAccount ``namespace/name`` (created if missing, and its namespace) with ``manifests`` applied: Roles and
     ClusterRoles that no binding in ``manifests`` names are bound to it (ClusterRoles cluster-wide,
     Roles in their namespace); bindings are applied as given."""
     docs = [dict(m) for m in manifests]
@@ -128,6 +128,10 @@ def grant(
         for d in docs
         if d.get("kind") in ("Role", "ClusterRole") and (d["kind"], d["metadata"]["name"]) not in bound
     ]
+    api = cluster.server.api
+    if api.store.get("/namespaces", "", namespace) is None:
+        namespace_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+        api.create(api.resource("v1", "Namespace"), None, namespace_doc)
     cluster.service_account_token(namespace, name)  # creates the ServiceAccount if missing
     apply_objects(cluster, docs + extra)
     return ServiceAccountAccess(cluster, namespace, name)

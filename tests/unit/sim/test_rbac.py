@@ -359,3 +359,12 @@ async def test_the_audit_log_records_each_request_of_a_user(cluster: EmbeddedClu
     assert access.denied() == [(USER, "patch", "", "pods", "status", NS, False)]
     assert access.permissions()[(USER, "get", "", "pods", "", NS, True)] == 2  # the 200 and the 404
     assert got.groups == authn.service_account_user(NS, SA).groups
+
+
+async def test_grant_creates_the_namespace_and_the_service_account(cluster: EmbeddedCluster) -> None:
+    access = grant(
+        cluster, "operator-system", "operator", [cluster_role_for("lister", [rule(["list"], PODS)])]
+    )
+    assert access.user.name == "system:serviceaccount:operator-system:operator"
+    assert access.user.uid  # the ServiceAccount exists
+    await Calls(access.client()).list("/api/v1/pods")

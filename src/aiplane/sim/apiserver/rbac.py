@@ -63,8 +63,11 @@ def _name_from_field_selector(selector: str) -> str:
     """``N`` when the selector requires exactly ``metadata.name=N`` (``RequiresExactMatch``)."""
     for term in selector.split(","):
         key, op, value = term.partition("==") if "==" in term else term.partition("=")
-        if op and not key.endswith("!") and key.strip() == "metadata.name" and value and "/" not in value:
-            return value.strip() if value.strip() not in (".", "..") else ""
+        value = value.strip()
+        if op and not key.endswith("!") and key.strip() == "metadata.name":
+            # path.IsValidPathSegmentName: a name kube could not put in a URL is not taken
+            valid = value not in ("", ".", "..") and "/" not in value and "%" not in value
+            return value if valid else ""
     return ""
 
 
