@@ -84,6 +84,33 @@ async def test_kubectl_as_a_service_account_is_refused_as_kube_refuses(
     assert ["[/api/*]", "[]", "[get]"] in rows
 
 
+async def test_kubectl_as_impersonates_when_allowed(cluster: EmbeddedCluster, tmp_path: Path) -> None:
+    access = grant(cluster, NS, SA)
+    admin_config = tmp_path / "admin.kubeconfig"
+    cluster.write_kubeconfig(admin_config)
+    as_sa = (f"--as={USER}",)
+    assert (await kubectl(admin_config, *as_sa, "auth", "can-i", "list", "pods")).stdout.strip() == "no"
+    denied = await kubectl(admin_config, *as_sa, "get", "pods")
+    assert f'User "{USER}" cannot list resource "pods"' in denied.stderr
+    grant(
+        cluster,
+        NS,
+        SA,
+        [cluster_role_for("pod-lister", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}])],
+    )
+    assert (await kubectl(admin_config, *as_sa, "auth", "can-i", "list", "pods")).stdout.strip() == "yes"
+    # The ServiceAccount itself may not impersonate anyone.
+    sa_config = access.write_kubeconfig(tmp_path / "sa.kubeconfig")
+    refused = await kubectl(sa_config, "--as=system:serviceaccount:kube-system:admin", "get", "pods")
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f'Error from server (Forbidden): serviceaccounts "admin" is forbidden: User "{USER}" cannot impersonate '
+        'resource "serviceaccounts" in API group "" in the namespace "kube-system"'
+    )
+    refused = await kubectl(sa_config, "--as=jane", "--as-group=devs", "get", "pods")
+    assert 'users "jane" is forbidden: User' in refused.stderr
+    assert 'cannot impersonate resource "users" in API group "" at the cluster scope' in refused.stderr
+
+
 async def test_kubectl_create_token_gives_a_token_that_authenticates_as_the_service_account(
     cluster: EmbeddedCluster, tmp_path: Path
 ) -> None:

@@ -55,6 +55,42 @@ class Access:
         """The user of an ``Authorization`` header (anonymous without one); 401 for a bad token."""
         return authn.authenticate(authorization, self.admin_token, self.tokens, self.api)
 
+    def impersonate(self, requestor: UserInfo, headers: Any) -> UserInfo:
+        """The user a request acts as: ``Impersonate-User``/``Impersonate-Group`` (``kubectl --as``,
+        ``--as-group``), each authorized as kube's impersonation filter does (verb ``impersonate`` on
+        ``users``, ``groups`` or, for a ServiceAccount user name, ``serviceaccounts`` in its namespace);
+        the requestor itself without those headers."""
+        name = headers.get("Impersonate-User", "")
+        getall = getattr(headers, "getall", None)
+        groups = list(getall("Impersonate-Group", [])) if getall else []
+        if not name:
+            if groups:
+                raise errors.bad_request(f"requested {groups} without impersonating a user")
+            return requestor
+        # Only what the headers ask for is authorized; a ServiceAccount's implied groups are not.
+        targets = [rbac.Attributes("impersonate", True, resource="groups", name=g) for g in groups]
+        service_account = authn.split_service_account(name)
+        if service_account is not None:
+            namespace, sa_name = service_account
+            targets.insert(
+                0,
+                rbac.Attributes(
+                    "impersonate", True, namespace=namespace, resource="serviceaccounts", name=sa_name
+                ),
+            )
+            groups = groups or [authn.SA_GROUP, f"{authn.SA_GROUP}:{namespace}"]
+        else:
+            targets.insert(0, rbac.Attributes("impersonate", True, resource="users", name=name))
+        for attrs in targets:
+            decision = self.authorize(requestor, attrs)
+            if not decision.allowed:
+                raise rbac.forbidden(requestor, attrs, decision.reason)
+        if name == authn.ANONYMOUS.name:
+            return authn.UserInfo(name, tuple(dict.fromkeys([*groups, authn.UNAUTHENTICATED])))
+        return authn.UserInfo(
+            name, tuple(dict.fromkeys([*groups, authn.AUTHENTICATED])), headers.get("Impersonate-Uid", "")
+        )
+
     def authorize(self, user: UserInfo, attrs: rbac.Attributes) -> rbac.Decision:
         if self.mode == ALWAYS_ALLOW:
             return rbac.Decision(True)

@@ -153,11 +153,12 @@ class ApiServer:
         user_agent = request.headers.get("User-Agent", "")
         try:
             user = access.authenticate(request.headers.get("Authorization", ""))
+            if user is ANONYMOUS and access.mode == ALWAYS_ALLOW and not request.path.startswith(_PUBLIC):
+                # AlwaysAllow would let anonymous requests do everything: this server refuses them instead.
+                raise errors.unauthorized()
+            user = access.impersonate(user, request.headers)
         except ApiError as err:
             return to_web(error_response(err))
-        if user is ANONYMOUS and access.mode == ALWAYS_ALLOW and not request.path.startswith(_PUBLIC):
-            # AlwaysAllow would let anonymous requests do everything: this server refuses them instead.
-            return to_web(error_response(errors.unauthorized()))
         attrs = rbac.attributes(request.method, request.path, request.query)
         decision = access.authorize(user, attrs)
         if not decision.allowed:
