@@ -368,3 +368,19 @@ async def test_grant_creates_the_namespace_and_the_service_account(cluster: Embe
     assert access.user.name == "system:serviceaccount:operator-system:operator"
     assert access.user.uid  # the ServiceAccount exists
     await Calls(access.client()).list("/api/v1/pods")
+
+
+async def test_a_watch_is_authorized_as_watch(cluster: EmbeddedCluster) -> None:
+    access = grant(cluster, NS, SA, [role("lister", [rule(["list"], PODS)])])
+    client = access.client()
+    with pytest.raises(ApiError) as refused_watch:
+        async for _event in client.stream(f"/api/v1/namespaces/{NS}/pods", {"resourceVersion": "0"}):
+            break
+    assert refused_watch.value.message == (
+        f'pods is forbidden: User "{USER}" cannot watch resource "pods" in API group "" in the namespace "{NS}"'
+    )
+    grant(cluster, NS, SA, [role("watcher", [rule(["watch"], PODS)])])
+    async for event in client.stream(f"/api/v1/namespaces/{NS}/pods", {"resourceVersion": "0"}):
+        assert event["type"] == "ADDED"
+        break
+    assert [(r.verb, r.code) for r in access.records()] == [("watch", 403), ("watch", 200)]
