@@ -167,6 +167,7 @@ async def test_non_resource_urls_and_anonymous_requests(cluster: EmbeddedCluster
         assert isinstance(body, dict)
         assert body["message"] == f'forbidden: User "{USER}" cannot get path "/_sim/stats"'
         assert (await get("/api/v1/pods", "not-a-token"))[0] == 401
+        assert (await get("/api/v1/pods?limit=1", token))[0] == 403
     lines = [orjson.loads(line) for line in (cluster.audit.path or Path()).read_text().splitlines()]
     denied = [
         e
@@ -174,7 +175,8 @@ async def test_non_resource_urls_and_anonymous_requests(cluster: EmbeddedCluster
         if e["user"]["username"] == USER and e["annotations"]["authorization.k8s.io/decision"] == "forbid"
     ]
     assert [(e["verb"], e["requestURI"], e["responseStatus"]["code"]) for e in denied] == [
-        ("get", "/_sim/stats", 403)
+        ("get", "/_sim/stats", 403),
+        ("list", "/api/v1/pods?limit=1", 403),
     ]
     assert all(e["kind"] == "Event" and e["apiVersion"] == "audit.k8s.io/v1" for e in lines)
 

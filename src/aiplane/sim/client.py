@@ -44,6 +44,7 @@ the 403 kube would answer — and recorded in the cluster's audit log, exactly a
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Self
@@ -214,7 +215,8 @@ class InMemoryKubeClient(KubeClient):
             except errors.ApiError as err:
                 reviewed = error_response(err)
             response = reviewed or await dispatch.handle(self._context, request, observe=self._count)
-        access.record(self.user, attrs, response.status, decision, self.user_agent)
+        uri = f"{path}?{urllib.parse.urlencode(query)}" if query else path
+        access.record(self.user, attrs, response.status, decision, self.user_agent, uri)
         return response
 
     def _count(self, verb: str, target: dispatch.Target | None) -> None:

@@ -105,9 +105,15 @@ class Access:
         return attrs, decision, None if decision.allowed else rbac.forbidden(user, attrs, decision.reason)
 
     def record(
-        self, user: UserInfo, attrs: rbac.Attributes, code: int, decision: rbac.Decision, user_agent: str = ""
+        self,
+        user: UserInfo,
+        attrs: rbac.Attributes,
+        code: int,
+        decision: rbac.Decision,
+        user_agent: str = "",
+        uri: str = "",
     ) -> None:
-        self.audit.record(user, attrs, code, decision.allowed, decision.reason, user_agent)
+        self.audit.record(user, attrs, code, decision.allowed, decision.reason, user_agent, uri)
 
     # --- SelfSubjectAccessReview, SelfSubjectRulesReview ---------------------------------------------------------------
 

@@ -40,6 +40,7 @@ class AuditRecord:
     subresource: str
     namespace: str
     name: str
+    #: The request URI, query included (kube's ``requestURI``).
     path: str
     code: int
     allowed: bool
@@ -99,7 +100,9 @@ class AuditLog:
         allowed: bool,
         reason: str = "",
         user_agent: str = "",
+        uri: str = "",
     ) -> AuditRecord:
+        """Record one request; ``uri`` is the request URI with its query (the path if not given)."""
         entry = AuditRecord(
             user.name,
             user.groups,
@@ -109,7 +112,7 @@ class AuditLog:
             attrs.subresource,
             attrs.namespace,
             attrs.name,
-            attrs.path,
+            uri or attrs.path,
             code,
             allowed,
             reason,

@@ -162,7 +162,7 @@ class ApiServer:
         attrs = rbac.attributes(request.method, request.path, request.query)
         decision = access.authorize(user, attrs)
         if not decision.allowed:
-            access.record(user, attrs, 403, decision, user_agent)
+            access.record(user, attrs, 403, decision, user_agent, request.path_qs)
             return to_web(error_response(rbac.forbidden(user, attrs, decision.reason)))
         request[_USER] = user
         code = 500
@@ -182,7 +182,7 @@ class ApiServer:
         except Exception as exc:  # a bug of ours must still answer like a server, not drop the connection
             return to_web(error_response(errors.internal(f"{type(exc).__name__}: {exc}")))
         finally:
-            access.record(user, attrs, code, decision, user_agent)
+            access.record(user, attrs, code, decision, user_agent, request.path_qs)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         api_request = await read_request(request)
