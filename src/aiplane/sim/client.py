@@ -206,7 +206,7 @@ class InMemoryKubeClient(KubeClient):
         if self.user is None or server is None:
             return await dispatch.handle(self._context, request, observe=self._count)
         access = server.access
-        attrs, decision, denied = access.admit(self.user, request)
+        attrs, decision, denied = access.admit(self.user, method.upper(), path, request.query, content_type)
         if denied is not None:
             response = error_response(denied)
         else:

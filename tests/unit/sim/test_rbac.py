@@ -384,3 +384,34 @@ async def test_a_watch_is_authorized_as_watch(cluster: EmbeddedCluster) -> None:
         assert event["type"] == "ADDED"
         break
     assert [(r.verb, r.code) for r in access.records()] == [("watch", 403), ("watch", 200)]
+
+
+async def test_a_server_side_apply_that_creates_needs_create_too(cluster: EmbeddedCluster) -> None:
+    access = grant(cluster, NS, SA, [role("patcher", [rule(["patch"], ["configmaps"])])])
+    client = access.client()
+    path = f"/api/v1/namespaces/{NS}/configmaps/settings"
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "1"}}
+
+    async def apply() -> dict[str, Any]:
+        return await client.request(
+            "PATCH",
+            path,
+            query={"fieldManager": "op"},
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+        )
+
+    with pytest.raises(ApiError) as refused_create:
+        await apply()
+    # kube's patch handler: NewForbidden(resource, name, <the authorizer's reason, empty for RBAC>)
+    assert refused_create.value.status == 403
+    assert refused_create.value.message == 'configmaps "settings" is forbidden: '
+    assert refused_create.value.body["details"] == {"name": "settings", "kind": "configmaps"}
+    await InMemoryKubeClient.for_cluster(cluster).request(
+        "POST", f"/api/v1/namespaces/{NS}/configmaps", body=manifest
+    )
+    assert (await apply())["data"] == {"a": "1"}  # patch alone updates an existing object
+    grant(cluster, NS, SA, [role("creator", [rule(["create"], ["configmaps"])])])
+    path = f"/api/v1/namespaces/{NS}/configmaps/other"
+    manifest["metadata"]["name"] = "other"
+    assert (await apply())["metadata"]["name"] == "other"

@@ -11,6 +11,7 @@ so an operator running in-process as its ServiceAccount is authorized and audite
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,6 +35,7 @@ _REVIEWS: dict[tuple[str, ...], str] = {
     ("apis", AUTHZ_GROUP, "v1", "selfsubjectrulesreviews"): "SelfSubjectRulesReview",
 }
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
+APPLY_PATCH = "application/apply-patch+yaml"
 
 
 class Access:
@@ -97,12 +99,41 @@ class Access:
         return self.rbac.authorize(user, attrs)
 
     def admit(
-        self, user: UserInfo, request: ApiRequest
+        self, user: UserInfo, method: str, path: str, query: Mapping[str, str], content_type: str = ""
     ) -> tuple[rbac.Attributes, rbac.Decision, ApiError | None]:
-        """The request's attributes, the decision, and the 403 to answer if denied."""
-        attrs = rbac.attributes(request.method, request.path, request.query)
+        """The request's attributes, the decision, and the 403 to answer if denied.
+
+        A server-side apply that would create the object needs ``create`` too: kube's patch handler
+        authorizes the create (``withAuthorization``) and refuses it with ``NewForbidden(resource, name,
+        reason)`` — a message ending in ``is forbidden: `` and RBAC's (usually empty) reason.
+        """
+        attrs = rbac.attributes(method, path, query)
         decision = self.authorize(user, attrs)
-        return attrs, decision, None if decision.allowed else rbac.forbidden(user, attrs, decision.reason)
+        if not decision.allowed:
+            return attrs, decision, rbac.forbidden(user, attrs, decision.reason)
+        if content_type == APPLY_PATCH and attrs.verb == "patch" and self._absent(attrs):
+            create = dataclasses.replace(attrs, verb="create")
+            created = self.authorize(user, create)
+            if not created.allowed:
+                resource = f"{attrs.resource}.{attrs.api_group}" if attrs.api_group else attrs.resource
+                details = {"name": attrs.name, "group": attrs.api_group, "kind": attrs.resource}
+                message = f'{resource} "{attrs.name}" is forbidden: {created.reason}'
+                return (
+                    attrs,
+                    decision,
+                    ApiError(403, "Forbidden", message, details={k: v for k, v in details.items() if v}),
+                )
+        return attrs, decision, None
+
+    def _absent(self, attrs: rbac.Attributes) -> bool:
+        """Whether the object an apply names does not exist (so the apply would create it)."""
+        if attrs.subresource or not attrs.name:
+            return False
+        rt = self.api.registry.lookup(attrs.api_group, attrs.api_version, attrs.resource)
+        if rt is None:
+            return False
+        namespace = attrs.namespace if rt.namespaced else ""
+        return self.api.store.get(rt.storage_key, namespace, attrs.name) is None
 
     def record(
         self,

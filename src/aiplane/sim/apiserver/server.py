@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from aiplane.sim.apiserver import apply, discovery, dispatch, errors, faults, gc, openapi, rbac
+from aiplane.sim.apiserver import apply, discovery, dispatch, errors, faults, gc, openapi
 from aiplane.sim.apiserver.access import ALWAYS_ALLOW, Access
 from aiplane.sim.apiserver.audit import AuditLog
 from aiplane.sim.apiserver.authn import ADMIN, ANONYMOUS, TokenIssuer, UserInfo
@@ -159,11 +159,12 @@ class ApiServer:
             user = access.impersonate(user, request.headers)
         except ApiError as err:
             return to_web(error_response(err))
-        attrs = rbac.attributes(request.method, request.path, request.query)
-        decision = access.authorize(user, attrs)
-        if not decision.allowed:
+        attrs, decision, denied = access.admit(
+            user, request.method, request.path, request.query, request.content_type
+        )
+        if denied is not None:
             access.record(user, attrs, 403, decision, user_agent, request.path_qs)
-            return to_web(error_response(rbac.forbidden(user, attrs, decision.reason)))
+            return to_web(error_response(denied))
         request[_USER] = user
         code = 500
         try:
