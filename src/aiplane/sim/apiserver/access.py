@@ -111,7 +111,8 @@ class Access:
         decision = self.authorize(user, attrs)
         if not decision.allowed:
             return attrs, decision, rbac.forbidden(user, attrs, decision.reason)
-        if content_type == APPLY_PATCH and attrs.verb == "patch" and self._absent(attrs):
+        creating = content_type == APPLY_PATCH and attrs.verb == "patch" and self.mode != ALWAYS_ALLOW
+        if creating and self._absent(attrs):
             create = dataclasses.replace(attrs, verb="create")
             created = self.authorize(user, create)
             if not created.allowed:
