@@ -64,6 +64,16 @@ async def test_kubectl_as_a_service_account_is_refused_as_kube_refuses(
     assert not any(r.code == 403 and not r.resource for r in access.records())
     can_i = await kubectl(kubeconfig, "auth", "can-i", "list", "pods")
     assert (can_i.returncode, can_i.stdout.strip()) == (1, "no")
+    whoami = await kubectl(kubeconfig, "auth", "whoami")
+    assert whoami.returncode == 0, whoami.stderr
+    rows = [line.split() for line in whoami.stdout.splitlines()]
+    assert ["Username", USER] in rows
+    assert [
+        "Groups",
+        "[system:serviceaccounts",
+        f"system:serviceaccounts:{NS}",
+        "system:authenticated]",
+    ] in rows
     grant(
         cluster,
         NS,

@@ -33,6 +33,7 @@ AUTHZ_GROUP = "authorization.k8s.io"
 _REVIEWS: dict[tuple[str, ...], str] = {
     ("apis", AUTHZ_GROUP, "v1", "selfsubjectaccessreviews"): "SelfSubjectAccessReview",
     ("apis", AUTHZ_GROUP, "v1", "selfsubjectrulesreviews"): "SelfSubjectRulesReview",
+    ("apis", "authentication.k8s.io", "v1", "selfsubjectreviews"): "SelfSubjectReview",
 }
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -151,13 +152,22 @@ class Access:
 
     def review(self, user: UserInfo, request: ApiRequest) -> ApiResponse | None:
         """The answer to ``POST …/selfsubjectaccessreviews`` (``kubectl auth can-i``) or
-        ``…/selfsubjectrulesreviews`` (``kubectl auth can-i --list``); ``None``: not such a request."""
+        ``…/selfsubjectrulesreviews`` (``kubectl auth can-i --list``) or ``authentication.k8s.io``'s
+        ``selfsubjectreviews`` (``kubectl auth whoami``); ``None``: not such a request."""
         kind = _REVIEWS.get(request.parts)
         if kind is None:
             return None
         if request.method != "POST":
             raise errors.method_not_allowed()
         body = _decode(request, kind)
+        if kind == "SelfSubjectReview":
+            answer = {
+                "kind": kind,
+                "apiVersion": "authentication.k8s.io/v1",
+                "metadata": {"creationTimestamp": None},
+                "status": {"userInfo": user.to_json()},
+            }
+            return json_response(answer, status=201)
         spec = body.get("spec") or {}
         if kind == "SelfSubjectRulesReview":
             return self._rules_review(user, body, spec)
@@ -253,8 +263,9 @@ def _review_attributes(
 
 
 def _decode(request: ApiRequest, kind: str) -> dict[str, Any]:
+    group = "authentication.k8s.io" if kind == "SelfSubjectReview" else AUTHZ_GROUP
     if request.content_type == _PROTOBUF:
-        return protobuf.decode_object(request.body, f"{AUTHZ_GROUP}/v1", kind)
+        return protobuf.decode_object(request.body, f"{group}/v1", kind)
     try:
         body = (
             yaml.safe_load(request.body)

@@ -335,6 +335,9 @@ _TABLES: dict[str, str] = {
         3 boundObjectRef BoundObjectReference?""",
     "BoundObjectReference": "1 kind; 2 apiVersion; 3 name; 4 uid",
     "TokenRequestStatus": "1 token s!; 2 expirationTimestamp Time",
+    "SelfSubjectReview": "1 metadata ObjectMeta; 2 status SelfSubjectReviewStatus",
+    "SelfSubjectReviewStatus": "1 userInfo UserInfo",
+    "UserInfo": "1 username; 2 uid; 3 groups [s]",
     # --- authorization.k8s.io/v1 (kubectl auth can-i) ---------------------------------------------------
     "SelfSubjectAccessReview": """1 metadata ObjectMeta; 2 spec SelfSubjectAccessReviewSpec;
         3 status SubjectAccessReviewStatus""",
@@ -427,6 +430,7 @@ KINDS: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     ("networking.k8s.io/v1", "Ingress"): "Ingress",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
     ("autoscaling/v1", "Scale"): "Scale",
