@@ -326,6 +326,10 @@ async def test_tokens_authenticate_until_expiry_or_deletion(cluster: EmbeddedClu
     assert minted["kind"] == "TokenRequest"
     assert minted["spec"]["audiences"] == [authn.AUDIENCE]
     assert server.tokens.verify(minted["status"]["token"], server.api) == user
+    vault = await admin.create(
+        f"/api/v1/namespaces/{NS}/serviceaccounts/{SA}/token", {"spec": {"audiences": ["vault"]}}
+    )
+    assert server.tokens.verify(vault["status"]["token"], server.api) is None  # not meant for the API server
     with pytest.raises(ApiError) as short:
         await admin.create(
             f"/api/v1/namespaces/{NS}/serviceaccounts/{SA}/token", {"spec": {"expirationSeconds": 60}}

@@ -125,7 +125,7 @@ class TokenIssuer:
 
     def verify(self, token: str, api: Api) -> UserInfo | None:
         """The ServiceAccount user ``token`` authenticates, or ``None`` (bad signature, expired, or
-        the ServiceAccount gone or recreated since)."""
+        not for this API server's audience, or the ServiceAccount gone or recreated since)."""
         head, dot, signature = token.rpartition(".")
         if not dot or not hmac.compare_digest(self._sign(head), signature):
             return None
@@ -138,10 +138,11 @@ class TokenIssuer:
                 info["serviceaccount"]["uid"],
             )
             expires = int(claims["exp"])
+            audiences = claims["aud"]
         except (ValueError, KeyError, TypeError, binascii.Error):
             return None
-        if api.clock().timestamp() >= expires:
-            return None
+        if api.clock().timestamp() >= expires or AUDIENCE not in audiences:
+            return None  # expired, or meant for another audience (``kubectl create token --audience``)
         sa = api.store.get("/serviceaccounts", namespace, name)
         if sa is None or sa["metadata"].get("uid") != uid or sa["metadata"].get("deletionTimestamp"):
             return None
