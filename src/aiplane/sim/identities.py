@@ -80,7 +80,11 @@ def _binding_for(role: Mapping[str, Any], namespace: str, name: str) -> dict[str
     in the Role's namespace for a Role."""
     role_name = role["metadata"]["name"]
     cluster_wide = role["kind"] == "ClusterRole"
-    meta: dict[str, Any] = {"name": f"{role_name}-{name}"}
+    # A ClusterRoleBinding's name carries the ServiceAccount's namespace: same-named accounts of two
+    # namespaces must not replace each other's binding.
+    meta: dict[str, Any] = {
+        "name": f"{role_name}-{namespace}-{name}" if cluster_wide else f"{role_name}-{name}"
+    }
     if not cluster_wide:
         meta["namespace"] = role["metadata"].get("namespace", namespace)
     return {
