@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -24,6 +25,13 @@ if not console.is_terminal:
     console = Console(width=160)
 err_console = Console(stderr=True)
 _EXAMPLES = examples_dir()
+
+
+class AuthorizationMode(enum.StrEnum):
+    """``aiplane sim --authorization-mode`` (kube-apiserver's names)."""
+
+    ALWAYS_ALLOW = "AlwaysAllow"
+    RBAC = "RBAC"
 
 
 @app.command()
@@ -255,6 +263,23 @@ def sim(
             help="How long a bound pod takes to become Running and Ready.",
         ),
     ] = 0.5,
+    authorization_mode: Annotated[
+        AuthorizationMode,
+        typer.Option(
+            "--authorization-mode",
+            metavar="MODE",
+            help="AlwaysAllow: every authenticated request may do everything. RBAC: authorize every "
+            "request by Roles, ClusterRoles and their bindings, as kube-apiserver does.",
+        ),
+    ] = AuthorizationMode.ALWAYS_ALLOW,
+    audit_log: Annotated[
+        Path | None,
+        typer.Option(
+            "--audit-log",
+            metavar="PATH",
+            help="Append one JSON line per request (kube's audit Event) to PATH.",
+        ),
+    ] = None,
 ) -> None:
     """Run the embedded cluster (a Kubernetes API server faithful enough for kubectl) until SIGINT/SIGTERM."""
     from aiplane.simrun import run_sim
@@ -269,6 +294,8 @@ def sim(
             agents=agents,
             dcm_delay=dcm_delay,
             pod_ready_delay=pod_ready_delay,
+            authorization_mode=authorization_mode.value,
+            audit_log=audit_log,
         )
     )
     raise typer.Exit(code)

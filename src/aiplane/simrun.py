@@ -57,6 +57,14 @@ def sim_monitoring(cluster: EmbeddedCluster, env: Mapping[str, str] | None = Non
     return MonitoringOptions.from_env({**defaults, **{k: v for k, v in source.items() if v.strip()}})
 
 
+def _access_line(authorization_mode: str, audit_log: Path | None) -> str:
+    return (
+        f"aiplane sim: authorization mode {authorization_mode} (the kubeconfig's user is in system:masters; "
+        "`kubectl create token NAME` mints a ServiceAccount's token)"
+        + (f"; audit log {audit_log}" if audit_log is not None else "")
+    )
+
+
 async def run_sim(
     *,
     kubeconfig: Path,
@@ -67,6 +75,8 @@ async def run_sim(
     agents: bool = True,
     dcm_delay: float = 1.0,
     pod_ready_delay: float = 0.5,
+    authorization_mode: str = "AlwaysAllow",
+    audit_log: Path | None = None,
 ) -> int:
     try:
         selected = registry.select(controllers)
@@ -85,7 +95,14 @@ async def run_sim(
         return 2
     # The simulated schedulers, kubelet, DaemonSet controller and AMD GPU operator run by default
     # here: a newcomer's cluster should behave like one (pods are scheduled and run, GPUs partition).
-    cluster = EmbeddedCluster(fleet=fleet, agents=agents, dcm_delay=dcm_delay, ready_delay=pod_ready_delay)
+    cluster = EmbeddedCluster(
+        fleet=fleet,
+        agents=agents,
+        dcm_delay=dcm_delay,
+        ready_delay=pod_ready_delay,
+        authorization_mode=authorization_mode,
+        audit_log=audit_log,
+    )
     for spec in faults:
         try:
             cluster.server.faults.add_spec(spec)
@@ -127,6 +144,7 @@ async def run_sim(
         + (f"; resource monitoring on, every {monitoring.interval:g}s" if monitoring.enabled else ""),
         file=sys.stderr,
     )
+    print(_access_line(authorization_mode, audit_log), file=sys.stderr)
     print(f"aiplane sim: try  KUBECONFIG={kubeconfig} kubectl get nodes", file=sys.stderr)
     stopped = asyncio.create_task(stop.wait())
     waiting: set[asyncio.Task[Any]] = {stopped}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import config as kconfig
@@ -16,6 +16,7 @@ from aiplane.kube.client import HttpKubeClient, KubeClient
 from aiplane.kube.resources import EVENTS
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet
+from aiplane.sim.identities import ServiceAccountAccess, grant
 
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -44,15 +45,36 @@ async def agent_cluster(fleet: Fleet | None = None) -> AsyncIterator[EmbeddedClu
 
 
 @contextlib.asynccontextmanager
-async def http_client(cluster: EmbeddedCluster) -> AsyncIterator[HttpKubeClient]:
-    """An ``HttpKubeClient`` for ``cluster`` from its kubeconfig, closed on exit."""
+async def http_client(
+    cluster: EmbeddedCluster, kubeconfig: Obj | None = None
+) -> AsyncIterator[HttpKubeClient]:
+    """An ``HttpKubeClient`` for ``cluster`` from its admin kubeconfig (or ``kubeconfig``, e.g. a
+    ServiceAccount's: ``grant(cluster, ns, sa, manifests).kubeconfig()``), closed on exit."""
     configuration = Configuration()
-    await kconfig.load_kube_config_from_dict(cluster.kubeconfig(), client_configuration=configuration)
+    await kconfig.load_kube_config_from_dict(
+        kubeconfig or cluster.kubeconfig(), client_configuration=configuration
+    )
     client = HttpKubeClient(configuration, qps=1000, burst=1000, user_agent="aiplane-test")
     try:
         yield client
     finally:
         await client.close()
+
+
+@contextlib.asynccontextmanager
+async def rbac_cluster(
+    manifests: Iterable[Obj] = (), namespace: str = "default", name: str = "operator", **cluster_kw: Any
+) -> AsyncIterator[tuple[EmbeddedCluster, ServiceAccountAccess]]:
+    """A started embedded cluster authorizing by RBAC, and ServiceAccount ``namespace/name`` granted
+    ``manifests`` (Roles, ClusterRoles, bindings; see ``aiplane.sim.identities.grant``): act as it with
+    ``access.client()`` (in-memory) or ``access.kubeconfig()`` (HTTP); ``access.denied()`` and
+    ``access.permissions()`` say what it was refused and what it used."""
+    sim = EmbeddedCluster(authorization_mode="RBAC", **cluster_kw)
+    await sim.start()
+    try:
+        yield sim, grant(sim, namespace, name, manifests)
+    finally:
+        await sim.stop()
 
 
 async def events(client: KubeClient, involved: str, reason: str, namespace: str = "default") -> list[Obj]:

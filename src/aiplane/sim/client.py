@@ -31,6 +31,11 @@ runs on the caller's event loop: the client, and the cluster it wraps, must be u
 store is not thread-safe), which is also where the deletion/GC worker is started when the cluster is
 not being served.
 
+**Identity.** Without a user the client acts as the cluster's admin, unaudited (what controller tests
+want). Given ``user`` (or built with :meth:`as_service_account`) on a cluster, every request is
+authenticated as that user: authorized by the cluster's authorization mode — a denied request raises
+the 403 kube would answer — and recorded in the cluster's audit log, exactly as over HTTP.
+
 ``requests`` counts requests by kube verb (``get``, ``list``, ``watch``, ``create``, ``update``, ``patch``,
 ``delete``, ``deletecollection``) so a test can assert how many writes a controller made;
 ``requests_by_resource`` counts ``(verb, "plural[.group][/subresource]")``.
@@ -39,6 +44,7 @@ not being served.
 from __future__ import annotations
 
 import asyncio
+import urllib.parse
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Self
@@ -48,6 +54,7 @@ from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from aiplane.kube.client import JSON, ApiError, KubeClient, RequestObserver
 from aiplane.sim.apiserver import dispatch, errors
+from aiplane.sim.apiserver.authn import UserInfo, service_account_user
 from aiplane.sim.apiserver.context import Context, ServerContext
 from aiplane.sim.apiserver.faults import Faults
 from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, error_response
@@ -87,8 +94,11 @@ class InMemoryKubeClient(KubeClient):
         user_agent: str = "aiplane",
         max_throttle_retries: int = 5,
         observer: RequestObserver | None = None,
+        user: UserInfo | None = None,
     ) -> None:
         self.cluster: EmbeddedCluster | None = None
+        #: Who the requests come from (``None``: the admin, neither authorized nor audited).
+        self.user = user
         context: ServerContext
         if api is None:
             self.cluster = EmbeddedCluster()
@@ -116,6 +126,14 @@ class InMemoryKubeClient(KubeClient):
         client.cluster = cluster
         client._context = cluster.server
         return client
+
+    @classmethod
+    def as_service_account(cls, cluster: EmbeddedCluster, namespace: str, name: str, **kw: Any) -> Self:
+        """A client of ``cluster`` authenticated as ServiceAccount ``namespace/name`` (created if missing)."""
+        cluster.service_account_token(namespace, name)  # creates the ServiceAccount as a token request needs
+        sa = cluster.server.store.get("/serviceaccounts", namespace, name)
+        uid = sa["metadata"].get("uid", "") if sa else ""
+        return cls.for_cluster(cluster, user=service_account_user(namespace, name, uid), **kw)
 
     @classmethod
     def fresh(
@@ -184,7 +202,22 @@ class InMemoryKubeClient(KubeClient):
             content_type,
             body,
         )
-        return await dispatch.handle(self._context, request, observe=self._count)
+        server = self.server
+        if self.user is None or server is None:
+            return await dispatch.handle(self._context, request, observe=self._count)
+        access = server.access
+        attrs, decision, denied = access.admit(self.user, method.upper(), path, request.query, content_type)
+        if denied is not None:
+            response = error_response(denied)
+        else:
+            try:
+                reviewed = access.review(self.user, request)
+            except errors.ApiError as err:
+                reviewed = error_response(err)
+            response = reviewed or await dispatch.handle(self._context, request, observe=self._count)
+        uri = f"{path}?{urllib.parse.urlencode(query)}" if query else path
+        access.record(self.user, attrs, response.status, decision, self.user_agent, uri)
+        return response
 
     def _count(self, verb: str, target: dispatch.Target | None) -> None:
         self.requests[verb] += 1

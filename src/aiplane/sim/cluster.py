@@ -20,6 +20,10 @@ from aiplane.api.crdgen import all_crds
 from aiplane.sim import fleet as fleet_mod
 from aiplane.sim import thirdparty, tls
 from aiplane.sim.agents import AgentOptions, Agents
+from aiplane.sim.apiserver import rbac
+from aiplane.sim.apiserver.access import ALWAYS_ALLOW
+from aiplane.sim.apiserver.audit import DEFAULT_CAPACITY, AuditLog
+from aiplane.sim.apiserver.authn import AUDIENCE, DEFAULT_TOKEN_SECONDS
 from aiplane.sim.apiserver.server import ApiServer
 from aiplane.sim.gpu_metrics import GpuMetricsExporter
 from aiplane.sim.namespace_defaults import NamespaceDefaults
@@ -58,12 +62,25 @@ class EmbeddedCluster:
         ready_delay: float = 0.5,
         dcm_delay: float = 1.0,
         plugin_refresh_delay: float = 0.0,
+        authorization_mode: str = ALWAYS_ALLOW,
+        audit_log: Path | None = None,
+        audit_capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         """``agents=True`` runs the simulated schedulers (kube-scheduler and Volcano gang scheduler),
         kubelet, DaemonSet controller and AMD GPU operator (docs/sim.md, "Simulated agents") from
         ``start()`` to ``stop()``; off by default so that tests of the API server see only their own
-        objects. The delays are the agents' initial timing."""
-        self.server = ApiServer(token=token, history_size=history_size)
+        objects. The delays are the agents' initial timing.
+
+        ``authorization_mode="RBAC"`` authorizes every HTTP request (and every in-memory request of a
+        client given a user) as kube-apiserver's RBAC authorizer; the admin kubeconfig's user is in
+        ``system:masters`` either way. Every such request is in ``audit`` (the newest
+        ``audit_capacity``), and appended to ``audit_log`` as JSON lines if given."""
+        self.server = ApiServer(
+            token=token,
+            history_size=history_size,
+            authorization_mode=authorization_mode,
+            audit=AuditLog(audit_capacity, audit_log),
+        )
         self.url: str | None = None
         self.tls = tls.generate()
         self._runner: web.AppRunner | None = None
@@ -87,6 +104,11 @@ class EmbeddedCluster:
     def api(self) -> Any:
         return self.server.api
 
+    @property
+    def audit(self) -> AuditLog:
+        """One record per authenticated request (``audit.records``, ``audit.for_user(name)``)."""
+        return self.server.audit
+
     def _bootstrap(self, fleet: fleet_mod.Fleet, install_crds: bool) -> None:
         api = self.server.api
         self.namespace_defaults = NamespaceDefaults(api, self.tls.ca_pem)
@@ -105,6 +127,8 @@ class EmbeddedCluster:
         sc_rt = api.resource("storage.k8s.io/v1", "StorageClass")
         for storage_class in STORAGE_CLASSES:
             api.create(sc_rt, None, storage_class)
+        for policy in rbac.bootstrap_policy():  # kube-apiserver creates these whatever the mode
+            api.create(api.resource(policy["apiVersion"], policy["kind"]), None, policy)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         runner = web.AppRunner(self.server.app(), handle_signals=False, access_log=None)
@@ -128,11 +152,15 @@ class EmbeddedCluster:
             await self.agents.stop()
         await self.server.gc.stop()
         await self.gpu_metrics.stop()
+        self.server.audit.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
 
-    def kubeconfig(self, namespace: str = "default") -> dict[str, Any]:
+    def kubeconfig(
+        self, namespace: str = "default", *, token: str | None = None, user: str = "aiplane-sim"
+    ) -> dict[str, Any]:
+        """A kubeconfig for this cluster: the admin's, or ``token``'s (named ``user``)."""
         if self.url is None:
             raise RuntimeError("the cluster is not serving yet: await start() first")
         return {
@@ -147,25 +175,45 @@ class EmbeddedCluster:
                     },
                 }
             ],
-            "users": [{"name": "aiplane-sim", "user": {"token": self.server.token}}],
+            "users": [{"name": user, "user": {"token": token or self.server.token}}],
             "contexts": [
                 {
                     "name": "aiplane-sim",
-                    "context": {"cluster": "aiplane-sim", "user": "aiplane-sim", "namespace": namespace},
+                    "context": {"cluster": "aiplane-sim", "user": user, "namespace": namespace},
                 }
             ],
             "current-context": "aiplane-sim",
             "preferences": {},
         }
 
-    def write_kubeconfig(self, path: Path) -> None:
-        """Write the kubeconfig atomically (readers never see a partial file), readable by the owner only."""
+    def service_account_token(self, namespace: str, name: str, seconds: int = DEFAULT_TOKEN_SECONDS) -> str:
+        """A token for ServiceAccount ``namespace/name`` (created if missing), as ``kubectl create
+        token`` would get from the TokenRequest subresource."""
+        api = self.server.api
+        sa_rt = api.resource("v1", "ServiceAccount")
+        sa = api.store.get("/serviceaccounts", namespace, name)
+        if sa is None:
+            meta = {"name": name, "namespace": namespace}
+            sa = api.create(
+                sa_rt, namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+            ).obj
+        token, _ = self.server.tokens.mint(sa, api.clock(), seconds, [AUDIENCE])
+        return token
+
+    def service_account_kubeconfig(self, namespace: str, name: str) -> dict[str, Any]:
+        """A kubeconfig authenticated as ServiceAccount ``namespace/name`` (created if missing)."""
+        token = self.service_account_token(namespace, name)
+        return self.kubeconfig(namespace, token=token, user=f"{namespace}:{name}")
+
+    def write_kubeconfig(self, path: Path, kubeconfig: dict[str, Any] | None = None) -> None:
+        """Write the admin kubeconfig (or ``kubeconfig``) atomically (readers never see a partial file),
+        readable by the owner only."""
         path = path.expanduser().resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".kubeconfig-", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                yaml.safe_dump(self.kubeconfig(), handle, sort_keys=False)
+                yaml.safe_dump(kubeconfig or self.kubeconfig(), handle, sort_keys=False)
             os.chmod(tmp, 0o600)
             os.replace(tmp, path)
         except BaseException:

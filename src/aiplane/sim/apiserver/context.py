@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from aiplane.sim.apiserver.authn import TokenIssuer
 from aiplane.sim.apiserver.faults import Faults, WatchLike
 from aiplane.sim.apiserver.resources import Registry
 from aiplane.sim.apiserver.rest import Api
@@ -72,6 +73,10 @@ class ServerContext(Protocol):
     @property
     def watch_buffer(self) -> int: ...
 
+    @property
+    def tokens(self) -> TokenIssuer:
+        """Signs the ServiceAccount tokens the TokenRequest subresource mints."""
+
 
 @dataclass(eq=False)
 class Context:
@@ -81,6 +86,7 @@ class Context:
     faults: Faults | None = None
     watches: Watches = field(default_factory=Watches)
     watch_buffer: int = DEFAULT_WATCH_BUFFER
+    tokens: TokenIssuer = field(default_factory=TokenIssuer)
 
     @property
     def registry(self) -> Registry:

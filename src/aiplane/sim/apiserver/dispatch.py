@@ -12,10 +12,7 @@ splices the cached encodings of its items into the list without re-encoding them
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import datetime
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +21,10 @@ import orjson
 import yaml
 from multidict import MultiMapping
 
+from aiplane.apimachinery import field as fe
 from aiplane.sim.apiserver import (
     apply,
+    authn,
     deletion,
     errors,
     eviction,
@@ -332,17 +331,39 @@ def _bind(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiR
 
 
 def _token(ctx: ServerContext, request: ApiRequest, t: Target, verb: str) -> ApiResponse:
-    """TokenRequest: a bound service-account token (an opaque string here; nothing verifies it)."""
+    """TokenRequest: a token the server authenticates as the ServiceAccount (``authn.py``)."""
     body = _body(request, t)
     sa = ctx.api.get(t.rt, t.namespace, t.name or "")
-    seconds = int((body.get("spec") or {}).get("expirationSeconds") or 3600)
-    expires = ctx.api.clock() + datetime.timedelta(seconds=seconds)
+    spec = dict(body.get("spec") or {})
+    seconds = spec.get("expirationSeconds")
+    seconds = authn.DEFAULT_TOKEN_SECONDS if seconds is None else seconds
+    problems = []
+    if not isinstance(seconds, int) or seconds < authn.MIN_TOKEN_SECONDS:
+        problems.append(
+            fe.invalid("spec.expirationSeconds", seconds, "may not specify a duration less than 10 minutes")
+        )
+    elif seconds > authn.MAX_TOKEN_SECONDS:
+        problems.append(
+            fe.invalid(
+                "spec.expirationSeconds", seconds, "may not specify a duration larger than 2^32 seconds"
+            )
+        )
+    if problems:
+        raise errors.invalid("TokenRequest", "authentication.k8s.io", t.name or "", problems)
+    spec["expirationSeconds"] = seconds
+    spec["audiences"] = spec.get("audiences") or [authn.AUDIENCE]
+    spec.setdefault("boundObjectRef", None)
+    token, expires = ctx.tokens.mint(sa, ctx.api.clock(), seconds, spec["audiences"])
     answer = {
         "kind": "TokenRequest",
         "apiVersion": "authentication.k8s.io/v1",
-        "metadata": {"name": sa["metadata"]["name"], "namespace": sa["metadata"].get("namespace")},
-        "spec": {**(body.get("spec") or {}), "expirationSeconds": seconds},
-        "status": {"token": _token_for(sa, seconds, expires), "expirationTimestamp": rfc3339(expires)},
+        "metadata": {
+            "name": sa["metadata"]["name"],
+            "namespace": sa["metadata"].get("namespace"),
+            "creationTimestamp": None,
+        },
+        "spec": spec,
+        "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
     }
     return json_response(answer, status=201)
 
@@ -352,28 +373,6 @@ _SUBRESOURCES: dict[str, Callable[[ServerContext, ApiRequest, Target, str], ApiR
     "binding": _bind,
     "token": _token,
 }
-
-
-def _token_for(sa: dict[str, Any], seconds: int, expires: datetime.datetime) -> str:
-    """A JWT-shaped bound token (unsigned: the embedded server authenticates only its own bearer token)."""
-
-    def segment(value: Any) -> str:
-        return base64.urlsafe_b64encode(orjson.dumps(value)).rstrip(b"=").decode()
-
-    meta = sa["metadata"]
-    claims = {
-        "aud": ["https://kubernetes.default.svc.cluster.local"],
-        "exp": int(expires.timestamp()),
-        "iat": int(expires.timestamp()) - seconds,
-        "iss": "https://kubernetes.default.svc.cluster.local",
-        "sub": f"system:serviceaccount:{meta.get('namespace')}:{meta['name']}",
-        "kubernetes.io": {
-            "namespace": meta.get("namespace"),
-            "serviceaccount": {"name": meta["name"], "uid": meta.get("uid")},
-        },
-    }
-    signature = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
-    return f"{segment({'alg': 'none', 'typ': 'JWT'})}.{segment(claims)}.{signature}"
 
 
 # --- request decoding ---------------------------------------------------------------------------------

@@ -335,6 +335,27 @@ _TABLES: dict[str, str] = {
         3 boundObjectRef BoundObjectReference?""",
     "BoundObjectReference": "1 kind; 2 apiVersion; 3 name; 4 uid",
     "TokenRequestStatus": "1 token s!; 2 expirationTimestamp Time",
+    "SelfSubjectReview": "1 metadata ObjectMeta; 2 status SelfSubjectReviewStatus",
+    "SelfSubjectReviewStatus": "1 userInfo UserInfo",
+    "UserInfo": "1 username; 2 uid; 3 groups [s]",
+    # --- authorization.k8s.io/v1 (kubectl auth can-i) ---------------------------------------------------
+    "SelfSubjectAccessReview": """1 metadata ObjectMeta; 2 spec SelfSubjectAccessReviewSpec;
+        3 status SubjectAccessReviewStatus""",
+    "SelfSubjectAccessReviewSpec": "1 resourceAttributes ResourceAttributes?; 2 nonResourceAttributes NonResourceAttributes?",
+    "ResourceAttributes": """1 namespace; 2 verb; 3 group; 4 version; 5 resource; 6 subresource; 7 name;
+        8 fieldSelector FieldSelectorAttributes?; 9 labelSelector LabelSelectorAttributes?""",
+    "FieldSelectorAttributes": "1 rawSelector; 2 requirements [FieldSelectorRequirement]",
+    "FieldSelectorRequirement": "1 key s!; 2 operator s!; 3 values [s]",
+    "LabelSelectorAttributes": "1 rawSelector; 2 requirements [LabelSelectorRequirement]",
+    "NonResourceAttributes": "1 path; 2 verb",
+    "SubjectAccessReviewStatus": "1 allowed b!; 4 denied b; 2 reason; 3 evaluationError",
+    "SelfSubjectRulesReview": """1 metadata ObjectMeta; 2 spec SelfSubjectRulesReviewSpec;
+        3 status SubjectRulesReviewStatus""",
+    "SelfSubjectRulesReviewSpec": "1 namespace",
+    "SubjectRulesReviewStatus": """1 resourceRules [ResourceRule]; 2 nonResourceRules [NonResourceRule];
+        3 incomplete b!; 4 evaluationError""",
+    "ResourceRule": "1 verbs [s]; 2 apiGroups [s]; 3 resources [s]; 4 resourceNames [s]",
+    "NonResourceRule": "1 verbs [s]; 2 nonResourceURLs [s]",
     # --- autoscaling/v1 --------------------------------------------------------------------------------
     "Scale": "1 metadata ObjectMeta; 2 spec ScaleSpec; 3 status ScaleStatus",
     "ScaleSpec": "1 replicas i32",
@@ -409,6 +430,9 @@ KINDS: dict[tuple[str, str], str] = {
     ("scheduling.k8s.io/v1", "PriorityClass"): "PriorityClass",
     ("networking.k8s.io/v1", "Ingress"): "Ingress",
     ("authentication.k8s.io/v1", "TokenRequest"): "TokenRequest",
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): "SelfSubjectReview",
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): "SelfSubjectAccessReview",
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): "SelfSubjectRulesReview",
     ("autoscaling/v1", "Scale"): "Scale",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "HorizontalPodAutoscaler",
 }

@@ -19,6 +19,9 @@ from typing import Any
 from aiohttp import web
 
 from aiplane.sim.apiserver import apply, discovery, dispatch, errors, faults, gc, openapi
+from aiplane.sim.apiserver.access import ALWAYS_ALLOW, Access
+from aiplane.sim.apiserver.audit import AuditLog
+from aiplane.sim.apiserver.authn import ADMIN, ANONYMOUS, TokenIssuer, UserInfo
 from aiplane.sim.apiserver.context import DEFAULT_WATCH_BUFFER, Watches
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, error_response, json_response
@@ -28,6 +31,9 @@ from aiplane.sim.apiserver.store import Store
 
 MAX_REQUEST_BYTES = dispatch.MAX_REQUEST_BYTES
 _PUBLIC = ("/version", "/healthz", "/readyz", "/livez")
+
+#: The authenticated user of a request, for the handlers after the middleware.
+_USER = web.RequestKey("user", UserInfo)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -85,11 +91,20 @@ class ApiServer:
     It is the :class:`~aiplane.sim.apiserver.context.ServerContext` of its requests.
     """
 
-    def __init__(self, *, token: str | None = None, history_size: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        history_size: int = 10_000,
+        authorization_mode: str = ALWAYS_ALLOW,
+        audit: AuditLog | None = None,
+    ) -> None:
         self.token = token or secrets.token_hex(16)
         self.store = Store(history_size=history_size)
         self.registry = Registry()
         self.api = Api(self.store, self.registry)
+        #: Authentication, the authorization mode and the audit log (``access.py``).
+        self.access = Access(self.api, self.token, mode=authorization_mode, audit=audit)
         self.gc = gc.install(self.api)  # deletion, garbage collection, namespace/disruption controllers
         apply.install(self.api)  # managedFields on every write (server-side apply's field manager)
         self.faults = faults.Faults()
@@ -102,6 +117,14 @@ class ApiServer:
         self.watch_buffer = DEFAULT_WATCH_BUFFER
         self.requests_total = 0
         self.request_stats: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    @property
+    def tokens(self) -> TokenIssuer:
+        return self.access.tokens
+
+    @property
+    def audit(self) -> AuditLog:
+        return self.access.audit
 
     # --- application --------------------------------------------------------------------------------
 
@@ -126,24 +149,46 @@ class ApiServer:
         self.request_stats[(verb, agent)] += 1
         # The default field manager for every write this request makes (``/_sim`` agent faults too).
         apply.REQUEST_USER_AGENT.set(request.headers.get("User-Agent", ""))
-        if not request.path.startswith(_PUBLIC):
-            auth = request.headers.get("Authorization", "")
-            if auth != f"Bearer {self.token}":
-                return to_web(error_response(errors.unauthorized()))
+        access = self.access
+        user_agent = request.headers.get("User-Agent", "")
         try:
-            return await handler(request)
+            user = access.authenticate(request.headers.get("Authorization", ""))
+            if user is ANONYMOUS and access.mode == ALWAYS_ALLOW and not request.path.startswith(_PUBLIC):
+                # AlwaysAllow would let anonymous requests do everything: this server refuses them instead.
+                raise errors.unauthorized()
+            user = access.impersonate(user, request.headers)
         except ApiError as err:
             return to_web(error_response(err))
-        except web.HTTPException:
+        attrs, decision, denied = access.admit(
+            user, request.method, request.path, request.query, request.content_type
+        )
+        if denied is not None:
+            access.record(user, attrs, 403, decision, user_agent, request.path_qs)
+            return to_web(error_response(denied))
+        request[_USER] = user
+        code = 500
+        try:
+            response = await handler(request)
+            code = response.status
+            return response
+        except ApiError as err:
+            code = err.code
+            return to_web(error_response(err))
+        except web.HTTPException as exc:
+            code = exc.status
             raise
         except (asyncio.CancelledError, ConnectionResetError):
+            code = 499  # the client went away (nginx's code; kube audits such requests without a code)
             raise
         except Exception as exc:  # a bug of ours must still answer like a server, not drop the connection
             return to_web(error_response(errors.internal(f"{type(exc).__name__}: {exc}")))
+        finally:
+            access.record(user, attrs, code, decision, user_agent, request.path_qs)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         api_request = await read_request(request)
-        response = await self._answer(api_request)
+        user: UserInfo = request.get(_USER, ADMIN)
+        response = self.access.review(user, api_request) or await self._answer(api_request)
         if response.stream is not None:
             return await stream_response(request, response)
         return to_web(response)

@@ -210,8 +210,10 @@ def _validate_crd(crd: dict[str, Any], old: dict[str, Any] | None) -> list[Field
 
 
 def _name_errors(kind: tuple[str, str], name: str) -> list[str]:
-    """The kind's name validation: a DNS-1123 label for namespaces, a DNS-1035 label for services,
-    else ``NameIsDNSSubdomain``."""
+    """The kind's name validation: a DNS-1123 label for namespaces, a DNS-1035 label for services, a
+    path segment for RBAC kinds (``system:discovery``), else ``NameIsDNSSubdomain``."""
+    if kind[0] == "rbac.authorization.k8s.io":
+        return _path_segment_errors(name)
     if kind in _LABEL_NAMED:
         regex, msg = _DNS1123_LABEL, LABEL_MSG
     elif kind in _DNS1035_NAMED:
@@ -220,3 +222,10 @@ def _name_errors(kind: tuple[str, str], name: str) -> list[str]:
         return dns1123_subdomain_errors(name)
     errs = ["must be no more than 63 characters"] if len(name) > 63 else []
     return errs if regex.fullmatch(name) else [*errs, msg]
+
+
+def _path_segment_errors(name: str) -> list[str]:
+    """apimachinery's ``path.IsValidPathSegmentName`` (what RBAC objects' names must be)."""
+    if name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in name]
