@@ -16,8 +16,8 @@ from aiplane.controllers.dynamo import component_controller
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import DEPLOYMENTS, GATEWAYS, HTTPROUTES, NAMESPACES, PODS, SECRETS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
-from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.integration import operator_rbac
 from tests.integration.test_dynamo_dcd_e2e import DCD, frontend, worker
 from tests.polling import eventually
 
@@ -56,14 +56,14 @@ async def start(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     cleanups: list[Any] = []
 
     async def _start(vendor: str, kaiwo: Obj | None) -> World:
-        cluster = EmbeddedCluster(fleet=_fleet(vendor), agents=True, ready_delay=0.0)
+        cluster = operator_rbac.cluster(fleet=_fleet(vendor), agents=True, ready_delay=0.0)
         await cluster.start()
         client = InMemoryKubeClient.for_cluster(cluster)
         await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
         if kaiwo is not None:
             body = {"apiVersion": "config.kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoConfig"}
             await client.create(KAIWO, {**body, "metadata": {"name": "kaiwo"}, "spec": kaiwo})
-        manager = Manager(InMemoryKubeClient.for_cluster(cluster), leader_election=None, handle_signals=False)
+        manager = Manager(operator_rbac.operator_client(cluster), leader_election=None, handle_signals=False)
         await component_controller.setup(manager)
         await aimns_controller.setup(manager)
         task = asyncio.create_task(manager.run())

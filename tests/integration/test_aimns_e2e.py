@@ -22,6 +22,7 @@ from aiplane.kube.manager import Manager
 from aiplane.kube.resources import EVENTS, GATEWAYS, HTTPROUTES, NAMESPACES, SECRETS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from tests.integration import operator_rbac
 from tests.integration.test_modelinfer_e2e import MI, NAME_LABEL, GroupWatch, _fleet, _ready, modelinfer
 from tests.polling import eventually
 
@@ -103,10 +104,10 @@ class World:
 async def world() -> AsyncIterator[World]:
     capture = LogCapture()
     structlog.configure(processors=[capture], cache_logger_on_first_use=False)
-    cluster = EmbeddedCluster(fleet=_fleet(4), agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(fleet=_fleet(4), agents=True, ready_delay=0.0)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     manager = Manager(operator, leader_election=None, handle_signals=False)
     await modelinfer_controller.setup(manager)
     await aimns_controller.setup(manager)

@@ -40,6 +40,7 @@ from aiplane.kube.resources import (
 from aiplane.sim.apiserver.store import Event
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from tests.integration import operator_rbac
 from tests.polling import eventually
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
@@ -124,10 +125,10 @@ class World:
 async def _start(
     options: DynamoOptions, *, without_lws: bool = False
 ) -> tuple[World, Manager, asyncio.Task[int]]:
-    cluster = EmbeddedCluster(agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(agents=True, ready_delay=0.0)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     if without_lws:
         await client.delete(CRDS, "leaderworkersets.leaderworkerset.x-k8s.io")
         await eventually(lambda: _not_served(client), 10, "LeaderWorkerSet API gone")

@@ -22,6 +22,7 @@ from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CRDS, EVENTS, NAMESPACES, PVCS, SERVICEACCOUNTS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from tests.integration import operator_rbac
 from tests.polling import eventually
 
 DGD = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment")
@@ -96,10 +97,10 @@ class World:
 
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
-    cluster = EmbeddedCluster()
+    cluster = operator_rbac.cluster()
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     manager = Manager(operator, leader_election=None, handle_signals=False)
     await graph_controller.setup(manager)

@@ -29,6 +29,7 @@ from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CONFIGMAPS, EVENTS, JOBS, NAMESPACES, NODES, SECRETS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from tests.integration import operator_rbac
 from tests.polling import eventually
 
 DGDR = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeploymentRequest")
@@ -70,10 +71,10 @@ def request(name: str, **spec: Any) -> Obj:
 
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
-    cluster = EmbeddedCluster(agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(agents=True, ready_delay=0.0)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     manager = Manager(operator, leader_election=None, handle_signals=False)
     manager.set_options(DynamoOptions(profiler_image=PROFILER))
     await graph_controller.setup(manager)

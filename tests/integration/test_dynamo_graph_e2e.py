@@ -42,6 +42,7 @@ from aiplane.kube.resources import (
 )
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from tests.integration import operator_rbac
 from tests.polling import eventually
 
 DGD = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment")
@@ -77,10 +78,10 @@ class World:
 
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
-    cluster = EmbeddedCluster(agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(agents=True, ready_delay=0.0)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     watch = GraphWatch(NS, NAME)
     cluster.server.store.subscribe(watch)
     manager = Manager(operator, leader_election=None, handle_signals=False)

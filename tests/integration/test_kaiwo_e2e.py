@@ -27,6 +27,7 @@ from aiplane.sim.apiserver.store import Event
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.integration import operator_rbac
 from tests.integration.test_partitioning_e2e import PLANS, plan, profile
 from tests.polling import eventually
 
@@ -92,13 +93,13 @@ async def world() -> AsyncIterator[World]:
             NodePool(name="control", count=1, controlPlane=True),
         ]
     )
-    cluster = EmbeddedCluster(fleet=fleet, agents=True, ready_delay=0.0, dcm_delay=0.05)
+    cluster = operator_rbac.cluster(fleet=fleet, agents=True, ready_delay=0.0, dcm_delay=0.05)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
     quotas = QuotaWatch()
     cluster.server.store.subscribe(quotas)
     manager = Manager(
-        client,
+        operator_rbac.operator_client(cluster),
         leader_election=None,
         metrics_bind_address="0",
         health_probe_bind_address="0",

@@ -22,7 +22,7 @@ from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import EVENTS, NAMESPACES, NODES, PDBS
 from aiplane.sim.client import InMemoryKubeClient
-from aiplane.sim.cluster import EmbeddedCluster
+from tests.integration import operator_rbac
 from tests.integration.test_modelinfer_e2e import (
     KUBECTL,
     MI,
@@ -40,10 +40,10 @@ FIRST = "mi300x-0"
 
 @pytest.fixture
 async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
-    cluster = EmbeddedCluster(fleet=_fleet(getattr(request, "param", 3)), agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(fleet=_fleet(getattr(request, "param", 3)), agents=True, ready_delay=0.0)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     manager = Manager(operator, leader_election=None, handle_signals=False)
     await modelinfer_controller.setup(manager)
     task = asyncio.create_task(manager.run())

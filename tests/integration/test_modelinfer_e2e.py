@@ -27,6 +27,7 @@ from aiplane.sim.apiserver.store import DELETED, Event
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.integration import operator_rbac
 from tests.polling import eventually
 
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
@@ -203,10 +204,10 @@ def _fleet(nodes: int) -> Fleet:
 @pytest.fixture
 async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
     nodes = getattr(request, "param", 5)
-    cluster = EmbeddedCluster(fleet=_fleet(nodes), agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(fleet=_fleet(nodes), agents=True, ready_delay=0.0)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     manager = Manager(operator, leader_election=None, handle_signals=False)
     await modelinfer_controller.setup(manager)
     task = asyncio.create_task(manager.run())

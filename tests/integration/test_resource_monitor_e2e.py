@@ -27,6 +27,7 @@ from aiplane.kube.resources import EVENTS, NAMESPACES, PODS, SECRETS, resource_f
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.integration import operator_rbac
 from tests.integration.sim_helpers import http_client
 from tests.polling import eventually
 
@@ -100,11 +101,11 @@ def _fleet() -> Fleet:
 
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
-    cluster = EmbeddedCluster(fleet=_fleet(), agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(fleet=_fleet(), agents=True, ready_delay=0.0)
     await cluster.start()
     assert cluster.gpu_metrics.url is not None
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     clock = FakeClock()
     manager = Manager(operator, leader_election=None, handle_signals=False, clock=clock)
     await modelinfer_controller.setup(manager)
@@ -267,11 +268,11 @@ GRAPH = "llama-disagg"
 
 @pytest.fixture
 async def graph_world() -> AsyncIterator[World]:
-    cluster = EmbeddedCluster(agents=True, ready_delay=0.0)
+    cluster = operator_rbac.cluster(agents=True, ready_delay=0.0)
     await cluster.start()
     assert cluster.gpu_metrics.url is not None
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = InMemoryKubeClient.for_cluster(cluster)
+    operator = operator_rbac.operator_client(cluster)
     clock = FakeClock()
     manager = Manager(operator, leader_election=None, handle_signals=False, clock=clock)
     await graph_controller.setup(manager)
