@@ -17,6 +17,7 @@ import functools
 import os
 from typing import Any
 
+from aiplane.kube.leaderelection import LeaderElectionConfig
 from aiplane.sim.apiserver.access import RBAC
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
@@ -68,3 +69,9 @@ def take_accesses() -> list[ServiceAccountAccess]:
     taken = list(_ACCESSES)
     _ACCESSES.clear()
     return taken
+
+
+def leader_election() -> LeaderElectionConfig:
+    """The chart's leader election (its Lease in the release namespace, which only its Role grants)."""
+    namespace, _ = service_account()
+    return LeaderElectionConfig(name="aiplane-controller-manager", namespace=namespace)

@@ -148,7 +148,7 @@ async def world() -> AsyncIterator[World]:
     cluster.server.store.subscribe(limits)
     manager = Manager(
         operator_rbac.operator_client(cluster),
-        leader_election=None,
+        leader_election=operator_rbac.leader_election(),
         metrics_bind_address="0",
         health_probe_bind_address="0",
         handle_signals=False,

@@ -30,10 +30,11 @@ __all__ = [
     "role",
 ]
 
-#: What an informer needs (the initial list, then the watch) plus single GETs.
-READ: Final = ("get", "list", "watch")
+#: What an informer needs: the initial list, then the watch. Controllers read single objects from
+#: their caches, so ``get`` is declared only where the code GETs (the e2e audit showed no other GET).
+READ: Final = ("list", "watch")
 #: A child the controller owns: created, replaced when it differs from what it wants, deleted.
-WRITE_CHILD: Final = ("get", "list", "watch", "create", "update", "delete")
+WRITE_CHILD: Final = ("list", "watch", "create", "update", "delete")
 
 #: Verbs kube-apiserver's RBAC authorizer knows, in the order ``kubectl create role`` prints them.
 _VERB_ORDER: Final = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
@@ -56,9 +57,10 @@ class Permission:
 #: Events the EventRecorder writes (core/v1, into the involved object's namespace; repeats are patched).
 EVENTS_WRITE: Final = Permission("", ("events",), ("create", "patch"))
 
-#: The manager's Lease (kube/leaderelection.py: get, create, update), in the Lease's namespace only.
+#: The manager's Lease (kube/leaderelection.py GETs, creates and replaces it; it never lists, watches or
+#: patches), in the Lease's namespace only.
 LEADER_ELECTION: Final = (
-    Permission("coordination.k8s.io", ("leases",), ("get", "list", "watch", "create", "update", "patch")),
+    Permission("coordination.k8s.io", ("leases",), ("get", "create", "update")),
     EVENTS_WRITE,
 )
 

@@ -487,7 +487,7 @@ def _missing_multinode_api(lws: bool, podgroups: bool) -> str | None:
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
 PERMISSIONS: Final = (
     # The etcd-cleanup finalizer is a JSON patch on the component.
-    Permission("nvidia.com", ("dynamocomponentdeployments",), ("get", "list", "watch", "patch")),
+    Permission("nvidia.com", ("dynamocomponentdeployments",), ("list", "watch", "patch")),
     Permission("nvidia.com", ("dynamocomponentdeployments/status",), ("patch",)),
     Permission("nvidia.com", ("dynamocomponentdeployments/finalizers",), ("update",)),
     Permission("nvidia.com", ("dynamographdeployments",), READ),

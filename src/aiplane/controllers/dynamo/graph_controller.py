@@ -398,14 +398,14 @@ def _to_dgds(dgds: Informer) -> Any:
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
 PERMISSIONS: Final = (
     # The finalizer is a JSON patch on the graph.
-    Permission("nvidia.com", ("dynamographdeployments",), ("get", "list", "watch", "patch")),
+    Permission("nvidia.com", ("dynamographdeployments",), ("list", "watch", "patch")),
     Permission("nvidia.com", ("dynamographdeployments/status",), ("patch",)),
     Permission("nvidia.com", ("dynamographdeployments/finalizers",), ("update",)),
     Permission(
-        "nvidia.com", ("dynamocomponentdeployments",), ("get", "list", "watch", "create", "update", "delete")
+        "nvidia.com", ("dynamocomponentdeployments",), ("list", "watch", "create", "update", "delete")
     ),
     # The planner's ServiceAccount and the graph's PVCs are created once, never changed here.
-    Permission("", ("persistentvolumeclaims", "serviceaccounts"), ("get", "list", "watch", "create")),
+    Permission("", ("persistentvolumeclaims", "serviceaccounts"), ("list", "watch", "create")),
     # Whether multinode is possible: a one-item LIST of LeaderWorkerSets.
     Permission("leaderworkerset.x-k8s.io", ("leaderworkersets",), ("list",)),
     Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), READ),

@@ -558,7 +558,7 @@ PERMISSIONS: Final = (
     # The generated graph is created once (autoApply) and then left to its owner.
     Permission("nvidia.com", ("dynamographdeployments",), ("get", "list", "watch", "create")),
     # Profiling Jobs; the profiling output and generated-graph ConfigMaps.
-    Permission("batch", ("jobs",), ("get", "list", "watch", "create")),
+    Permission("batch", ("jobs",), ("list", "watch", "create")),
     Permission("", ("configmaps",), ("get", "list", "watch", "create", "update")),
     # GPU inventory for the profiler's search space.
     Permission("", ("nodes",), READ),

@@ -284,11 +284,11 @@ def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Con
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
 PERMISSIONS: Final = (
     # The default KaiwoConfig is created at start-up when none exists.
-    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), ("get", "list", "watch", "create")),
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), ("list", "watch", "create")),
     Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/status",), ("patch",)),
     Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/finalizers",), ("update",)),
     # GPU nodes: pools from labels; the GPU taint when addTaintsToGpuNodes (a patch).
-    Permission("", ("nodes",), ("get", "list", "watch", "patch")),
+    Permission("", ("nodes",), ("list", "watch", "patch")),
     # Namespaces that need a LocalQueue: those holding workloads.
     Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs",), READ),
     Permission("workload.volcano.sh", ("modelinfers",), READ),
@@ -297,7 +297,7 @@ PERMISSIONS: Final = (
     Permission(
         "kueue.x-k8s.io",
         ("clusterqueues", "localqueues", "resourceflavors", "topologies"),
-        ("get", "list", "watch", "create", "patch", "delete"),
+        ("list", "watch", "create", "patch", "delete"),
     ),
     EVENTS_WRITE,
 )

@@ -650,11 +650,11 @@ PERMISSIONS: Final = (
     Permission("workload.volcano.sh", ("modelinfers/status",), ("patch",)),
     Permission("workload.volcano.sh", ("modelinfers/finalizers",), ("update",)),
     # Children: pods, services and revisions are created and deleted, never updated.
-    Permission("", ("pods", "services"), ("get", "list", "watch", "create", "delete")),
-    Permission("apps", ("controllerrevisions",), ("get", "list", "watch", "create", "delete")),
+    Permission("", ("pods", "services"), ("list", "watch", "create", "delete")),
+    Permission("apps", ("controllerrevisions",), ("list", "watch", "create", "delete")),
     # Gang scheduling (when Volcano is served): one PodGroup per group, resized in place.
     Permission(
-        "scheduling.volcano.sh", ("podgroups",), ("get", "list", "watch", "create", "update", "delete")
+        "scheduling.volcano.sh", ("podgroups",), ("list", "watch", "create", "update", "delete")
     ),
     # Disruption: one budget per group (released and protected in place), and the nodes a drain cordons.
     Permission("policy", ("poddisruptionbudgets",), WRITE_CHILD),

@@ -324,8 +324,8 @@ def build(manager: Manager, options: MonitoringOptions) -> ResourceMonitor:
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
 PERMISSIONS: Final = (
     # Scale-down and restore are patches of the workload (replicas and annotations); then its status.
-    Permission("workload.volcano.sh", ("modelinfers",), ("get", "list", "watch", "patch")),
-    Permission("nvidia.com", ("dynamographdeployments",), ("get", "list", "watch", "patch")),
+    Permission("workload.volcano.sh", ("modelinfers",), ("list", "watch", "patch")),
+    Permission("nvidia.com", ("dynamographdeployments",), ("list", "watch", "patch")),
     Permission("workload.volcano.sh", ("modelinfers/status",), ("patch",)),
     Permission("nvidia.com", ("dynamographdeployments/status",), ("patch",)),
     Permission("nvidia.com", ("dynamocomponentdeployments",), READ),

@@ -226,11 +226,11 @@ def _budget_refusal(exc: ApiError, eviction: Evict) -> BlockedEviction | None:
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
 PERMISSIONS: Final = (
     # Finalizer JSON patches on the NodePartitioning; its status.
-    Permission("infrastructure.silogen.ai", ("nodepartitionings",), ("get", "list", "watch", "patch")),
+    Permission("infrastructure.silogen.ai", ("nodepartitionings",), ("list", "watch", "patch")),
     Permission("infrastructure.silogen.ai", ("nodepartitionings/status",), ("patch",)),
     Permission("infrastructure.silogen.ai", ("partitioningprofiles",), READ),
     # Cordon, taint and the DCM profile label: a guarded replace of the Node.
-    Permission("", ("nodes",), ("get", "list", "watch", "update")),
+    Permission("", ("nodes",), ("list", "watch", "update")),
     # The drain: pods on the node, evicted through the Eviction API (never deleted).
     Permission("", ("pods",), READ),
     Permission("", ("pods/eviction",), ("create",)),

@@ -339,7 +339,7 @@ PERMISSIONS: Final = (
     Permission(
         "infrastructure.silogen.ai",
         ("nodepartitionings",),
-        ("get", "list", "watch", "create", "patch", "delete"),
+        ("list", "watch", "create", "patch", "delete"),
     ),
     Permission("", ("nodes",), READ),
     EVENTS_WRITE,
