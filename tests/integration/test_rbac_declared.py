@@ -1,8 +1,9 @@
 """Each controller's declared PERMISSIONS cover what its setup really asks of the API server: every
 informer it starts (list + watch) and every API it probes (a one-item list).
 
-This checks the reads a controller sets up; its writes are declared from reading its act step (see
-docs/install.md, "RBAC"), as no RBAC-enforcing cluster here can refuse a missing verb yet.
+This checks the reads each controller sets up, alone and with its optional APIs on (Istio, the resource
+monitor); the e2e suites check the rest under RBAC as the chart's ServiceAccount (tests/conftest.py,
+docs/install.md "Proven by the e2e suites").
 """
 
 from __future__ import annotations

@@ -14,7 +14,11 @@ of failure are told apart, as controller-runtime does:
 * an **expected race** — an API conflict (409) or a NotFound after a delete — is retried with the
   same backoff but logged at debug level only: the next reconcile reads fresher state;
 * a :class:`TerminalError` is logged once at error level and *not* retried (the object must change,
-  or something it depends on, before another attempt can succeed; that change enqueues it again).
+  or something it depends on, before another attempt can succeed; that change enqueues it again);
+* a **forbidden** request (403: the operator's role lacks a permission) is retried with the same
+  capped backoff (a restored role is picked up without a restart), but reported as what it is: the
+  missing verb, group, resource and namespace, at error level once per interval per object and
+  permission, and as a Warning Event ``Forbidden`` on the object being reconciled (``kube/forbidden.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import structlog
 
 from aiplane.apimachinery.meta import controller_of
 from aiplane.kube.client import ApiError
+from aiplane.kube.events import WARNING, EventRecorder
+from aiplane.kube.forbidden import ReportLimiter, missing_permission
 from aiplane.kube.informer import Informer, InformerFactory
 from aiplane.kube.logging import reconcile_context
 from aiplane.kube.ratelimit import default_controller_rate_limiter
@@ -217,10 +223,31 @@ class Controller:
         self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=default_controller_rate_limiter())
         self._informers: list[Informer] = []
         self._log = log.bind(controller=name)
+        #: Where a forbidden reconcile's Warning Event goes (set by the manager; None: no Event).
+        self.recorder: EventRecorder | None = None
+        self.forbidden_reports = ReportLimiter()
 
     @staticmethod
     def build(name: str) -> ControllerBuilder:
         return ControllerBuilder(name)
+
+    def _forbidden(self, request: Request, exc: ApiError, bound: Any) -> None:
+        """Name the missing permission once per interval (the retries keep their capped backoff)."""
+        missing = missing_permission(exc)
+        if missing is None or not self.forbidden_reports.allow((request.key, missing)):
+            bound.debug("reconcile forbidden again", error=exc.message)
+            return
+        bound.error(
+            "reconcile forbidden: the operator's role lacks a permission",
+            missing=str(missing),
+            rule=missing.rule(),
+            user=missing.user,
+            retries=self.queue.num_requeues(request),
+        )
+        primary = self._informers[0].get_by(request.namespace, request.name) if self._informers else None
+        if self.recorder is not None and primary is not None:
+            message = f"Forbidden to {missing}: the operator's role needs the rule {{{missing.rule()}}}"
+            self.recorder.emit(primary, WARNING, "Forbidden", message)
 
     # --- wiring -----------------------------------------------------------------------------------
 
@@ -299,8 +326,10 @@ class Controller:
 
     async def run(self, stop: asyncio.Event, *, drain_timeout: float = 30.0) -> None:
         """Reconcile until ``stop`` is set, then finish in-flight work within ``drain_timeout``."""
-        for informer in self._informers:
-            await informer.wait_synced()
+        # Normally synced already (the manager waits for every cache); not when a cache the role does
+        # not allow was left behind (Manager._only_forbidden_unsynced): wait for it, or for the stop.
+        if not await _synced_or_stopped(self._informers, stop):
+            return
         if self.observer is not None:
             self.observer.set_max_concurrent(self.name, self.max_concurrent)
         workers = [
@@ -354,6 +383,8 @@ class Controller:
                 if exc.conflict or exc.not_found:
                     label = "requeue"
                     bound.debug("requeue after a race", reason=exc.message)
+                elif exc.status == 403:
+                    self._forbidden(request, exc, bound)
                 else:
                     bound.error(
                         "reconcile failed",
@@ -383,3 +414,17 @@ class Controller:
                 if self.observer is not None:
                     self.observer.reconcile_finished(self.name, label, time.perf_counter() - started)
             return label
+
+
+async def _synced_or_stopped(informers: list[Informer], stop: asyncio.Event) -> bool:
+    """Wait until every informer synced (``True``) or ``stop`` is set (``False``)."""
+    if all(i.has_synced for i in informers):
+        return True
+    synced = asyncio.ensure_future(asyncio.gather(*(i.wait_synced() for i in informers)))
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((synced, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        synced.cancel()
+        stopped.cancel()
+    return all(i.has_synced for i in informers)

@@ -77,7 +77,9 @@ def missing_permission(err: BaseException) -> MissingPermission | None:
 class ReportLimiter:
     """Lets one report per key through per ``interval`` (monotonic seconds from ``clock``)."""
 
-    def __init__(self, interval: float = REPORT_INTERVAL, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, interval: float = REPORT_INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.interval = interval
         self._clock = clock
         self._last: dict[object, float] = {}

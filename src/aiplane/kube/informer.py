@@ -60,6 +60,7 @@ from aiplane.kube.cache import (
     owner_index,
 )
 from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.forbidden import MissingPermission, ReportLimiter, missing_permission
 from aiplane.kube.resources import Resource
 
 # The cache's names are re-exported: callers know the informer, not how it is split.
@@ -206,6 +207,9 @@ class Informer:
         #: The resourceVersion the next watch starts from (the last event, bookmark or list seen).
         self.resource_version = ""
         self._sleep = sleep
+        #: What the last list or watch was refused (403), until a list succeeds again.
+        self.forbidden: MissingPermission | None = None
+        self._forbidden_reports = ReportLimiter()
         self._handlers: tuple[HandlerRegistration, ...] = ()
         self._synced = asyncio.Event()
         self._running = False
@@ -485,10 +489,11 @@ class Informer:
                 try:
                     await self._list_and_replace()
                 except Exception as exc:
-                    log.warning("informer %s: list failed: %s", self.name, exc)
+                    self._report("list", exc)
                     await self._pause(_retry_after(exc))
                     continue
                 need_list = False
+                self.forbidden = None
             try:
                 healthy = await self._watch()
             except _GoneError:
@@ -500,7 +505,7 @@ class Informer:
                     need_list = True
                     await self._expired()
                     continue
-                log.warning("informer %s: watch failed: %s", self.name, err)
+                self._report("watch", err)
                 # 429: the server asks us to wait, and the stream state is still valid: re-watch.
                 # Anything else (a broken connection, 5xx, 403/404) may have lost events: relist.
                 need_list = not err.too_many_requests
@@ -516,6 +521,23 @@ class Informer:
                 self._expired_streak = 0
             else:
                 await self._pause()  # a very short, empty watch: do not hammer the server
+
+    def _report(self, what: str, exc: BaseException) -> None:
+        """A failed list or watch: a warning, except a 403 (the role lacks a permission, which retries
+        cannot fix): that names the permission at error level, once per interval."""
+        missing = missing_permission(exc)
+        if missing is None:
+            log.warning("informer %s: %s failed: %s", self.name, what, exc)
+            return
+        self.forbidden = missing
+        if self._forbidden_reports.allow(missing):
+            log.error(
+                "informer %s: %s forbidden: the operator's role lacks %s (rule {%s}); retrying with backoff",
+                self.name,
+                what,
+                missing,
+                missing.rule(),
+            )
 
     def start(self) -> asyncio.Task[None]:
         """Run in a task of the running loop (idempotent while it runs)."""

@@ -58,7 +58,8 @@ from aiohttp import web
 from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock, SystemClock
 from aiplane.kube.controller import Controller
-from aiplane.kube.informer import InformerFactory
+from aiplane.kube.events import EventRecorder
+from aiplane.kube.informer import Backoff, InformerFactory
 from aiplane.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from aiplane.kube.logging import get_logger
 from aiplane.kube.metrics import Metrics
@@ -190,8 +191,10 @@ class Manager:
         controller_options: ControllerOptions | None = None,
         handle_signals: bool = True,
         clock: Clock | None = None,
+        informer_backoff: Callable[[], Backoff] | None = None,
     ) -> None:
         self.client = client
+        self._informer_backoff = informer_backoff
         self.leader_election = leader_election
         self.metrics = metrics if metrics is not None else Metrics()
         self.controller_options = controller_options or ControllerOptions()
@@ -237,7 +240,7 @@ class Manager:
         before any controller runs.
         """
         if self._informers is None:
-            self._informers = InformerFactory(self.client)
+            self._informers = InformerFactory(self.client, backoff=self._informer_backoff)
         return self._informers
 
     def set_options(self, options: object) -> None:
@@ -264,6 +267,8 @@ class Manager:
                 controller.bind(
                     self.informers, observer=self.metrics.controllers, queue_metrics=self.metrics.workqueue
                 )
+            if controller.recorder is None:
+                controller.recorder = EventRecorder(self.client, controller.name)
         if any(c.name == controller.name for c in self._controllers):
             raise ValueError(f"a controller named {controller.name!r} is already registered")
         self._controllers.append(controller)
@@ -424,12 +429,28 @@ class Manager:
                 stop.cancel()
                 if not sync.done():
                     sync.cancel()
-            if not sync.done() or sync.cancelled() or not sync.result():
+            synced = sync.done() and not sync.cancelled() and sync.result()
+            if not synced and (self._stop.is_set() or not self._only_forbidden_unsynced(factory)):
                 if not self._stop.is_set():
                     _log.error("informer caches did not sync in time", timeout=self.cache_sync_timeout)
                 return False
         self.cache_synced.set()
         _log.info("caches synced")
+        return True
+
+    def _only_forbidden_unsynced(self, factory: InformerFactory) -> bool:
+        """After the sync timeout: when every cache still missing is refused by RBAC (a misconfigured
+        role), run anyway. The controllers whose caches synced work; each controller waits for its own
+        caches (``Controller.run``), so one missing permission stops only the controllers that need it,
+        and they start once the role is fixed (the informer keeps retrying with its capped backoff and
+        names the permission). Anything else unsynced (an unreachable server) still fails the start."""
+        pending = [i for i in factory.informers if not i.has_synced]
+        if not pending or any(i.forbidden is None for i in pending):
+            return False
+        _log.error(
+            "starting without the caches the operator's role does not allow; their controllers wait",
+            missing=sorted({str(i.forbidden) for i in pending}),
+        )
         return True
 
     async def _stop_informers(self) -> None:

@@ -653,9 +653,7 @@ PERMISSIONS: Final = (
     Permission("", ("pods", "services"), ("list", "watch", "create", "delete")),
     Permission("apps", ("controllerrevisions",), ("list", "watch", "create", "delete")),
     # Gang scheduling (when Volcano is served): one PodGroup per group, resized in place.
-    Permission(
-        "scheduling.volcano.sh", ("podgroups",), ("list", "watch", "create", "update", "delete")
-    ),
+    Permission("scheduling.volcano.sh", ("podgroups",), ("list", "watch", "create", "update", "delete")),
     # Disruption: one budget per group (released and protected in place), and the nodes a drain cordons.
     Permission("policy", ("poddisruptionbudgets",), WRITE_CHILD),
     Permission("", ("nodes",), READ),

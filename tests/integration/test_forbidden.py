@@ -1,0 +1,176 @@
+"""A misconfigured role (one permission removed from the chart's ClusterRole): the operator names the
+missing permission, reports it once (error log, Warning Event on the object), retries with a capped
+backoff instead of a hot loop, and recovers when the role is fixed — without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from aiplane.controllers.partitioning import plan as plan_controller
+from aiplane.controllers.partitioning import profile as profile_controller
+from aiplane.controllers.partitioning.plan import plans_resource
+from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.kube.informer import Backoff
+from aiplane.kube.manager import Manager
+from aiplane.sim.apiserver.access import RBAC
+from aiplane.sim.client import InMemoryKubeClient
+from aiplane.sim.cluster import EmbeddedCluster
+from aiplane.sim.identities import ServiceAccountAccess, apply_objects, grant
+from tests.integration import operator_rbac
+from tests.integration.sim_helpers import events
+from tests.polling import eventually
+
+Obj = dict[str, Any]
+GROUP = "infrastructure.silogen.ai"
+PRODUCT = "AMD_Instinct_MI300X"
+
+
+def _without(resource: str, group: str) -> list[Obj]:
+    """The chart's RBAC with ``resource`` of ``group`` taken out of every ClusterRole rule."""
+    docs = copy.deepcopy(list(operator_rbac.chart_rbac()))
+    for doc in docs:
+        if doc["kind"] != "ClusterRole":
+            continue
+        rules = []
+        for rule in doc["rules"]:
+            if group in rule["apiGroups"]:
+                rule["resources"] = [r for r in rule["resources"] if r != resource]
+            if rule["resources"]:
+                rules.append(rule)
+        doc["rules"] = rules
+    return docs
+
+
+def _profile(name: str) -> Obj:
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "PartitioningProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "dcmProfileName": "cpx",
+            "targetSelector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+            "expectedResources": {"amd.com/gpu": "64"},
+        },
+    }
+
+
+def _plan(name: str) -> Obj:
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "PartitioningPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "rollout": {"maxParallel": 1, "maxUnavailable": 1},
+            "rules": [
+                {
+                    "selector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+                    "profileRef": {"name": "p"},
+                }
+            ],
+        },
+    }
+
+
+@dataclass
+class World:
+    cluster: EmbeddedCluster
+    admin: InMemoryKubeClient
+    access: ServiceAccountAccess
+
+    def denied(self, verb: str, resource: str, subresource: str = "") -> int:
+        return sum(
+            count
+            for (_, v, _g, r, sub, _ns, allowed), count in self.access.permissions().items()
+            if (v, r, sub, allowed) == (verb, resource, subresource, False)
+        )
+
+    async def status(self, res: Any, name: str) -> Obj:
+        return dict((await self.admin.get(res, name)).get("status") or {})
+
+    def restore(self) -> None:
+        apply_objects(self.cluster, operator_rbac.chart_rbac())
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[Callable[..., Any]]:
+    running: list[tuple[EmbeddedCluster, Manager, asyncio.Task[int]]] = []
+
+    async def _start(docs: list[Obj], *setups: Any, **manager_kw: Any) -> World:
+        cluster = EmbeddedCluster(authorization_mode=RBAC)
+        await cluster.start()
+        namespace, name = operator_rbac.service_account()
+        access = grant(cluster, namespace, name, docs)
+        manager = Manager(access.client(), leader_election=None, handle_signals=False, **manager_kw)
+        for setup in setups:
+            await setup(manager)
+        running.append((cluster, manager, asyncio.create_task(manager.run())))
+        return World(cluster, InMemoryKubeClient.for_cluster(cluster), access)
+
+    yield _start
+    for cluster, manager, task in running:
+        manager.stop()
+        assert await task == 0
+        await cluster.stop()
+
+
+async def test_a_forbidden_write_names_the_permission_backs_off_and_recovers(start: Any) -> None:
+    world = await start(_without("partitioningprofiles/status", GROUP), profile_controller.setup)
+    with capture_logs() as logs:
+        await world.admin.create(profiles_resource(), _profile("p"))
+        (event,) = await eventually(lambda: events(world.admin, "p", "Forbidden"), what="Forbidden Event")
+        first = time.monotonic()
+        assert event["type"] == "Warning"
+        missing = 'patch on "partitioningprofiles/status" in API group "infrastructure.silogen.ai" at the cluster scope'
+        assert missing in event["message"]
+        assert 'resources: ["partitioningprofiles/status"], verbs: ["patch"]' in event["message"]
+        # Observe the retry rate over a window: a capped exponential backoff, not a hot loop.
+        await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - first)))
+        attempts = world.denied("patch", "partitioningprofiles", "status")
+        assert 2 <= attempts <= 12, f"{attempts} forbidden attempts in about 2 s"
+        reports = [e for e in logs if e["log_level"] == "error"]
+    assert len(reports) == 1, reports  # once per interval, however many retries
+    assert reports[0]["missing"] == missing
+    assert reports[0]["user"] == "system:serviceaccount:aiplane-system:aiplane"
+    assert not await world.status(profiles_resource(), "p")
+
+    world.restore()
+    await eventually(lambda: world.status(profiles_resource(), "p"), timeout=8, what="status after the fix")
+
+
+async def test_a_forbidden_list_blocks_only_its_controllers_until_the_role_is_fixed(
+    start: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="aiplane.kube.informer")
+    world = await start(
+        _without("configmaps", ""),
+        profile_controller.setup,
+        plan_controller.setup,
+        cache_sync_timeout=0.3,
+        informer_backoff=lambda: Backoff(initial=0.05, cap=0.5),
+    )
+    await world.admin.create(profiles_resource(), _profile("p"))
+    await world.admin.create(plans_resource(), _plan("roll"))
+    # The plan controller does not need ConfigMaps: it starts and reports on its plan.
+    await eventually(lambda: world.status(plans_resource(), "roll"), what="the plan controller ran")
+    first = time.monotonic()
+    assert not await world.status(profiles_resource(), "p")  # the profile controller waits for its cache
+    reports = [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage()]
+    assert len(reports) == 1, reports
+    assert 'list on "configmaps" in API group ""' in reports[0]
+    # Observe the relist rate over a window: the informer's capped backoff, not a hot loop.
+    await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - first)))
+    assert world.denied("list", "configmaps") <= 12
+
+    world.restore()
+    await eventually(
+        lambda: world.status(profiles_resource(), "p"), timeout=5, what="profile status after the fix"
+    )
