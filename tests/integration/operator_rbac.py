@@ -71,7 +71,10 @@ def take_accesses() -> list[ServiceAccountAccess]:
     return taken
 
 
-def leader_election() -> LeaderElectionConfig:
-    """The chart's leader election (its Lease in the release namespace, which only its Role grants)."""
+def leader_election() -> LeaderElectionConfig | None:
+    """The chart's leader election (its Lease in the release namespace, which only its Role grants);
+    none with ``AIPLANE_E2E_RBAC=0`` (no release namespace is made then)."""
+    if not enabled():
+        return None
     namespace, _ = service_account()
     return LeaderElectionConfig(name="aiplane-controller-manager", namespace=namespace)
