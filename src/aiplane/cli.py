@@ -68,7 +68,7 @@ def rbac(
     import yaml
 
     from aiplane.controllers import registry
-    from aiplane.kube.rbac import cluster_role
+    from aiplane.kube.rbac import METRICS_AUTH, cluster_role
 
     names = None if controllers.strip() == "all" else [n.strip() for n in controllers.split(",") if n.strip()]
     try:
@@ -76,7 +76,8 @@ def rbac(
     except registry.UnknownControllerError as exc:
         err_console.print(f"aiplane rbac: {exc}", markup=False)
         raise typer.Exit(2) from None
-    role = cluster_role(name, [p for perms in declared.values() for p in perms])
+    declared_all = [p for perms in declared.values() for p in perms]
+    role = cluster_role(name, [*declared_all, *METRICS_AUTH])
     sys.stdout.write(yaml.safe_dump(role, sort_keys=False))
 
 
@@ -335,6 +336,14 @@ def run(
     metrics_bind_address: Annotated[
         str, typer.Option(help="Address of /metrics, e.g. :8080 or 127.0.0.1:0; 0 disables.")
     ] = ":8080",
+    metrics_secure: Annotated[
+        bool,
+        typer.Option(
+            "--metrics-secure/--no-metrics-secure",
+            help="Serve /metrics only to bearer tokens the API server authenticates (TokenReview) and "
+            "allows get on /metrics (SubjectAccessReview), as controller-runtime does by default.",
+        ),
+    ] = True,
     health_probe_bind_address: Annotated[
         str, typer.Option(help="Address of /healthz and /readyz, e.g. :8081; 0 disables.")
     ] = ":8081",
@@ -423,6 +432,7 @@ def run(
             leader_election_renew_deadline=leader_election_renew_deadline,
             leader_election_retry_period=leader_election_retry_period,
             metrics_bind_address=metrics_bind_address,
+            metrics_secure=metrics_secure,
             health_probe_bind_address=health_probe_bind_address,
             max_concurrent_reconciles=max_concurrent_reconciles,
             kube_api_qps=kube_api_qps,

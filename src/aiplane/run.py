@@ -39,6 +39,7 @@ from aiplane.kube.leaderelection import LeaderElectionConfig
 from aiplane.kube.logging import configure_logging, get_logger
 from aiplane.kube.manager import EXIT_FAILURE, ControllerOptions, Manager, parse_bind_address
 from aiplane.kube.metrics import Metrics
+from aiplane.kube.metrics_auth import MetricsAuth
 
 __all__ = ["EXIT_USAGE", "RunOptions", "main", "run"]
 
@@ -64,6 +65,8 @@ class RunOptions:
     leader_election_renew_deadline: float = 10.0
     leader_election_retry_period: float = 2.0
     metrics_bind_address: str = ":8080"
+    #: /metrics only for bearer tokens the API server authenticates and allows ``get /metrics``.
+    metrics_secure: bool = True
     health_probe_bind_address: str = ":8081"
     #: ``None``: each controller's documented default (docs/architecture.md).
     max_concurrent_reconciles: int | None = None
@@ -239,6 +242,7 @@ async def run(options: RunOptions) -> int:
             health_probe_bind_address=options.health_probe_bind_address,
             shutdown_timeout=options.shutdown_timeout,
             metrics=metrics,
+            metrics_auth=MetricsAuth(client) if options.metrics_secure else None,
             controller_options=ControllerOptions(max_concurrent_reconciles=options.max_concurrent_reconciles),
         )
         manager.set_options(partitioning)

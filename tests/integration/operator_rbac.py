@@ -37,8 +37,15 @@ def enabled() -> bool:
 
 @functools.cache
 def chart_rbac() -> tuple[dict[str, Any], ...]:
-    """The chart's ServiceAccount, ClusterRole, Role and bindings, rendered with its defaults."""
-    return tuple(doc for doc in chart_helpers.render() if doc["kind"] in _RBAC_KINDS)
+    """The chart's ServiceAccount, and the roles it binds to it with their bindings, rendered with its
+    defaults (not ``<release>-metrics-reader``, which is for the metrics scraper)."""
+    docs = [doc for doc in chart_helpers.render() if doc["kind"] in _RBAC_KINDS]
+    bound = {(d["roleRef"]["kind"], d["roleRef"]["name"]) for d in docs if d["kind"].endswith("Binding")}
+    return tuple(
+        d
+        for d in docs
+        if d["kind"] not in ("Role", "ClusterRole") or (d["kind"], d["metadata"]["name"]) in bound
+    )
 
 
 def service_account() -> tuple[str, str]:

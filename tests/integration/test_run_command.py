@@ -199,10 +199,11 @@ class Run:
 
         return eventually(find, 20, f"the server of {path}")
 
-    def http(self, path: str) -> tuple[int, str]:
+    def http(self, path: str, token: str | None = None) -> tuple[int, str]:
         url = f"http://127.0.0.1:{self.port(path.split('?', maxsplit=1)[0])}{path}"
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as resp:
                 return resp.status, resp.read().decode()
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
@@ -270,7 +271,9 @@ def test_one_leader_reconciles_and_a_standby_takes_over_within_20s_of_kill_9(
     for run, master in ((a, "1.0"), (b, "0.0")):
         assert run.http("/healthz") == (200, "ok")
         eventually(lambda run=run: run.http("/readyz") == (200, "ok"), 10, "readyz")  # type: ignore[misc]
-        status, body = run.http("/metrics")
+        # --metrics-secure by default: a token the API server authenticates and authorizes.
+        assert run.http("/metrics") == (401, "Unauthorized\n")
+        status, body = run.http("/metrics", api.token)
         assert status == 200
         assert f'leader_election_master_status{{name="probe"}} {master}' in body
 
@@ -279,7 +282,7 @@ def test_one_leader_reconciles_and_a_standby_takes_over_within_20s_of_kill_9(
     assert api.annotations(ns, "one")[BY] == a.identity
     assert a.logged("probe reconciled") and not b.logged("probe reconciled")
     assert b.proc.poll() is None and not b.logged("successfully acquired lease")
-    status, body = a.http("/metrics")
+    status, body = a.http("/metrics", api.token)
     assert 'controller_runtime_reconcile_total{controller="probe",result="success"} 1.0' in body
     assert "rest_client_requests_total{" in body
 

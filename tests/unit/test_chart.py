@@ -99,8 +99,11 @@ def test_optional_values_reach_the_flags_and_the_service_monitor() -> None:
 def test_cluster_role_is_what_the_controllers_declare() -> None:
     """`aiplane rbac` (each controller's PERMISSIONS) and the chart's ClusterRole are the same rules."""
     declared = [p for perms in registry.permissions().values() for p in perms]
-    expected = rbac.cluster_role("x", declared)["rules"]
-    assert _kind(render(), "ClusterRole")["rules"] == expected
+    expected = rbac.cluster_role("x", [*declared, *rbac.METRICS_AUTH])["rules"]
+    (manager,) = [
+        d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-manager")
+    ]
+    assert manager["rules"] == expected
     role = _kind(render(), "Role")
     assert role["rules"] == rbac.role("x", "y", rbac.LEADER_ELECTION)["rules"]
     assert role["metadata"]["namespace"] == "aiplane-system"

@@ -63,6 +63,7 @@ from aiplane.kube.informer import Backoff, InformerFactory
 from aiplane.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from aiplane.kube.logging import get_logger
 from aiplane.kube.metrics import Metrics
+from aiplane.kube.metrics_auth import MetricsAuth
 
 _OptionsT = TypeVar("_OptionsT")
 
@@ -192,8 +193,11 @@ class Manager:
         handle_signals: bool = True,
         clock: Clock | None = None,
         informer_backoff: Callable[[], Backoff] | None = None,
+        metrics_auth: MetricsAuth | None = None,
     ) -> None:
         self.client = client
+        #: Reviews who reads /metrics (``--metrics-secure``); ``None``: anyone who reaches the port.
+        self.metrics_auth = metrics_auth
         self._informer_backoff = informer_backoff
         self.leader_election = leader_election
         self.metrics = metrics if metrics is not None else Metrics()
@@ -365,6 +369,10 @@ class Manager:
         return await self._serve_one_check(self._readyz_checks, request)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self.metrics_auth is not None:
+            denied = await self.metrics_auth.check(request.headers.get("Authorization", ""), request.path)
+            if denied is not None:
+                return web.Response(status=denied.status, text=denied.message + "\n")
         body, content_type = self.metrics.exposition(request.headers.get("Accept"))
         return web.Response(body=body, headers={"Content-Type": content_type})
 

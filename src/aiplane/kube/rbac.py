@@ -22,6 +22,7 @@ from typing import Any, Final
 __all__ = [
     "EVENTS_WRITE",
     "LEADER_ELECTION",
+    "METRICS_AUTH",
     "READ",
     "WRITE_CHILD",
     "Permission",
@@ -62,6 +63,14 @@ EVENTS_WRITE: Final = Permission("", ("events",), ("create", "patch"))
 LEADER_ELECTION: Final = (
     Permission("coordination.k8s.io", ("leases",), ("get", "create", "update")),
     EVENTS_WRITE,
+)
+
+
+#: ``--metrics-secure`` (kube/metrics_auth.py): who is this bearer token, and may it read /metrics?
+#: Cluster-wide: the reviews are cluster-scoped resources.
+METRICS_AUTH: Final = (
+    Permission("authentication.k8s.io", ("tokenreviews",), ("create",)),
+    Permission("authorization.k8s.io", ("subjectaccessreviews",), ("create",)),
 )
 
 

@@ -34,7 +34,12 @@ _REVIEWS: dict[tuple[str, ...], str] = {
     ("apis", AUTHZ_GROUP, "v1", "selfsubjectaccessreviews"): "SelfSubjectAccessReview",
     ("apis", AUTHZ_GROUP, "v1", "selfsubjectrulesreviews"): "SelfSubjectRulesReview",
     ("apis", "authentication.k8s.io", "v1", "selfsubjectreviews"): "SelfSubjectReview",
+    # What a delegating server asks (controller-runtime's protected /metrics, kube-rbac-proxy): who is
+    # this bearer token, and may that user do this? The requester needs ``create`` on each.
+    ("apis", "authentication.k8s.io", "v1", "tokenreviews"): "TokenReview",
+    ("apis", AUTHZ_GROUP, "v1", "subjectaccessreviews"): "SubjectAccessReview",
 }
+_AUTHN_KINDS = ("SelfSubjectReview", "TokenReview")
 _PROTOBUF = "application/vnd.kubernetes.protobuf"
 APPLY_PATCH = "application/apply-patch+yaml"
 
@@ -160,6 +165,8 @@ class Access:
         if request.method != "POST":
             raise errors.method_not_allowed()
         body = _decode(request, kind)
+        if kind == "TokenReview":
+            return self._token_review(body)
         if kind == "SelfSubjectReview":
             answer = {
                 "kind": kind,
@@ -173,6 +180,17 @@ class Access:
             return self._rules_review(user, body, spec)
         resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         problems = []
+        if kind == "SubjectAccessReview":
+            # kube's ValidateSubjectAccessReviewSpec; the subject is the spec's, not the requester.
+            if not spec.get("user") and not spec.get("groups"):
+                problems.append(
+                    fe.invalid(
+                        "spec.user", spec.get("user", ""), "at least one of user or group must be specified"
+                    )
+                )
+            user = UserInfo(
+                str(spec.get("user") or ""), tuple(spec.get("groups") or ()), str(spec.get("uid") or "")
+            )
         if resource is not None and non_resource is not None:
             problems.append(
                 fe.invalid(
@@ -190,16 +208,44 @@ class Access:
                 )
             )
         if problems:
-            raise errors.invalid("SelfSubjectAccessReview", AUTHZ_GROUP, "", problems)
+            raise errors.invalid(kind, AUTHZ_GROUP, "", problems)
         attrs = _review_attributes(resource, non_resource)
         decision = self.authorize(user, attrs)
         status: dict[str, Any] = {"allowed": decision.allowed}
         if decision.reason:
             status["reason"] = decision.reason
         answer = {
-            "kind": "SelfSubjectAccessReview",
+            "kind": kind,
             "apiVersion": f"{AUTHZ_GROUP}/v1",
             "metadata": {"creationTimestamp": None, **(body.get("metadata") or {})},
+            "spec": spec,
+            "status": status,
+        }
+        return json_response(answer, status=201)
+
+    def _token_review(self, body: dict[str, Any]) -> ApiResponse:
+        """kube's TokenReview REST (pkg/registry/authentication/tokenreview): authenticate
+        ``spec.token`` for ``spec.audiences`` (default: the API server's); a token that does not
+        authenticate is an answer (``authenticated`` absent, ``error`` set), not an error."""
+        spec = body.get("spec") or {}
+        token = str(spec.get("token") or "")
+        if not token:
+            raise errors.bad_request("token is required for TokenReview in authentication")
+        audiences = [str(a) for a in spec.get("audiences") or []] or [authn.AUDIENCE]
+        status: dict[str, Any] = {"user": {}}
+        user: UserInfo | None = None
+        if token == self.admin_token:
+            user = authn.ADMIN
+        elif authn.AUDIENCE in audiences:
+            user = self.tokens.verify(token, self.api)
+        if user is None:
+            status["error"] = "[invalid bearer token, token lookup failed]"
+        else:
+            status.update(authenticated=True, user=user.to_json(), audiences=audiences)
+        answer = {
+            "kind": "TokenReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
             "spec": spec,
             "status": status,
         }
@@ -263,7 +309,7 @@ def _review_attributes(
 
 
 def _decode(request: ApiRequest, kind: str) -> dict[str, Any]:
-    group = "authentication.k8s.io" if kind == "SelfSubjectReview" else AUTHZ_GROUP
+    group = "authentication.k8s.io" if kind in _AUTHN_KINDS else AUTHZ_GROUP
     if request.content_type == _PROTOBUF:
         return protobuf.decode_object(request.body, f"{group}/v1", kind)
     try:
