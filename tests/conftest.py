@@ -19,7 +19,7 @@ _USED: set[least_privilege.Grant] = set()
 _E2E_MODULES = {
     p.name
     for p in (Path(__file__).parent / "integration").glob("test_*.py")
-    if "operator_rbac" in p.read_text()
+    if "operator_rbac.operator_client(" in p.read_text()
 }
 _RAN: set[str] = set()
 _COMPLETE: list[bool] = [True]
