@@ -220,7 +220,10 @@ def test_expectations_without_objects_only_wait() -> None:
 @pytest.mark.parametrize(
     ("failure", "expected"),
     [
-        (ApiError(409, "Conflict", 'Operation cannot be fulfilled on x "a": the object has been modified'), True),
+        (
+            ApiError(409, "Conflict", 'Operation cannot be fulfilled on x "a": the object has been modified'),
+            True,
+        ),
         (ApiError(409, "AlreadyExists", 'nodepartitionings "a" already exists'), True),
         (ApiError(404, "NotFound", 'nodepartitionings "a" not found'), True),
         (ApiError(500, "InternalError", "etcdserver: request timed out"), False),
@@ -246,5 +249,7 @@ async def test_expected_races_requeue_quietly_and_real_failures_are_errors(
         assert loud == [] and label == "requeue"
         assert [entry["log_level"] for entry in logs] == ["debug"]
     else:
-        assert [(e["event"], e["log_level"], e["key"]) for e in loud] == [("reconcile failed", "error", "ns/a")]
+        assert [(e["event"], e["log_level"], e["key"]) for e in loud] == [
+            ("reconcile failed", "error", "ns/a")
+        ]
         assert label == "error"
