@@ -165,7 +165,9 @@ def _unparseable(exc: yaml.YAMLError) -> str:
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
     context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
     if context and context_mark is not None:  # where the unclosed thing began, e.g. a "[" at EOF
-        problem += f" ({context} that began at line {context_mark.line + 1}, column {context_mark.column + 1})"
+        problem += (
+            f" ({context} that began at line {context_mark.line + 1}, column {context_mark.column + 1})"
+        )
     return f"not valid YAML: {where}{problem}"
 
 
