@@ -42,6 +42,7 @@ def _demo(tmp_path: Path, *extra: str) -> list[str]:
 
 
 def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -> None:
+    (tmp_path / "demo.log").write_text('{"msg":"a previous run"}\n', encoding="utf-8")
     done = subprocess.run(_demo(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=240, check=False)
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
@@ -78,7 +79,15 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
     assert "aiplane demo --keep" in out and "KUBECONFIG=" in out
     # The operator's logs went to the file, not into the live view.
     assert '"controller"' not in out
-    assert (tmp_path / "demo.log").read_text(encoding="utf-8").strip()
+    log = (tmp_path / "demo.log").read_text(encoding="utf-8")
+    assert log.strip()
+    # It holds this run only (the previous one is kept beside it, not appended to), and nothing in a
+    # clean run is an error: expected races (409/404) are debug.
+    assert "a previous run" not in log
+    assert "a previous run" in (tmp_path / "demo.log.1").read_text(encoding="utf-8")
+    assert [
+        line for line in log.splitlines() if '"level":"error"' in line or '"level":"warning"' in line
+    ] == []
 
 
 def test_demo_keep_leaves_a_cluster_kubectl_can_use_until_sigint(tmp_path: Path) -> None:

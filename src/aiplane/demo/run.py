@@ -518,7 +518,10 @@ async def request_section(
 async def run_demo(opts: DemoOptions, console: Console) -> int:
     # The operator's JSON logs would tear the live view apart: they go to a file the user can tail.
     opts.log_file.parent.mkdir(parents=True, exist_ok=True)
-    with opts.log_file.open("a", encoding="utf-8") as log_stream:
+    # One run per file, so a tail shows this run: the previous one is kept as <file>.1, older ones go.
+    if opts.log_file.is_file():
+        opts.log_file.replace(opts.log_file.with_name(f"{opts.log_file.name}.1"))
+    with opts.log_file.open("w", encoding="utf-8") as log_stream:
         configure_logging("info", stream=log_stream)
         return await _run_demo(opts, console)
 
