@@ -102,7 +102,8 @@ def demo(
     Exit status 0 when every section converged cleanly, 1 otherwise.
     """
     from aiplane.api.manifests import check_file
-    from aiplane.demo.run import DemoOptions, run_demo
+    from aiplane.demo.common import DemoOptions
+    from aiplane.demo.run import run_demo
 
     if min(timeout, dcm_delay, pod_ready_delay, plugin_refresh_delay, quiet_seconds) < 0:
         err_console.print("aiplane demo: durations must not be negative")
