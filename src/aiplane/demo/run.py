@@ -6,7 +6,8 @@ shows them converge. The cluster is served over HTTPS with a kubeconfig written 
 applied, so a second terminal can follow along with kubectl.
 
 Exit status: 0 when every section reached its goal (the plan Completed, no node left cordoned or
-tainted, rollout limits never exceeded), 1 otherwise, 2 for bad options.
+tainted, rollout limits never exceeded, the ModelInfer never below its floor while its pool was
+repartitioned), 1 otherwise, 2 for bad options.
 """
 
 from __future__ import annotations
