@@ -29,6 +29,8 @@ MI_KEY = "workload.volcano.sh/modelinfers"
 PDB_KEY = "policy/poddisruptionbudgets"
 NODE_KEY = "/nodes"
 DISRUPTION_HELD = "DisruptionHeld"
+#: Breaches kept for the report (the first ones say what went wrong; the minimum counts them all).
+MAX_BREACHES = 50
 
 Obj = dict[str, Any]
 
@@ -143,7 +145,7 @@ class FloorWatch:
         available = self.available(mi_key)
         self.minimum[mi_key] = min(self.minimum.get(mi_key, available), available)
         floor = floor_of(mi)
-        if available < floor:
+        if available < floor and len(self.breaches) < MAX_BREACHES:
             self.breaches.append(Breach(mi_key, available, floor, rv, self.group_states(mi_key)))
 
     # --- what is measured -------------------------------------------------------------------------
