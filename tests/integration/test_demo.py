@@ -158,6 +158,17 @@ def test_demo_keep_leaves_a_cluster_kubectl_can_use_until_sigint(tmp_path: Path)
         )
         assert got.returncode == 0, got.stderr
         assert {f"poddisruptionbudget.policy/llama-8b-pd-{i}" for i in range(3)} <= set(got.stdout.split())
+        # The other hint: the ModelInfer's story of the repartitioning, in its Events.
+        got = subprocess.run(
+            [KUBECTL, "-n", "team-a", "describe", "modelinfer", "llama-8b-pd"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert got.returncode == 0, got.stderr
+        assert "DisruptionAllowed" in got.stdout and "Released group llama-8b-pd-" in got.stdout
         got = subprocess.run(
             [KUBECTL, "-n", "team-a", "get", "dgd,dcd"],
             env=env,
