@@ -22,7 +22,7 @@ import pytest
 
 from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.kube.manager import Manager
-from aiplane.kube.resources import NAMESPACES, NODES, PODGROUPS, PODS, SERVICES, resource_for
+from aiplane.kube.resources import NAMESPACES, NODES, PDBS, PODGROUPS, PODS, SERVICES, resource_for
 from aiplane.sim.apiserver.store import DELETED, Event
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
@@ -256,6 +256,12 @@ async def test_disaggregated_groups_come_up_with_their_objects(world: World) -> 
 async def test_zero_writes_after_convergence(world: World) -> None:
     await world.client.create(MI, modelinfer(replicas=2), namespace=NS)
     await world.wait_converged()
+
+    async def budgets() -> bool:  # the groups' PodDisruptionBudgets exist and are counted too
+        items = (await world.client.list(PDBS, namespace=NS))["items"]
+        return sorted(p["metadata"]["name"] for p in items) == ["pd-0", "pd-1"]
+
+    await eventually(budgets, 10, "one PodDisruptionBudget per group")
     await asyncio.sleep(0.5)  # let in-flight events (aggregated Events) land before counting
     world.operator.reset_counts()
     end = time.monotonic() + 10

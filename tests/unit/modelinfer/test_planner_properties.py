@@ -14,6 +14,11 @@ random delays for pods to start and objects to go away. Checked:
    groups, role replicas, pods, Services and revisions, with no action left and no requeue.
 4. Planning again on the state a plan's actions leave (pods created Pending, deletions terminating)
    asks for nothing: no delete is repeated, no create doubled.
+5. A drain (some groups' pods on a cordoned node, the disruption arbiter releasing groups, an
+   eager drain evicting every released group's pods at once) during a rollout: the planner's
+   deletions and the evictions together never take the available groups below the floor (the
+   floor is shared: a released group is spent capacity), the groups never exceed
+   ``replicas + max_surge``, the drain completes and the ModelInfer converges.
 
 The simulator also enforces the executor contract on every action (``World.apply``).
 """
@@ -26,7 +31,15 @@ from dataclasses import dataclass, replace
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from aiplane.controllers.modelinfer.planner import CreateRoleReplica, RecoveryPolicy, RoleShape, plan
+from aiplane.controllers.modelinfer.disruption import decide
+from aiplane.controllers.modelinfer.planner import (
+    CreateRoleReplica,
+    PlanInput,
+    RecoveryPolicy,
+    RoleShape,
+    group_availability,
+    plan,
+)
 from tests.unit.modelinfer.test_planner import World, assert_converged
 
 ROLE_NAMES = ("p", "d")
@@ -260,3 +273,77 @@ def test_failures_and_spec_changes_never_break_the_floor_and_converge(sc: Scenar
         event(f"{name}: {value}")
     event(f"policy: {sc.policy}")
     event(f"failures: {sum(1 for _, e in sc.events if e[0] in ('fail', 'crash', 'unready', 'kill'))}")
+
+
+# --- (5) drains --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Drain:
+    """A node being drained: the uids of the pods on it, and what each group's budget says."""
+
+    on_node: set[str]
+    released: frozenset[int] = frozenset()
+
+    def cordoned(self, w: World) -> frozenset[int]:
+        return frozenset(p.ordinal for p in w.pods.values() if p.uid in self.on_node and not p.terminating)
+
+    def input(self, w: World) -> PlanInput:
+        """Arbitrate (budgets written), then the plan's input with the verdict."""
+        base = w.input()
+        cordoned = self.cordoned(w)
+        decision = decide(
+            mi_name="mi",
+            replicas=w.replicas,
+            max_unavailable=w.max_unavailable,
+            available=group_availability(base),
+            cordoned={o: ("n",) for o in cordoned},
+            released=self.released,
+        )
+        self.released = decision.released
+        return replace(base, cordoned=cordoned, released=decision.released, held=decision.held)
+
+    def evict(self, w: World) -> None:
+        """An eager drain: every pod of a released group on the node is evicted now."""
+        for p in list(w.pods.values()):
+            if p.uid in self.on_node and p.ordinal in self.released and not p.terminating:
+                w._terminate(p)
+
+
+def drain_step(w: World, d: Drain) -> tuple[int, int]:
+    inp = d.input(w)
+    before = (len(w.available()), len(w.ordinals()))
+    p = plan(inp)
+    w.apply(p)
+    d.evict(w)
+    return before
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sc=scenarios(failures=False, role_scaling=False),
+    at=st.integers(0, MAX_STEPS - 1),
+    mask=st.integers(1, 2**6 - 1),
+)
+def test_a_drain_during_a_rollout_keeps_the_shared_floor_and_completes(
+    sc: Scenario, at: int, mask: int
+) -> None:
+    w = start(sc)
+    pending = list(sc.events)
+    d = Drain(set())
+    for step in range(MAX_STEPS + CONVERGE_STEPS):
+        while pending and pending[0][0] == step:
+            apply_event(w, pending.pop(0)[1])
+        if step == at:  # the groups in the mask have their pods on the node being drained
+            d.on_node = {p.uid for p in w.pods.values() if (mask >> (p.ordinal % 6)) & 1}
+        avail_before, total_before = drain_step(w, d)
+        assert len(w.available()) >= min(floor(w), avail_before)
+        assert len(w.ordinals()) <= max(w.replicas + w.max_surge, total_before)
+        w.tick()
+        assert len(w.available()) >= min(floor(w), avail_before)
+        if step > max(at, MAX_STEPS) and not d.cordoned(w) and not plan(d.input(w)).actions:
+            break
+    assert not d.cordoned(w), "the drain never completed"
+    event(f"surge: {w.max_surge > 0}, maxUnavailable 0: {w.max_unavailable == 0}")
+    w.run(CONVERGE_STEPS)
+    assert_converged(w)

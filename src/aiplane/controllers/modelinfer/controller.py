@@ -2,16 +2,18 @@
 
 ::
 
-    observe   the ModelInfer, its Pods, Services, PodGroups and ControllerRevisions from informer
-              caches (Pods and Services filtered server-side by the ``modelinfer.volcano.sh/name``
-              label, as upstream does; only objects *controlled* by this ModelInfer's uid count)
-    decide    validation.validate → revision_hash → planner.plan (scaling, rolling update,
-              recovery) → status.compute_status
+    observe   the ModelInfer, its Pods, Services, PodGroups, ControllerRevisions and
+              PodDisruptionBudgets from informer caches (filtered server-side by the
+              ``modelinfer.volcano.sh/name`` label, as upstream does; only objects *controlled* by
+              this ModelInfer's uid count), and the Nodes under its pods (cordoned or not)
+    decide    validation.validate → revision_hash → disruption.decide (which groups a drain may
+              take) → planner.plan (scaling, rolling update, recovery) → status.compute_status
     act       ControllerRevision for a new revision; PodGroups before pods (a gang member without its
-              PodGroup stays pending in Volcano); creates (entry → Service → workers, AlreadyExists
-              ignored) and deletes with UID preconditions; old unused ControllerRevisions pruned
+              PodGroup stays pending in Volcano); PodDisruptionBudgets before any pod delete;
+              creates (entry → Service → workers, AlreadyExists ignored) and deletes with UID
+              preconditions; old unused ControllerRevisions pruned
     report    /status merge patch only when it changed; Events for group creation, deletion and
-              recovery
+              recovery, and for disruption (see :mod:`.disruption`)
 
 Why the pieces are the way they are:
 
@@ -32,6 +34,7 @@ Why the pieces are the way they are:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -40,6 +43,20 @@ import structlog
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
+from aiplane.controllers.modelinfer.disruption import (
+    BY_NODE,
+    Decision,
+    GroupBudgets,
+    cordoned_groups,
+    decide,
+    disruption_condition,
+    left_to_the_drain,
+    pods_by_node,
+    unschedulable_changed,
+)
+from aiplane.controllers.modelinfer.disruption import (
+    CONDITION as DISRUPTION_HELD,
+)
 from aiplane.controllers.modelinfer.naming import (
     LABEL_GROUP_NAME,
     LABEL_NAME,
@@ -64,6 +81,7 @@ from aiplane.controllers.modelinfer.planner import (
     DeleteRoleReplica,
     Plan,
     PlanInput,
+    group_availability,
     plan,
 )
 from aiplane.controllers.modelinfer.revision import (
@@ -91,7 +109,16 @@ from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
-from aiplane.kube.resources import CONTROLLERREVISIONS, PODGROUPS, PODS, SERVICES, Resource, resource_for
+from aiplane.kube.resources import (
+    CONTROLLERREVISIONS,
+    NODES,
+    PDBS,
+    PODGROUPS,
+    PODS,
+    SERVICES,
+    Resource,
+    resource_for,
+)
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
@@ -138,6 +165,9 @@ class ModelInferReconciler:
         recorder: EventRecorder,
         clock: Clock,
         platform: PlatformSource | None = None,
+        *,
+        pdbs: Informer,
+        nodes: Informer,
     ) -> None:
         self.client = client
         self.modelinfers = modelinfers
@@ -153,10 +183,43 @@ class ModelInferReconciler:
         self.expectations = Expectations(
             timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic, keep_objects=False
         )
-        for informer in (pods, services, podgroups, revisions):
+        self.nodes = nodes
+        self.pdbs = pdbs
+        # PodDisruptionBudget writes, with the objects: decisions read our own release back (view).
+        self.budgets = GroupBudgets(
+            client,
+            pdbs,
+            recorder,
+            Expectations(timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic),
+            FIELD_MANAGER,
+        )
+        for informer in (pods, services, podgroups, revisions, pdbs):
             if informer is not None:
                 informer.add_indexer(BY_MODELINFER, _by_modelinfer)
-        modelinfers.add_handler(on_delete=lambda obj: self.expectations.forget_owner(objects.key(obj)))
+        pods.add_indexer(BY_NODE, pods_by_node)
+        modelinfers.add_handler(on_delete=self._forget)
+
+    def _forget(self, obj: Obj) -> None:
+        self.expectations.forget_owner(objects.key(obj))
+        self.budgets.expectations.forget_owner(objects.key(obj))
+
+    def modelinfers_on_node(self, node: Obj) -> list[Request]:
+        """The ModelInfers with a pod on ``node`` (for cordon and uncordon)."""
+        keys = {
+            (objects.namespace(p), name)
+            for p in self.pods.by_index(BY_NODE, objects.name(node))
+            if (name := objects.labels(p).get(LABEL_NAME))
+        }
+        return [Request(ns or None, str(name)) for ns, name in sorted(keys)]
+
+    def _cordoned(self, pods: Iterable[Obj]) -> set[str]:
+        names = {str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")}
+        out = set()
+        for name in names:
+            node = self.nodes.get(name)
+            if node is not None and (node.get("spec") or {}).get("unschedulable"):
+                out.add(name)
+        return out
 
     async def __call__(self, request: Request) -> Result | None:
         return await self.reconcile(request.namespace or "", request.name)
@@ -194,34 +257,54 @@ class ModelInferReconciler:
             # New ModelInfer, or the old revision's record is gone: nothing older to rebuild on.
             current_revision = update_revision
 
-        decided = not self.expectations.pending(key, self._cached_child)
+        decided = not self.expectations.pending(key, self._cached_child) and not self.budgets.pending(key)
         spec = objects.spec(mi)
         replicas = int(spec.get("replicas", 1))
         pod_views, service_views = views(mi, pods, services)
         rolling = rolling_update_configuration(mi)
+        max_unavailable = resolve_max_unavailable(rolling.get("maxUnavailable"), replicas)
+        observed = PlanInput(
+            replicas=replicas,
+            roles=shape_of(roles),
+            shapes=shapes_of(roles, revisions),
+            update_revision=update_revision,
+            current_revision=current_revision,
+            partition=int(rolling.get("partition") or 0),
+            max_unavailable=max_unavailable,
+            max_surge=resolve_max_surge(rolling.get("maxSurge"), replicas),
+            recovery_policy=spec.get("recoveryPolicy") or "RoleRecreate",
+            restart_grace_period_seconds=int(deep_get(mi, "spec.template.restartGracePeriodSeconds") or 0),
+            pods=pod_views,
+            services=service_views,
+            now=now.timestamp(),
+        )
+        # Disruption first (modelinfer/disruption.py): the arbiter spends the budget on drains, the
+        # plan gets what is left; budgets are written before any pod delete of the plan.
+        live_budgets = self.budgets.live(mi, self._owned(self.pdbs, mi, key))
+        cordoned_nodes = self._cordoned(pods)
+        cordoned = cordoned_groups(name, pods, cordoned_nodes)
+        decision = decide(
+            mi_name=name,
+            replicas=replicas,
+            max_unavailable=max_unavailable,
+            available=group_availability(observed),
+            cordoned=cordoned,
+            released=self.budgets.released(mi, live_budgets),
+        )
         the_plan = plan(
-            PlanInput(
-                replicas=replicas,
-                roles=shape_of(roles),
-                shapes=shapes_of(roles, revisions),
-                update_revision=update_revision,
-                current_revision=current_revision,
-                partition=int(rolling.get("partition") or 0),
-                max_unavailable=resolve_max_unavailable(rolling.get("maxUnavailable"), replicas),
-                max_surge=resolve_max_surge(rolling.get("maxSurge"), replicas),
-                recovery_policy=spec.get("recoveryPolicy") or "RoleRecreate",
-                restart_grace_period_seconds=int(
-                    deep_get(mi, "spec.template.restartGracePeriodSeconds") or 0
-                ),
-                pods=pod_views,
-                services=service_views,
-                now=now.timestamp(),
+            replace(
+                observed,
+                cordoned=frozenset(cordoned),
+                released=decision.released,
+                held=decision.held,
             )
         )
         if decided:
             await self._sync_podgroups(mi, key, the_plan, revisions, roles)
-            await self._act(mi, key, the_plan, revisions, roles, pods, services)
-        await self._report(mi, the_plan, update_revision, current_revision, now)
+            await self.budgets.sync(mi, key, live_budgets, the_plan.groups, decision)
+            spared = left_to_the_drain(name, pods, cordoned_nodes, decision.released)
+            await self._act(mi, key, the_plan, revisions, roles, pods, services, spared)
+        await self._report(mi, the_plan, update_revision, current_revision, now, decision)
         if decided:
             await self._prune_revisions(mi, key, update_revision, current_revision, pods)
         if the_plan.requeue_after is not None:
@@ -379,9 +462,11 @@ class ModelInferReconciler:
         roles: list[Mapping[str, Any]],
         pods: list[Obj],
         services: list[Obj],
+        spared: frozenset[str] = frozenset(),
     ) -> None:
         """Carry out the plan in its order. A new group gets one ``CreatedGroup`` Event (after all
-        its role replicas), not one per role replica."""
+        its role replicas), not one per role replica. Pods in ``spared`` are left to the drain
+        evicting them (see :func:`~.disruption.left_to_the_drain`)."""
         name = objects.name(mi)
         # Groups with any pod in the cache (plan.groups also lists groups about to be created).
         existing_groups = {objects.labels(p).get(LABEL_GROUP_NAME) for p in pods}
@@ -401,21 +486,23 @@ class ModelInferReconciler:
                         f"{role_id(action.role, action.role_index)} on revision {action.revision}",
                     )
             elif isinstance(action, DeletePods):
-                await self._delete_pods(mi, key, action, pods)
+                await self._delete_pods(mi, key, action, [p for p in pods if objects.name(p) not in spared])
             elif isinstance(action, DeleteRoleReplica):
                 rid = role_id(action.role, action.role_index)
                 group = f"{name}-{action.ordinal}"
-                await self._delete_matching(key, pods, services, _labels_match(group, rid))
-                self.recorder.emit(
-                    mi,
-                    NORMAL,
-                    "DeletingRoleReplica",
-                    f"Deleting role replica {rid} of group {group}: {action.reason}",
-                )
+                if await self._delete_matching(key, pods, services, _labels_match(group, rid), spared):
+                    self.recorder.emit(
+                        mi,
+                        NORMAL,
+                        "DeletingRoleReplica",
+                        f"Deleting role replica {rid} of group {group}: {action.reason}",
+                    )
             elif isinstance(action, DeleteGroup):
                 group = f"{name}-{action.ordinal}"
-                await self._delete_matching(key, pods, services, _labels_match(group))
-                self.recorder.emit(mi, NORMAL, "DeletingGroup", f"Deleting group {group}: {action.reason}")
+                if await self._delete_matching(key, pods, services, _labels_match(group), spared):
+                    self.recorder.emit(
+                        mi, NORMAL, "DeletingGroup", f"Deleting group {group}: {action.reason}"
+                    )
         for ordinal, revision in sorted(created_groups.items()):
             self.recorder.emit(
                 mi, NORMAL, "CreatedGroup", f"Created group {name}-{ordinal} on revision {revision}"
@@ -460,18 +547,28 @@ class ModelInferReconciler:
             self.recorder.emit(mi, WARNING, "DeletedPod", f"Deleted pod {', '.join(gone)}: {action.reason}")
 
     async def _delete_matching(
-        self, key: str, pods: list[Obj], services: list[Obj], match: Callable[[Mapping[str, Any]], bool]
-    ) -> None:
+        self,
+        key: str,
+        pods: list[Obj],
+        services: list[Obj],
+        match: Callable[[Mapping[str, Any]], bool],
+        spared: frozenset[str] = frozenset(),
+    ) -> int:
+        """Delete the matching pods (but the spared ones) and Services; how many went."""
+        deleted = 0
         for pod in pods:
-            if match(objects.labels(pod)):
-                await self._delete(PODS, pod, owner=key)
+            if match(objects.labels(pod)) and objects.name(pod) not in spared:
+                deleted += await self._delete(PODS, pod, owner=key)
         for svc in services:
             if match(objects.labels(svc)):
-                await self._delete(SERVICES, svc)
+                deleted += await self._delete(SERVICES, svc)
+        return deleted
 
     # --- report -----------------------------------------------------------------------------------
 
-    async def _report(self, mi: Obj, the_plan: Plan, update: str, current: str, now: datetime) -> None:
+    async def _report(
+        self, mi: Obj, the_plan: Plan, update: str, current: str, now: datetime, decision: Decision
+    ) -> None:
         old = objects.status(mi)
         generation = objects.generation(mi) or 0
         status = compute_status(
@@ -494,6 +591,7 @@ class ModelInferReconciler:
             observed_generation=generation,
             now=now,
         )
+        conditions = disruption_condition(conditions, decision, generation=generation, now=now)
         status = {**status, "conditions": conditions}
         if await self.status.write(mi, status) is not None:
             emit_transitions(self.recorder, mi, TRANSITION_EVENTS, old, status)
@@ -539,6 +637,8 @@ TRANSITION_EVENTS: Final = (
         message="Every group is on the update revision",
         from_absent=False,
     ),
+    # A drain waits for a group: the message names the group, its budget, the node and the floor.
+    ConditionEvent(DISRUPTION_HELD, "True", WARNING, reason="DisruptionHeld"),
 )
 
 
@@ -554,6 +654,8 @@ def setup_controller(
     services = informers.informer(SERVICES, label_selector=LABEL_NAME)
     podgroups = informers.informer(PODGROUPS, label_selector=LABEL_NAME) if with_podgroups else None
     revisions = informers.informer(CONTROLLERREVISIONS, label_selector=LABEL_NAME)
+    pdbs = informers.informer(PDBS, label_selector=LABEL_NAME)
+    nodes = informers.informer(NODES)
     reconciler = ModelInferReconciler(
         client,
         mis,
@@ -564,6 +666,8 @@ def setup_controller(
         EventRecorder(client, COMPONENT),
         manager.clock,
         platform,
+        pdbs=pdbs,
+        nodes=nodes,
     )
     builder = (
         Controller.build("modelinfer")
@@ -571,6 +675,10 @@ def setup_controller(
         .watches(PODS, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(SERVICES, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(CONTROLLERREVISIONS, _to_modelinfer, label_selector=LABEL_NAME)
+        .watches(PDBS, _to_modelinfer, label_selector=LABEL_NAME)
+        # Cordon and uncordon only (a status heartbeat reconciles nothing), for the ModelInfers
+        # with a pod on the node.
+        .watches(NODES, reconciler.modelinfers_on_node, predicates=[unschedulable_changed])
     )
     if with_podgroups:
         builder = builder.watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)

@@ -102,6 +102,12 @@ class PlanInput:
     falls back to ``roles``. ``max_unavailable`` and ``max_surge`` are resolved against ``replicas``
     by the caller (percent: down / up). ``current_revision`` is ``status.currentRevision``, or
     ``update_revision`` for a new ModelInfer (see :func:`aiplane.controllers.modelinfer.status.compute_status`).
+
+    Disruption (docs/modelinfer.md, "Disruption"): ``cordoned`` are the ordinals with a live pod on
+    a cordoned node, ``released`` those whose PodDisruptionBudget lets a drain evict them (the
+    arbiter's verdict: their capacity is spent, the rolling update may not count them), ``held``
+    the available ones a drain waits for (the floor would break): with ``max_surge`` they get
+    replacement groups first.
     """
 
     replicas: int
@@ -117,6 +123,9 @@ class PlanInput:
     pods: tuple[PodView, ...] = ()
     services: tuple[ServiceView, ...] = ()
     now: float = 0.0
+    cordoned: frozenset[int] = frozenset()
+    released: frozenset[int] = frozenset()
+    held: frozenset[int] = frozenset()
 
 
 # --- outputs ---------------------------------------------------------------------------------------

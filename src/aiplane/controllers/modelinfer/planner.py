@@ -38,15 +38,18 @@ One call, in order
    them until every pod and Service is gone (checked again on every call).
 2. Group-level recovery: ``InferGroupRecreate`` failures and orphaned Services (no pod left)
    delete the group.
-3. Scale down: the desired count is ``replicas``, plus ``max_surge`` while outdated groups remain.
-   Surplus live groups go not-available first (highest ordinal first among them), then highest
-   ordinal first.
+3. Scale down: the desired count is ``replicas``, plus ``max_surge`` while outdated groups remain;
+   without outdated groups, plus one surge group per group a drain moves (``held`` or ``released``
+   and still on a cordoned node), at most ``max_surge``, and the surge groups already standing in.
+   Surplus live groups go not-available first (highest ordinal first among them), then those
+   ``released`` to a drain, then highest ordinal first.
 4. Rolling update: every not-available outdated group is deleted (it serves nothing, so it costs no
    budget and never blocks the rollout); then available outdated groups, highest ordinal first,
-   while the available count stays at or above ``replicas - max_unavailable``.
-5. If no outdated group is left alive and every ordinal below ``replicas`` has an available group,
-   the surge allowance ends: scale down again to ``replicas`` (the surge groups, highest ordinals,
-   go). Until then a hole below ``replicas`` left by the rollout is refilled within the surge
+   while the *serving* count (available groups not ``released`` to a drain) stays at or above
+   ``replicas - max_unavailable``: capacity given to a drain is spent, the floor is shared.
+5. If no outdated group is left alive, no group stands on a cordoned node and every ordinal below
+   ``replicas`` has an available group, the surge allowance ends: scale down again to ``replicas``
+   (the surge groups, highest ordinals, go). Until then a hole below ``replicas`` left by the rollout is refilled within the surge
    allowance, so a rollout with ``maxSurge`` ends on ordinals ``0…replicas-1`` as it started.
 6. Scale up: while fewer than the desired count of groups exist (deleting ones included: they still
    hold their capacity and their ordinal), create the lowest unused ordinals, on ``current_revision``
@@ -143,6 +146,7 @@ __all__ = [
     "RecoveryPolicy",
     "RoleShape",
     "ServiceView",
+    "group_availability",
     "plan",
 ]
 
@@ -502,10 +506,22 @@ class _Groups:
         return [g for g in self.live if g.ordinal not in self.deletes]
 
     def desired(self, rolling: bool) -> int:
-        return self.inp.replicas + max(self.inp.max_surge, 0) if rolling else self.inp.replicas
+        """``replicas`` plus the surge allowance: all of ``max_surge`` while outdated groups remain;
+        otherwise only the surge groups that stand in (kept while rolling) or that groups a drain
+        moves need (one each, never more than ``max_surge``)."""
+        inp = self.inp
+        if inp.max_surge <= 0:
+            return inp.replicas
+        if any(g.outdated for g in self.alive()):
+            return inp.replicas + inp.max_surge
+        surges = sum(1 for g in self.alive() if g.ordinal >= inp.replicas) if rolling else 0
+        moving = len((inp.held | inp.released) & inp.cordoned)
+        return inp.replicas + min(inp.max_surge, max(surges, moving))
 
-    def available_count(self) -> int:
-        return sum(1 for g in self.alive() if g.available)
+    def serving(self) -> int:
+        """Available groups not released to a drain: a released group's capacity is spent on the
+        drain (the floor is shared), so the rolling update may not spend it again."""
+        return sum(1 for g in self.alive() if g.available and g.ordinal not in self.inp.released)
 
     # -- step 2 -------------------------------------------------------------------------------------
 
@@ -529,16 +545,21 @@ class _Groups:
             return True
         if inp.max_surge <= 0 or not any(g.ordinal >= inp.replicas for g in staying):
             return False
+        if inp.cordoned:
+            return True  # surge groups stay while any group stands on a cordoned node
         in_range = {g.ordinal for g in staying if g.ordinal < inp.replicas and g.available}
         return len(in_range) < inp.replicas
 
     def scale_down(self, desired: int) -> None:
-        """Surplus groups go: not-available ones first, then highest ordinal first."""
+        """Surplus groups go: not-available ones first, then those released to a drain (their
+        capacity is spent already), then highest ordinal first."""
         staying = self.alive()
         surplus = len(staying) - desired
         if surplus <= 0:
             return
-        for g in sorted(staying, key=lambda g: (g.available, -g.ordinal))[:surplus]:
+        released = self.inp.released
+        order = sorted(staying, key=lambda g: (g.available, g.ordinal not in released, -g.ordinal))
+        for g in order[:surplus]:
             self.deletes[g.ordinal] = "scale down" if g.available else "scale down (not available)"
 
     # -- step 4 -------------------------------------------------------------------------------------
@@ -550,7 +571,7 @@ class _Groups:
         for g in self.alive():
             if g.outdated and not g.available:
                 self.deletes[g.ordinal] = f"rolling update to revision {target} (group not available)"
-        budget = self.available_count() - self.floor()
+        budget = self.serving() - self.floor()
         for g in sorted((g for g in self.alive() if g.outdated), key=lambda g: -g.ordinal):
             if budget <= 0:
                 break
@@ -595,7 +616,7 @@ class _Groups:
         if not holes or not surges or busy or room:
             return
         surge = max(surges, key=lambda g: g.ordinal)
-        if not surge.available or self.available_count() - 1 >= self.floor():
+        if not surge.available or self.serving() - 1 >= self.floor():
             self.deletes[surge.ordinal] = "surge group gives way to a rebuilt in-range group"
 
     # -- emit ---------------------------------------------------------------------------------------
@@ -642,6 +663,12 @@ class _Groups:
         if any(pod.terminating for pod in inp.pods) or any(s.terminating for s in inp.services):
             requeue = _min_opt(requeue, DELETING_RECHECK_SECONDS)
         return requeue
+
+
+def group_availability(inp: PlanInput) -> dict[int, bool]:
+    """Each live group's availability as observed, before any action: the disruption arbiter's
+    input (it decides before the plan, so a drain's release is not undercut by the rollout)."""
+    return {o: g.available for o, g in _Planner(inp).observe().items() if not g.deleting()}
 
 
 def plan(inp: PlanInput) -> Plan:
