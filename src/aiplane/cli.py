@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from aiplane.api.packaged import examples_dir
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -21,6 +23,7 @@ if not console.is_terminal:
     # Piped or captured output: rich would assume 80 columns and truncate the tables.
     console = Console(width=160)
 err_console = Console(stderr=True)
+_EXAMPLES = examples_dir()
 
 
 @app.command()
@@ -40,6 +43,33 @@ def crds(
     for crd in generated:
         (output / crd_filename(crd)).write_text(to_yaml(crd), encoding="utf-8")
     err_console.print(f"wrote {len(generated)} CRDs to {output}")
+
+
+@app.command()
+def rbac(
+    controllers: Annotated[
+        str, typer.Option(help="Controllers whose needs to grant: all, or NAME,... (as aiplane run takes).")
+    ] = "all",
+    name: Annotated[str, typer.Option(help="Name of the ClusterRole.")] = "aiplane-manager",
+) -> None:
+    """Print the ClusterRole the selected controllers need, from what each declares (its PERMISSIONS).
+
+    The Helm chart's ClusterRole is this output (a test keeps them equal); docs/install.md says what
+    each rule is for.
+    """
+    import yaml
+
+    from aiplane.controllers import registry
+    from aiplane.kube.rbac import cluster_role
+
+    names = None if controllers.strip() == "all" else [n.strip() for n in controllers.split(",") if n.strip()]
+    try:
+        declared = registry.permissions(names)
+    except registry.UnknownControllerError as exc:
+        err_console.print(f"aiplane rbac: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    role = cluster_role(name, [p for perms in declared.values() for p in perms])
+    sys.stdout.write(yaml.safe_dump(role, sort_keys=False))
 
 
 @app.command()
@@ -71,7 +101,10 @@ def validate(
 
 @app.command()
 def demo(
-    examples: Annotated[Path, typer.Option(help="Directory of example manifests.")] = Path("examples"),
+    examples: Annotated[
+        Path,
+        typer.Option(help="Directory of example manifests (default: ./examples, else the packaged ones)."),
+    ] = _EXAMPLES,
     kubeconfig: Annotated[
         Path, typer.Option(help="Where to write the embedded cluster's kubeconfig.")
     ] = Path("/tmp/aiplane-demo.kubeconfig"),
@@ -141,7 +174,10 @@ def demo(
 
 @app.command()
 def api(
-    examples: Annotated[Path, typer.Option(help="Directory of example manifests.")] = Path("examples"),
+    examples: Annotated[
+        Path,
+        typer.Option(help="Directory of example manifests (default: ./examples, else the packaged ones)."),
+    ] = _EXAMPLES,
 ) -> None:
     """Show what aiplane serves: every CRD with its names and columns, then validate the examples."""
     from aiplane.api.crdgen import crd_for

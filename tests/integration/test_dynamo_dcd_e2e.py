@@ -7,9 +7,12 @@ DCDs are created directly (no DGD controller). The default fleet has 2 H100 node
 from __future__ import annotations
 
 import asyncio
+import shutil
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,6 +42,7 @@ from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.polling import eventually
 
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 DCD = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
 NS = "llm"
 Obj = dict[str, Any]
@@ -258,6 +262,7 @@ async def test_multinode_makes_an_lws_and_podgroup_per_replica_and_removes_surpl
     assert (dcd["status"]["replicas"], dcd["status"]["readyReplicas"]) == (2, 2)
     assert await world.names(LEADERWORKERSETS) == ["dec-0", "dec-1"]
     assert await world.names(PODGROUPS) == ["dec-0", "dec-1"]
+    assert await world.names(PDBS) == ["dec-0", "dec-1"]  # a budget per replica
     assert await world.names(DEPLOYMENTS) == []
     lws = await world.client.get(LEADERWORKERSETS, "dec-1", NS)
     assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
@@ -269,9 +274,13 @@ async def test_multinode_makes_an_lws_and_podgroup_per_replica_and_removes_surpl
     await world.client.patch(DCD, "dec", {"spec": {"replicas": 1}}, namespace=NS)
 
     async def one() -> bool:
-        return await world.names(LEADERWORKERSETS) == ["dec-0"] and await world.names(PODGROUPS) == ["dec-0"]
+        return (
+            await world.names(LEADERWORKERSETS) == ["dec-0"]
+            and await world.names(PODGROUPS) == ["dec-0"]
+            and await world.names(PDBS) == ["dec-0"]
+        )
 
-    await eventually(one, 30, "surplus LWS and PodGroup deleted")
+    await eventually(one, 30, "surplus LWS, PodGroup and replica budget deleted")
     await eventually(lambda: world.available("dec"), 30, "Available at 1 replica")
 
 
@@ -321,13 +330,14 @@ async def test_a_pdb_guards_drains_as_the_rollout_does_and_goes_when_multinode(w
         await world.client.evict(second, NS)
     assert refused.value.status == 429
     await eventually(lambda: allowed(0), 30, "PDB status: no disruption allowed while one pod is down")
-    # Multinode replicas are gangs: the per-pod budget goes with the Deployment.
+    # Multinode replicas are gangs: the per-pod budget goes with the Deployment, a budget per replica
+    # (LeaderWorkerSet) takes its place.
     await world.client.patch(DCD, "dec", {"spec": {"multinode": {"nodeCount": 2}}}, namespace=NS)
 
-    async def pdb_gone() -> bool:
-        return await world.names(PDBS) == [] and await world.names(DEPLOYMENTS) == []
+    async def pdb_replaced() -> bool:
+        return await world.names(PDBS) == ["dec-0", "dec-1"] and await world.names(DEPLOYMENTS) == []
 
-    await eventually(pdb_gone, 30, "PDB and Deployment deleted")
+    await eventually(pdb_replaced, 30, "per-pod PDB and Deployment replaced by replica budgets")
 
 
 async def test_zero_writes_after_convergence(world: World) -> None:
@@ -400,3 +410,138 @@ async def test_with_etcd_the_finalizer_deletes_the_component_keys(monkeypatch: p
         w.cluster.server.store.unsubscribe(w.record)
         await w.client.close()
         await w.cluster.stop()
+
+
+@dataclass
+class ReplicaWatch:
+    """After every committed pod change: how many replicas of a multinode DCD are unavailable (a
+    replica is available with all its pods live, Running and Ready). Counts from ``armed`` on."""
+
+    cluster: EmbeddedCluster
+    size: int
+    armed: bool = False
+    worst: int = 0
+    changes: int = 0
+
+    def unavailable(self) -> int:
+        groups: dict[str, list[Obj]] = {}
+        for pod in self.cluster.server.store.items("/pods", NS):
+            lws = pod["metadata"].get("labels", {}).get("leaderworkerset.sigs.k8s.io/name")
+            if lws and not pod["metadata"].get("deletionTimestamp"):
+                groups.setdefault(lws, []).append(pod)
+        names = [
+            o["metadata"]["name"]
+            for o in self.cluster.server.store.items("leaderworkerset.x-k8s.io/leaderworkersets", NS)
+        ]
+        return sum(1 for n in names if not _group_available(groups.get(n, []), self.size))
+
+    def __call__(self, event: Event) -> None:
+        if event.key != "/pods" or not self.armed:
+            return
+        self.changes += 1
+        self.worst = max(self.worst, self.unavailable())
+
+
+def _group_available(pods: list[Obj], size: int) -> bool:
+    def ready(pod: Obj) -> bool:
+        status = pod.get("status") or {}
+        conds = {c["type"]: c["status"] for c in status.get("conditions") or []}
+        return status.get("phase") == "Running" and conds.get("Ready") == "True"
+
+    return len(pods) == size and all(ready(p) for p in pods)
+
+
+async def _kubectl(kubeconfig: Path, *args: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL,
+        "--kubeconfig",
+        str(kubeconfig),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def _gpu_nodes(world: World) -> list[str]:
+    nodes = (await world.client.list(NODES))["items"]
+    return sorted(
+        n["metadata"]["name"]
+        for n in nodes
+        if "nvidia.com/gpu" in (n.get("status") or {}).get("capacity", {})
+    )
+
+
+async def test_kubectl_drain_takes_one_multinode_replica_at_a_time(world: World, tmp_path: Path) -> None:
+    """Both replicas of a multinode DCD stand on one node; the real ``kubectl drain`` of that node
+    (Eviction API, retrying on 429) takes one replica at a time, never two, and finishes."""
+    # Evicted pods stay Terminating a moment, as behind a real kubelet: kubectl retries an eviction by
+    # pod name, and an LWS group is recreated under the same names.
+    assert world.cluster.agents is not None
+    world.cluster.agents.kubelet.termination_delay = 1.0
+    crowded, spare = await _gpu_nodes(world)
+    await world.client.patch(NODES, spare, {"spec": {"unschedulable": True}})
+    await world.client.create(DCD, worker(nodes=2, replicas=2, gpus="2"), namespace=NS)
+    dcd = await eventually(lambda: world.available("dec"), 60, "multinode worker Available")
+    pods = (await world.client.list(PODS, namespace=NS, label_selector="nvidia.com/selector=dec"))["items"]
+    assert {p["spec"]["nodeName"] for p in pods} == {crowded} and len(pods) == 4
+    for name in ("dec-0", "dec-1"):
+        pdb = await world.client.get(PDBS, name, NS)
+        assert pdb["spec"] == {
+            "selector": {
+                "matchLabels": {
+                    "leaderworkerset.sigs.k8s.io/name": name,
+                    "leaderworkerset.sigs.k8s.io/group-index": "0",
+                }
+            },
+            "minAvailable": 2,
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        }
+        assert pdb["metadata"]["ownerReferences"][0]["uid"] == dcd["metadata"]["uid"]
+    await world.client.patch(NODES, spare, {"spec": {"unschedulable": None}})
+
+    watch = ReplicaWatch(world.cluster, size=2, armed=True)
+    world.cluster.server.store.subscribe(watch)
+    try:
+        kubeconfig = tmp_path / "kubeconfig"
+        world.cluster.write_kubeconfig(kubeconfig)
+        started = time.monotonic()
+        await _kubectl(
+            kubeconfig, "drain", crowded, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s"
+        )
+        drained_in = time.monotonic() - started
+
+        async def rebuilt() -> bool:
+            pods = (await world.client.list(PODS, namespace=NS, label_selector="nvidia.com/selector=dec"))[
+                "items"
+            ]
+            budgets = [await world.client.get(PDBS, n, NS) for n in ("dec-0", "dec-1")]
+            return (
+                await world.available("dec") is not None
+                and {p["spec"].get("nodeName") for p in pods} == {spare}
+                and all(b["spec"]["minAvailable"] == 2 for b in budgets)
+            )
+
+        await eventually(rebuilt, 30, "both replicas ready on the spare node, budgets protected again")
+    finally:
+        world.cluster.server.store.unsubscribe(watch)
+    assert watch.changes > 0 and watch.worst == 1, (watch.worst, watch.changes)
+    assert drained_in < 30
+    listed = await world.client.list(EVENTS, NS, field_selector="involvedObject.name=dec")
+    reasons = [e["reason"] for e in listed["items"]]
+    assert reasons.count("ReplicaReleased") == 2 and reasons.count("ReplicaProtected") == 2
+    held = [e for e in listed["items"] if e["reason"] == "ReplicaFloorReached"]
+    assert held and held[0]["type"] == "Warning"
+    assert f"{NS}/dec-1" in held[0]["message"] and crowded in held[0]["message"]
+    assert "llm/dec" in held[0]["message"]
+    dcd = await world.dcd("dec")
+    assert "DisruptionHeld" not in {c["type"] for c in dcd["status"]["conditions"]}
+    # Steady state: nothing more to write.
+    await asyncio.sleep(0.5)  # let in-flight events land before counting
+    world.operator.reset_counts()
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        await asyncio.sleep(0.5)
+    assert world.operator.writes == 0

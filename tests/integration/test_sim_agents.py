@@ -398,6 +398,41 @@ async def test_kubelet_runs_bound_pods_and_follows_node_readiness(client: InMemo
     await until(lambda: pod_ready("True"), "the pod Ready again")
 
 
+async def test_termination_delay_keeps_a_deleted_pod_terminating_for_a_while(
+    cluster: EmbeddedCluster, client: InMemoryKubeClient
+) -> None:
+    """With ``termination_delay`` the kubelet claims graceful termination: a deleted bound pod stays
+    Terminating (``deletionTimestamp`` set) and is removed by the kubelet; an unbound one goes at once."""
+    assert cluster.agents is not None
+    cluster.agents.kubelet.termination_delay = 0.3
+    spec = {
+        "nodeName": "h100-0",
+        "terminationGracePeriodSeconds": 30,
+        "containers": [{"name": "c", "image": "x"}],
+    }
+    await client.create(PODS, {"metadata": {"name": "graceful"}, "spec": spec}, namespace="default")
+    await until(lambda: running(client, "graceful"), "the bound pod Running")
+    await client.delete(PODS, "graceful", namespace="default")
+    pod = await client.get(PODS, "graceful", "default")
+    assert pod["metadata"]["deletionTimestamp"] and pod["metadata"]["deletionGracePeriodSeconds"] == 30
+
+    await until(
+        lambda: gone_now(client, "graceful"), "the kubelet removes the pod after the termination delay"
+    )
+    unbound = {"schedulerName": "elsewhere", "containers": [{"name": "c", "image": "x"}]}
+    await client.create(PODS, {"metadata": {"name": "unbound"}, "spec": unbound}, namespace="default")
+    await client.delete(PODS, "unbound", namespace="default")
+    assert await gone_now(client, "unbound")
+
+
+async def gone_now(client: InMemoryKubeClient, name: str) -> bool:
+    try:
+        await client.get(PODS, name, "default")
+    except ApiError as exc:
+        return exc.not_found
+    return False
+
+
 async def test_toleration_seconds_delay_taint_eviction(client: InMemoryKubeClient) -> None:
     for name, seconds in (("brief", 1), ("forever", None)):
         toleration: Obj = {"key": "amd-dcm", "operator": "Exists", "effect": "NoExecute"}

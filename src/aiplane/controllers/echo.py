@@ -8,13 +8,14 @@ itself when missing; it is not part of aiplane's API.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import READ, Permission
 from aiplane.kube.resources import CRDS, Resource, register
 from aiplane.kube.status import StatusWriter
 
@@ -90,6 +91,14 @@ def new_controller(client: KubeClient, informers: InformerFactory, *, workers: i
         return None
 
     return Controller.build("echo").for_(ECHOES).workers(workers).reconcile(reconcile)
+
+
+#: What this diagnostic controller needs (never part of ``all``, so not in the chart's ClusterRole).
+PERMISSIONS: Final = (
+    Permission("apiextensions.k8s.io", ("customresourcedefinitions",), ("create",)),
+    Permission("diagnostics.aiplane.io", ("echoes",), READ),
+    Permission("diagnostics.aiplane.io", ("echoes/status",), ("patch",)),
+)
 
 
 async def setup(manager: Manager) -> None:

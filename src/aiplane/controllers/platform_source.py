@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -21,6 +21,7 @@ from aiplane.controllers.platform import Platform, effective_namespace_config
 from aiplane.kube.controller import ControllerBuilder, Request, generation_changed
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import READ, Permission
 from aiplane.kube.resources import NODES, SECRETS, Resource, resource_for
 
 __all__ = [
@@ -99,6 +100,14 @@ class PlatformSource:
             else frozenset(),
             secret_keys=self.secret_keys(namespace),
         )
+
+
+#: What reading the platform configuration needs; the controllers that use it include these.
+PERMISSIONS: Final = (
+    Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs", "kaiwoconfigs"), READ),
+    # Image pull secrets and credentials named by the configs (keys only reach the pod specs).
+    Permission("", ("nodes", "secrets"), READ),
+)
 
 
 async def platform_source(manager: Manager) -> PlatformSource:

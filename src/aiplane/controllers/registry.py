@@ -33,19 +33,22 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from aiplane.kube.manager import Manager
+    from aiplane.kube.rbac import Permission
 
 __all__ = [
     "CONTROLLERS",
     "DIAGNOSTIC",
     "EXTRA_CONTROLLERS_ENV",
+    "MODULES",
     "ControllerSetup",
     "UnknownControllerError",
     "extra_controllers",
+    "permissions",
     "select",
 ]
 
@@ -68,21 +71,25 @@ def _lazy(module: str, function: str = "setup") -> ControllerSetup:
     return setup
 
 
-#: Every controller ``aiplane run`` knows, by the name ``--controllers`` takes.
-CONTROLLERS: dict[str, ControllerSetup] = {
-    "echo": _lazy("aiplane.controllers.echo"),
-    "partitioningprofile": _lazy("aiplane.controllers.partitioning.profile"),
-    "partitioningplan": _lazy("aiplane.controllers.partitioning.plan"),
-    "nodepartitioning": _lazy("aiplane.controllers.partitioning.node"),
-    "modelinfer": _lazy("aiplane.controllers.modelinfer.controller"),
-    "dynamographdeployment": _lazy("aiplane.controllers.dynamo.graph_controller"),
-    "dynamocomponentdeployment": _lazy("aiplane.controllers.dynamo.component_controller"),
-    "dynamographdeploymentrequest": _lazy("aiplane.controllers.dynamo.request_controller"),
-    "kaiwoconfig": _lazy("aiplane.controllers.kaiwo.controller"),
+#: The module of every controller ``aiplane run`` knows, by the name ``--controllers`` takes. Each module
+#: has ``setup`` and ``PERMISSIONS`` (what it reads and writes: :mod:`aiplane.kube.rbac`).
+MODULES: Final[dict[str, str]] = {
+    "echo": "aiplane.controllers.echo",
+    "partitioningprofile": "aiplane.controllers.partitioning.profile",
+    "partitioningplan": "aiplane.controllers.partitioning.plan",
+    "nodepartitioning": "aiplane.controllers.partitioning.node",
+    "modelinfer": "aiplane.controllers.modelinfer.controller",
+    "dynamographdeployment": "aiplane.controllers.dynamo.graph_controller",
+    "dynamocomponentdeployment": "aiplane.controllers.dynamo.component_controller",
+    "dynamographdeploymentrequest": "aiplane.controllers.dynamo.request_controller",
+    "kaiwoconfig": "aiplane.controllers.kaiwo.controller",
     # Registers nothing unless RESOURCE_MONITORING_ENABLED=true (controllers/monitoring/options.py).
-    "resourcemonitor": _lazy("aiplane.controllers.monitoring.monitor"),
-    "aimnamespaceconfig": _lazy("aiplane.controllers.aimns.controller"),
+    "resourcemonitor": "aiplane.controllers.monitoring.monitor",
+    "aimnamespaceconfig": "aiplane.controllers.aimns.controller",
 }
+
+#: Every controller ``aiplane run`` knows, by the name ``--controllers`` takes.
+CONTROLLERS: dict[str, ControllerSetup] = {name: _lazy(module) for name, module in MODULES.items()}
 
 #: Names that run only when asked for by name (never as part of ``all``).
 DIAGNOSTIC: frozenset[str] = frozenset({"echo"})
@@ -130,3 +137,17 @@ def select(selection: str, env: Mapping[str, str] | None = None) -> dict[str, Co
             f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(sorted(known))} (or all, none)"
         )
     return {name: known[name] for name in dict.fromkeys(names)}
+
+
+def permissions(names: Iterable[str] | None = None) -> dict[str, tuple[Permission, ...]]:
+    """Each named controller's declared ``PERMISSIONS`` (default: those ``all`` runs).
+
+    Imports the controller modules (unlike :func:`select`): ``aiplane rbac`` and the chart test use it.
+    """
+    chosen = [n for n in MODULES if n not in DIAGNOSTIC] if names is None else list(names)
+    unknown = [n for n in chosen if n not in MODULES]
+    if unknown:
+        raise UnknownControllerError(
+            f"unknown controller(s) {', '.join(unknown)}; known: {', '.join(MODULES)}"
+        )
+    return {name: tuple(importlib.import_module(MODULES[name]).PERMISSIONS) for name in chosen}

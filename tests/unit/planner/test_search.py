@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -251,11 +250,12 @@ def test_bad_requests_name_the_field(changes: dict[str, object], field: str) -> 
         plan(request(**changes))
 
 
-def test_every_registry_model_plans_well_under_a_second() -> None:
+def test_every_registry_model_plans_on_every_system() -> None:
+    """Every model of the registry gets an answer on every system (its speed is benchmarks/planner_bench.py's
+    business, not a timed test's: the machines are shared)."""
     for model, system in itertools.product(sorted(MODELS), sorted(SYSTEMS)):
-        started = time.perf_counter()
-        plan(request(model=model, system=system, total_gpus=64, isl=8000, osl=1000))
-        assert time.perf_counter() - started < 0.5, (model, system)
+        result = plan(request(model=model, system=system, total_gpus=64, isl=8000, osl=1000))
+        assert result is not None, (model, system)
 
 
 class _LinearLatency:

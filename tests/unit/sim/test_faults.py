@@ -161,7 +161,7 @@ async def test_latency_delays_requests(server: ApiServer) -> None:
     assert time.monotonic() - started >= 0.2
     started = time.monotonic()
     await outcome(faults, "list", rt(server))
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 0.2  # the latency applies to gets only
 
 
 async def test_http_requests_see_the_faults(server: ApiServer, client: TestClient[Any, Any]) -> None:

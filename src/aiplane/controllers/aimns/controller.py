@@ -28,6 +28,7 @@ from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import WARNING, EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, WRITE_CHILD, Permission
 from aiplane.kube.resources import GATEWAYS, HTTPROUTES, SECRETS, Resource
 from aiplane.kube.status import StatusWriter
 
@@ -113,6 +114,21 @@ class AIMNamespaceReconciler:
                     HTTPROUTES, name, namespace=namespace, preconditions={"uid": objects.uid(stale)}
                 )
         return [objects.name(r) for r in desired]
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs",), READ),
+    Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs/status",), ("patch",)),
+    Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs/finalizers",), ("update",)),
+    # Which secret keys exist (names and keys only; values never leave the cluster).
+    Permission("", ("secrets",), READ),
+    Permission("gateway.networking.k8s.io", ("gateways",), READ),
+    Permission("gateway.networking.k8s.io", ("httproutes",), WRITE_CHILD),
+    Permission("nvidia.com", ("dynamographdeployments",), READ),
+    Permission("workload.volcano.sh", ("modelinfers",), READ),
+    EVENTS_WRITE,
+)
 
 
 def setup_controller(

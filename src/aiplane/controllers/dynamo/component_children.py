@@ -54,6 +54,7 @@ __all__ = [
     "ChildrenError",
     "ChildrenInput",
     "Desired",
+    "child_labels",
     "desired_children",
     "hash_of",
     "needs_update",
@@ -197,6 +198,11 @@ def _child_labels(dcd: Mapping[str, Any]) -> dict[str, str]:
     """The DCD's ``spec.labels`` (the DGD's component labels arrive there) and its selector label."""
     given = objects.spec(dcd).get("labels")
     return {**(dict(given) if isinstance(given, Mapping) else {}), LABEL_SELECTOR: objects.name(dcd)}
+
+
+def child_labels(dcd: Mapping[str, Any]) -> dict[str, str]:
+    """What every child of ``dcd`` is labelled with (the replica budgets too)."""
+    return _child_labels(dcd)
 
 
 def _stamp(obj: Obj, *, ignore_replicas: bool = False) -> Obj:
@@ -480,7 +486,8 @@ def desired_children(inp: ChildrenInput) -> Desired:
             raise ChildrenError(str(exc)) from None
     else:
         children.append(_stamp(_deployment(dcd, template, replicas), ignore_replicas=hpa_on))
-        # Multinode replicas are gangs: a budget over single pods would not protect them (later piece).
+        # Multinode replicas are gangs: a budget over single pods would not protect them; the
+        # controller gives each replica its own budget (component_disruption).
         pdb = _pdb(dcd)
         if pdb is not None:
             children.append(pdb)

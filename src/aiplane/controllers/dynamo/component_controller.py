@@ -5,8 +5,10 @@ exist) and :mod:`.component_status` (what to report).
 
     observe   the DCD, its children (Deployments, PodDisruptionBudgets, Services, Ingresses,
               VirtualServices, HPAs, LeaderWorkerSets, PodGroups it controls) from informer caches, overlaid with our own
-              writes (Expectations.view); the parent DGD's backend; the component ServiceAccount
-    decide    component_children.desired_children → component_status.*_availability
+              writes (Expectations.view); the parent DGD's backend; the component ServiceAccount;
+              for multinode, its LeaderWorkerSet pods and the cordoned Nodes they stand on
+    decide    component_children.desired_children → disruption.arbitrate (multinode replica budgets,
+              component_disruption) → component_status.*_availability
     act       create what is missing, replace what carries another spec hash, delete what this DCD
               controls but no longer wants (surplus LeaderWorkerSets, an HPA turned off, …)
     report    StatusWriter (only when changed) + transition Events
@@ -23,6 +25,13 @@ Why the pieces are the way they are:
   and would hold every controller of the manager back, so ``setup`` asks the server once which of
   LeaderWorkerSet, Volcano PodGroup and Istio VirtualService it serves (a list request: 404 means
   not served) and watches only those; a DCD that needs a missing one says so in its status.
+* **Replica budgets** (multinode): one PodDisruptionBudget per LeaderWorkerSet, released
+  (``minAvailable: 0``) by the shared arbiter when its pods stand on a cordoned node and the floor
+  allows, protected again once none does (``component_disruption``). They are rewritten only when
+  ``budget_differs``; whether a budget is released is read through Expectations, so a second release
+  is never decided on a cache that does not show the first. Pods are watched only for what the
+  arbiter reads (node, phase, readiness, deletion), Nodes only for ``spec.unschedulable``, and a
+  node's change requeues only the DCDs with pods on it.
 * **Finalizer** only when the operator has etcd endpoints (``--etcd-endpoints``): it exists to
   delete the component's etcd keys, and without etcd it would only delay deletion.
 """
@@ -42,15 +51,20 @@ from aiplane.apimachinery.meta import (
     has_finalizer,
     is_controlled_by,
 )
+from aiplane.controllers.disruption import Arbitration, arbitrate, budget_differs, is_released
+from aiplane.controllers.dynamo import component_disruption as cdis
 from aiplane.controllers.dynamo import etcd
 from aiplane.controllers.dynamo.component_children import (
+    ANNOTATION_HASH,
     REASON_INVALID,
     REASON_NO_ORCHESTRATOR,
     ChildrenError,
     ChildrenInput,
     Desired,
+    child_labels,
     desired_children,
     needs_update,
+    node_count,
     updated,
 )
 from aiplane.controllers.dynamo.component_status import (
@@ -62,8 +76,14 @@ from aiplane.controllers.dynamo.component_status import (
 )
 from aiplane.controllers.dynamo.naming import DCD_KIND, DGD_KIND
 from aiplane.controllers.dynamo.options import DynamoOptions
-from aiplane.controllers.dynamo.podtemplate import as_dcd, dynamo_namespace
+from aiplane.controllers.dynamo.podtemplate import (
+    LABEL_SELECTOR,
+    as_dcd,
+    deployment_strategy,
+    dynamo_namespace,
+)
 from aiplane.controllers.platform import Platform
+from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
@@ -72,13 +92,16 @@ from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, WRITE_CHILD, Permission
 from aiplane.kube.resources import (
     DEPLOYMENTS,
     HPAS,
     INGRESSES,
     LEADERWORKERSETS,
+    NODES,
     PDBS,
     PODGROUPS,
+    PODS,
     SERVICEACCOUNTS,
     SERVICES,
     Resource,
@@ -95,6 +118,10 @@ FINALIZER: Final = "nvidia.com/finalizer"
 LABEL_COMPONENT_POD_SA: Final = "nvidia.com/dynamo-component-pod"
 #: Index of the child informers: the uid of the DCD that controls the object.
 BY_DCD: Final = "dynamocomponentdeployment-uid"
+#: Index of the LeaderWorkerSet pods: the node they stand on.
+BY_NODE: Final = "pod-node"
+#: Index of the LeaderWorkerSet pods: ``<namespace>/<LeaderWorkerSet>``.
+BY_LWS: Final = "pod-leaderworkerset"
 #: Istio's GA VirtualService API (the resource table knows v1beta1).
 VIRTUALSERVICES_V1: Final = Resource("networking.istio.io", "v1", "virtualservices", "VirtualService", True)
 
@@ -131,7 +158,42 @@ TRANSITION_EVENTS: Final = (
     ConditionEvent(CONDITION_AVAILABLE, "True", NORMAL),
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, from_statuses=("True",)),
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=FAILURE_REASONS),
+    ConditionEvent(cdis.CONDITION_DISRUPTION_HELD, "True", WARNING),
 )
+
+
+def _by_node(pod: Mapping[str, Any]) -> list[str]:
+    node = objects.spec(pod).get("nodeName")
+    return [str(node)] if node else []
+
+
+def _by_lws(pod: Mapping[str, Any]) -> list[str]:
+    lws = objects.labels(pod).get(cdis.LWS_NAME_LABEL)
+    return [f"{objects.namespace(pod)}/{lws}"] if lws else []
+
+
+def _dcd_of_pod(pod: Mapping[str, Any]) -> list[Request]:
+    dcd = objects.labels(pod).get(LABEL_SELECTOR)
+    return [Request(objects.namespace(pod) or None, str(dcd))] if dcd else []
+
+
+def _pod_arbiter_state(pod: Obj) -> tuple[Any, ...]:
+    status = objects.status(pod)
+    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return (objects.spec(pod).get("nodeName"), status.get("phase"), ready, objects.is_deleting(pod))
+
+
+def pod_changed_for_arbiter(old: Obj, new: Obj) -> bool:
+    """Only what the arbiter reads: a pod's node, phase, readiness, deletion."""
+    return _pod_arbiter_state(old) != _pod_arbiter_state(new)
+
+
+def unschedulable_changed(old: Obj, new: Obj) -> bool:
+    return bool(objects.spec(old).get("unschedulable")) != bool(objects.spec(new).get("unschedulable"))
+
+
+def _cordoned(nodes: Informer) -> frozenset[str]:
+    return frozenset(objects.name(n) for n in nodes.list() if objects.spec(n).get("unschedulable") is True)
 
 
 class ComponentReconciler:
@@ -148,6 +210,8 @@ class ComponentReconciler:
         *,
         missing_multinode_api: str | None = None,
         platform: PlatformSource | None = None,
+        pods: Informer | None = None,
+        nodes: Informer | None = None,
     ) -> None:
         self.client = client
         self.platform = platform
@@ -162,10 +226,23 @@ class ComponentReconciler:
         self.missing_multinode_api = missing_multinode_api
         self.status = StatusWriter(client, dcds_resource(), FIELD_MANAGER)
         self.expectations = Expectations()
+        #: LeaderWorkerSet pods and Nodes (multinode replica budgets); None: not on this cluster.
+        self.pods = pods
+        self.nodes = nodes
+        if pods is not None:
+            pods.add_indexer(BY_NODE, _by_node)
+            pods.add_indexer(BY_LWS, _by_lws)
         for _, informer in self.children.values():
             informer.add_indexer(BY_DCD, _by_dcd)
             informer.add_handler(on_delete=self._child_deleted)
         dcds.add_handler(on_delete=lambda obj: self.expectations.forget_owner(objects.key(obj)))
+
+    def dcds_on_node(self, node: Obj) -> list[Request]:
+        """The DCDs with LeaderWorkerSet pods on ``node`` (the Node watch's map)."""
+        if self.pods is None:
+            return []
+        requests = {r for pod in self.pods.by_index(BY_NODE, objects.name(node)) for r in _dcd_of_pod(pod)}
+        return sorted(requests, key=lambda r: (r.namespace or "", r.name))
 
     def _child_deleted(self, obj: Obj) -> None:
         self.expectations.deleted(_child_key(obj), obj)
@@ -230,22 +307,61 @@ class ComponentReconciler:
         except ChildrenError as exc:
             await self._report(dcd, Availability("False", exc.reason, str(exc)))
             return None  # retrying cannot fix the spec; a change to the DCD brings it back
-        conflicts = await self._sync(dcd, key, desired)
+        budgets, held = self._replica_budgets(dcd, desired)
+        conflicts = await self._sync(
+            dcd, key, [*desired.children, *budgets], hpa_owns_replicas=desired.hpa_owns_replicas
+        )
         if conflicts:
             message = "; ".join(conflicts)
-            await self._report(dcd, Availability("False", REASON_CHILD_NOT_CONTROLLED, message))
+            await self._report(dcd, Availability("False", REASON_CHILD_NOT_CONTROLLED, message), held)
             return None
-        await self._report(dcd, self._availability(dcd, desired))
+        await self._report(dcd, self._availability(dcd, desired), held)
         return None
+
+    # --- decide: multinode replica budgets --------------------------------------------------------
+
+    def _replica_budgets(self, dcd: Obj, desired: Desired) -> tuple[list[Obj], str | None]:
+        """The replica budgets the arbiter wants now, and the DisruptionHeld message (None: none held)."""
+        if not desired.multinode or self.pods is None or self.nodes is None:
+            return [], None
+        floor = cdis.replica_floor(deployment_strategy(dcd), desired.replicas)
+        if floor is None:
+            return [], None  # Recreate: the owner accepts the whole component down
+        namespace = objects.namespace(dcd)
+        names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
+        size = node_count(dcd)
+        cordoned = _cordoned(self.nodes)
+        views = [
+            cdis.replica_view(
+                name,
+                index,
+                self.pods.by_index(BY_LWS, f"{namespace}/{name}"),
+                size,
+                cordoned,
+                self._view("PodDisruptionBudget", namespace, name),
+            )
+            for index, name in enumerate(names)
+        ]
+        arbitration: Arbitration = arbitrate(views, floor)
+        labels = child_labels(dcd)
+        budgets = [
+            cdis.replica_budget(dcd, name, size, arbitration.is_released(name), labels) for name in names
+        ]
+        holds = cdis.held(arbitration, views)
+        message = cdis.held_message(dcd, holds, arbitration, desired.replicas) if holds else None
+        return budgets, message
 
     # --- act --------------------------------------------------------------------------------------
 
-    async def _sync(self, dcd: Obj, key: str, desired: Desired) -> list[str]:
-        """Create, update and delete children; returns the objects in the way (same name, not ours)."""
+    async def _sync(self, dcd: Obj, key: str, children: list[Obj], *, hpa_owns_replicas: bool) -> list[str]:
+        """Create, update and delete children; returns the objects in the way (same name, not ours).
+
+        Replica budgets carry no spec hash (their ``minAvailable`` flips with the arbiter): they are
+        compared with ``budget_differs`` and their flips are reported as Events."""
         namespace, uid = objects.namespace(dcd), objects.uid(dcd)
         wanted: set[str] = set()
         conflicts: list[str] = []
-        for body in desired.children:
+        for body in children:
             kind = str(body["kind"])
             if kind not in self.children:
                 continue
@@ -255,8 +371,12 @@ class ComponentReconciler:
                 await self._create(key, body)
             elif not is_controlled_by(live, uid):
                 conflicts.append(f"{kind} {objects.name(body)} exists and is not controlled by this DCD")
+            elif ANNOTATION_HASH not in objects.annotations(body):
+                if budget_differs(live, body):
+                    await self._replace(key, live, updated(live, body))
+                    self._report_flip(dcd, live, body)
             elif needs_update(live, body):
-                keep = desired.hpa_owns_replicas and kind == "Deployment"
+                keep = hpa_owns_replicas and kind == "Deployment"
                 await self._replace(key, live, updated(live, body, keep_replicas=keep))
         for kind, (_, informer) in self.children.items():
             for cached in informer.by_index(BY_DCD, uid):
@@ -266,6 +386,23 @@ class ComponentReconciler:
                 if self._view(kind, namespace, objects.name(cached)) is not None:
                     await self._delete(key, cached)
         return conflicts
+
+    def _report_flip(self, dcd: Obj, live: Obj, body: Obj) -> None:
+        """A Normal Event when a replica's budget was released or protected again."""
+        was, now = is_released(live), is_released(body)
+        if was == now:
+            return
+        ref = f"{objects.namespace(body)}/{objects.name(body)}"
+        if now:
+            message = (
+                f"Released replica budget {ref} (minAvailable 0): its pods stand on a cordoned node "
+                f"and the other replicas keep the floor"
+            )
+            self.recorder.emit(dcd, NORMAL, cdis.REASON_RELEASED, message)
+        else:
+            pods = objects.spec(body).get("minAvailable")
+            message = f"Protected replica budget {ref} again (minAvailable {pods}): no pod of it stands on a cordoned node"
+            self.recorder.emit(dcd, NORMAL, cdis.REASON_PROTECTED, message)
 
     async def _create(self, owner: str, body: Obj) -> None:
         res, _ = self.children[str(body["kind"])]
@@ -328,10 +465,12 @@ class ComponentReconciler:
         observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
         return lws_availability(names, observed)
 
-    async def _report(self, dcd: Obj, availability: Availability) -> Obj:
+    async def _report(self, dcd: Obj, availability: Availability, held: str | None = None) -> Obj:
         """Write the status if it changed; returns the DCD as written (or as it was)."""
         old = objects.status(dcd)
-        status = compute_status(dcd, availability, now=self.clock.now())
+        now = self.clock.now()
+        status = compute_status(dcd, availability, now=now)
+        status = cdis.with_held(status, held, generation=objects.generation(dcd) or 0, now=now)
         written = await self.status.write(dcd, status)
         if written is None:
             return dcd
@@ -343,6 +482,30 @@ class ComponentReconciler:
 def _missing_multinode_api(lws: bool, podgroups: bool) -> str | None:
     missing = [label for label, ok in (("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)) if not ok]
     return " and ".join(missing) + " API" if missing else None
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    # The etcd-cleanup finalizer is a JSON patch on the component.
+    Permission("nvidia.com", ("dynamocomponentdeployments",), ("get", "list", "watch", "patch")),
+    Permission("nvidia.com", ("dynamocomponentdeployments/status",), ("patch",)),
+    Permission("nvidia.com", ("dynamocomponentdeployments/finalizers",), ("update",)),
+    Permission("nvidia.com", ("dynamographdeployments",), READ),
+    Permission("", ("serviceaccounts",), READ),
+    # Multinode replicas: their pods and the nodes they stand on decide the per-replica budgets.
+    Permission("", ("pods", "nodes"), READ),
+    # Children, each created, replaced when it differs, deleted when no longer wanted.
+    Permission("", ("services",), WRITE_CHILD),
+    Permission("apps", ("deployments",), WRITE_CHILD),
+    Permission("policy", ("poddisruptionbudgets",), WRITE_CHILD),
+    Permission("networking.k8s.io", ("ingresses",), WRITE_CHILD),
+    Permission("autoscaling", ("horizontalpodautoscalers",), WRITE_CHILD),
+    Permission("leaderworkerset.x-k8s.io", ("leaderworkersets",), WRITE_CHILD),
+    Permission("scheduling.volcano.sh", ("podgroups",), WRITE_CHILD),
+    Permission("networking.istio.io", ("virtualservices",), WRITE_CHILD),
+    *PLATFORM_PERMISSIONS,
+    EVENTS_WRITE,
+)
 
 
 def build(
@@ -365,6 +528,9 @@ def build(
         kinds.append(VIRTUALSERVICES_V1)
     children = {res.kind: (res, informers.informer(res)) for res in kinds}
     dcds = informers.informer(dcds_resource())
+    # Replica budgets need the LeaderWorkerSet pods and the Nodes; without LWS there are none.
+    pods = informers.informer(PODS, label_selector=cdis.POD_SELECTOR) if lws else None
+    nodes = informers.informer(NODES) if lws else None
     reconciler = ComponentReconciler(
         manager.client,
         dcds,
@@ -376,10 +542,16 @@ def build(
         options,
         missing_multinode_api=_missing_multinode_api(lws, podgroups),
         platform=platform,
+        pods=pods,
+        nodes=nodes,
     )
     builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
     for res in kinds:
         builder = builder.owns(res)
+    if lws:
+        builder = builder.watches(
+            PODS, _dcd_of_pod, predicates=[pod_changed_for_arbiter], label_selector=cdis.POD_SELECTOR
+        ).watches(NODES, reconciler.dcds_on_node, predicates=[unschedulable_changed])
     if platform is not None:
         builder = watch_platform(
             builder,

@@ -72,6 +72,7 @@ from aiplane.kube.events import NORMAL, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import LEADERWORKERSETS, PVCS, SERVICEACCOUNTS, Resource, resource_for
 from aiplane.kube.status import StatusWriter
 
@@ -392,6 +393,24 @@ def _to_dgds(dgds: Informer) -> Any:
         return sorted(requests)
 
     return map_pvc
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    # The finalizer is a JSON patch on the graph.
+    Permission("nvidia.com", ("dynamographdeployments",), ("get", "list", "watch", "patch")),
+    Permission("nvidia.com", ("dynamographdeployments/status",), ("patch",)),
+    Permission("nvidia.com", ("dynamographdeployments/finalizers",), ("update",)),
+    Permission(
+        "nvidia.com", ("dynamocomponentdeployments",), ("get", "list", "watch", "create", "update", "delete")
+    ),
+    # The planner's ServiceAccount and the graph's PVCs are created once, never changed here.
+    Permission("", ("persistentvolumeclaims", "serviceaccounts"), ("get", "list", "watch", "create")),
+    # Whether multinode is possible: a one-item LIST of LeaderWorkerSets.
+    Permission("leaderworkerset.x-k8s.io", ("leaderworkersets",), ("list",)),
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), READ),
+    EVENTS_WRITE,
+)
 
 
 def setup_controller(manager: Manager, *, kaiwo: bool = False) -> Controller:

@@ -59,6 +59,7 @@ from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, Resource, resource_for
 from aiplane.kube.status import StatusWriter
 from aiplane.planner import report
@@ -547,6 +548,22 @@ def _labelled_requests(obj: Obj) -> Iterable[Request]:
     labels = objects.labels(obj)
     name, namespace = labels.get(LABEL_DGDR_NAME), labels.get(LABEL_DGDR_NAMESPACE)
     return [Request(namespace or objects.namespace(obj) or None, name)] if name else []
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    Permission("nvidia.com", ("dynamographdeploymentrequests",), READ),
+    Permission("nvidia.com", ("dynamographdeploymentrequests/status",), ("patch",)),
+    Permission("nvidia.com", ("dynamographdeploymentrequests/finalizers",), ("update",)),
+    # The generated graph is created once (autoApply) and then left to its owner.
+    Permission("nvidia.com", ("dynamographdeployments",), ("get", "list", "watch", "create")),
+    # Profiling Jobs; the profiling output and generated-graph ConfigMaps.
+    Permission("batch", ("jobs",), ("get", "list", "watch", "create")),
+    Permission("", ("configmaps",), ("get", "list", "watch", "create", "update")),
+    # GPU inventory for the profiler's search space.
+    Permission("", ("nodes",), READ),
+    EVENTS_WRITE,
+)
 
 
 def setup_controller(

@@ -37,6 +37,7 @@ from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, RESOURCEFLAVORS, Resource
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
@@ -278,6 +279,28 @@ def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Con
     return builder.workers(1, fixed="one reconcile sees the whole cluster; a second would race it").reconcile(
         reconciler
     )
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    # The default KaiwoConfig is created at start-up when none exists.
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), ("get", "list", "watch", "create")),
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/status",), ("patch",)),
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/finalizers",), ("update",)),
+    # GPU nodes: pools from labels; the GPU taint when addTaintsToGpuNodes (a patch).
+    Permission("", ("nodes",), ("get", "list", "watch", "patch")),
+    # Namespaces that need a LocalQueue: those holding workloads.
+    Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs",), READ),
+    Permission("workload.volcano.sh", ("modelinfers",), READ),
+    Permission("nvidia.com", ("dynamographdeployments",), READ),
+    # Kueue objects it owns: created, patched when they differ, deleted (UID precondition).
+    Permission(
+        "kueue.x-k8s.io",
+        ("clusterqueues", "localqueues", "resourceflavors", "topologies"),
+        ("get", "list", "watch", "create", "patch", "delete"),
+    ),
+    EVENTS_WRITE,
+)
 
 
 async def setup(manager: Manager) -> None:

@@ -101,6 +101,7 @@ from aiplane.controllers.modelinfer.validation import (
     validate,
 )
 from aiplane.controllers.platform import decorate_template
+from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
@@ -109,6 +110,7 @@ from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, WRITE_CHILD, Permission
 from aiplane.kube.resources import (
     CONTROLLERREVISIONS,
     NODES,
@@ -639,6 +641,26 @@ TRANSITION_EVENTS: Final = (
     ),
     # A drain waits for a group: the message names the group, its budget, the node and the floor.
     ConditionEvent(DISRUPTION_HELD, "True", WARNING, reason="DisruptionHeld"),
+)
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    Permission("workload.volcano.sh", ("modelinfers",), READ),
+    Permission("workload.volcano.sh", ("modelinfers/status",), ("patch",)),
+    Permission("workload.volcano.sh", ("modelinfers/finalizers",), ("update",)),
+    # Children: pods, services and revisions are created and deleted, never updated.
+    Permission("", ("pods", "services"), ("get", "list", "watch", "create", "delete")),
+    Permission("apps", ("controllerrevisions",), ("get", "list", "watch", "create", "delete")),
+    # Gang scheduling (when Volcano is served): one PodGroup per group, resized in place.
+    Permission(
+        "scheduling.volcano.sh", ("podgroups",), ("get", "list", "watch", "create", "update", "delete")
+    ),
+    # Disruption: one budget per group (released and protected in place), and the nodes a drain cordons.
+    Permission("policy", ("poddisruptionbudgets",), WRITE_CHILD),
+    Permission("", ("nodes",), READ),
+    *PLATFORM_PERMISSIONS,
+    EVENTS_WRITE,
 )
 
 

@@ -50,6 +50,7 @@ from aiplane.kube.clock import Clock
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import PODS, Resource, resource_for
 from aiplane.kube.status import StatusWriter, emit_transitions
 
@@ -318,6 +319,21 @@ def build(manager: Manager, options: MonitoringOptions) -> ResourceMonitor:
         recorder=EventRecorder(manager.client, COMPONENT),
         clock=manager.clock,
     )
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    # Scale-down and restore are patches of the workload (replicas and annotations); then its status.
+    Permission("workload.volcano.sh", ("modelinfers",), ("get", "list", "watch", "patch")),
+    Permission("nvidia.com", ("dynamographdeployments",), ("get", "list", "watch", "patch")),
+    Permission("workload.volcano.sh", ("modelinfers/status",), ("patch",)),
+    Permission("nvidia.com", ("dynamographdeployments/status",), ("patch",)),
+    Permission("nvidia.com", ("dynamocomponentdeployments",), READ),
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), READ),
+    # Utilization samples name pods; their labels name the workload.
+    Permission("", ("pods",), READ),
+    EVENTS_WRITE,
+)
 
 
 def setup(manager: Manager) -> None:

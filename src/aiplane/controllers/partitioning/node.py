@@ -32,6 +32,7 @@ from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS, Resource, resource_for
 from aiplane.kube.status import StatusWriter
 
@@ -240,6 +241,25 @@ def _budget_refusal(exc: ApiError, eviction: Evict) -> BlockedEviction | None:
                 eviction.namespace, eviction.name, eviction.uid, match["name"], match["detail"]
             )
     return None
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    # Finalizer JSON patches on the NodePartitioning; its status.
+    Permission("infrastructure.silogen.ai", ("nodepartitionings",), ("get", "list", "watch", "patch")),
+    Permission("infrastructure.silogen.ai", ("nodepartitionings/status",), ("patch",)),
+    Permission("infrastructure.silogen.ai", ("partitioningprofiles",), READ),
+    # Cordon, taint and the DCM profile label: a guarded replace of the Node.
+    Permission("", ("nodes",), ("get", "list", "watch", "update")),
+    # The drain: pods on the node, evicted through the Eviction API (never deleted).
+    Permission("", ("pods",), READ),
+    Permission("", ("pods/eviction",), ("create",)),
+    # A budget that changes (released by a workload's arbiter) resumes the drains it held.
+    Permission("policy", ("poddisruptionbudgets",), READ),
+    # The DCM's Events (source=...) are read to report its failures; ours are written.
+    Permission("", ("events",), READ),
+    EVENTS_WRITE,
+)
 
 
 def setup_controller(manager: Manager) -> Controller:

@@ -81,6 +81,7 @@ from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import NODES, Resource, resource_for
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 from aiplane.kube.status import transition_events as status_events
@@ -326,6 +327,23 @@ def _np_identity_changed(old: Obj, new: Obj) -> bool:
         or deep_get(old, "spec.planRef") != deep_get(new, "spec.planRef")
         or deep_get(old, "metadata.ownerReferences") != deep_get(new, "metadata.ownerReferences")
     )
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    Permission("infrastructure.silogen.ai", ("partitioningplans", "partitioningprofiles"), READ),
+    Permission("infrastructure.silogen.ai", ("partitioningplans/status",), ("patch",)),
+    # Owner of its NodePartitionings (blockOwnerDeletion, OwnerReferencesPermissionEnforcement).
+    Permission("infrastructure.silogen.ai", ("partitioningplans/finalizers",), ("update",)),
+    # Children: server-side apply (may create), admission patches, deletes.
+    Permission(
+        "infrastructure.silogen.ai",
+        ("nodepartitionings",),
+        ("get", "list", "watch", "create", "patch", "delete"),
+    ),
+    Permission("", ("nodes",), READ),
+    EVENTS_WRITE,
+)
 
 
 def setup_controller(manager: Manager) -> Controller:

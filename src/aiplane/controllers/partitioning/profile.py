@@ -24,6 +24,7 @@ from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import WARNING, EventRecorder
 from aiplane.kube.manager import Manager
+from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import CONFIGMAPS, Resource, resource_for
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
@@ -128,6 +129,16 @@ def setup_controller(manager: Manager) -> Controller:
         .workers(1)
         .reconcile(reconcile)
     )
+
+
+#: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
+PERMISSIONS: Final = (
+    Permission("infrastructure.silogen.ai", ("partitioningprofiles",), READ),
+    Permission("infrastructure.silogen.ai", ("partitioningprofiles/status",), ("patch",)),
+    # The AMD GPU operator's DCM ConfigMap (--dcm-config): one object, watched by name.
+    Permission("", ("configmaps",), READ),
+    EVENTS_WRITE,
+)
 
 
 async def setup(manager: Manager) -> None:

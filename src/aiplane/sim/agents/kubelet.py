@@ -14,7 +14,11 @@ per-node range, the node's address for ``hostNetwork`` pods), ``hostIP`` (the no
 ``startTime``. When a node stops being Ready its pods are marked NotReady (``Ready`` condition
 ``False``: what the node lifecycle controller does for a silent kubelet), and Ready again when the
 node is. Containers never exit on their own. Deleted pods go at once (the GC module's default: no
-``pod_terminator`` is claimed).
+``pod_terminator`` is claimed) unless ``termination_delay`` is set: then the kubelet claims graceful
+termination of every bound pod, which stays Terminating (``deletionTimestamp`` set) for
+``min(termination_delay, grace period)`` seconds before the kubelet removes it (a DELETE with grace 0),
+as a real kubelet does once the containers stopped. Clients that act on a pod by name while it
+terminates (``kubectl drain``'s eviction retries) need that window.
 
 **Faults** (for tests; also over HTTP at ``/_sim/faults/…``): :meth:`Kubelet.restart_container` (the
 container exits and is restarted: ``restartCount`` + 1, ``lastState.terminated``, container, pod
@@ -50,8 +54,18 @@ from aiplane.sim.agents.base import (
     record_event,
     write_status,
 )
-from aiplane.sim.agents.daemonsets import EXECUTE_EFFECTS, toleration_tolerates_taint, untolerated_taints
-from aiplane.sim.agents.kubelet_refs import Missing, missing_for_containers, missing_for_volumes
+from aiplane.sim.agents.daemonsets import EXECUTE_EFFECTS, untolerated_taints
+from aiplane.sim.agents.kubelet_refs import missing_for_containers, missing_for_volumes
+from aiplane.sim.agents.kubelet_status import (
+    RUNTIME,
+    internal_ip,
+    min_toleration_seconds,
+    running_status,
+    terminated_state,
+    waiting_status,
+    with_container_readiness,
+    with_ready,
+)
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import DeleteOptions, rfc3339, upsert_condition
@@ -68,227 +82,9 @@ log = logging.getLogger(__name__)
 FIELD_MANAGER = "kubelet"
 EVICTION_COMPONENT = "taint-eviction-controller"
 EVICTION_MANAGER = "kube-controller-manager"
-#: The containerd the fleet's nodes report (``containerRuntimeVersion: containerd://2.1.4``).
-RUNTIME = "containerd"
 
 SECRETS = "/secrets"
 CONFIGMAPS = "/configmaps"
-
-_CONDITION_ORDER = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
-
-
-def internal_ip(node: Obj | None) -> str | None:
-    for address in ((node or {}).get("status") or {}).get("addresses") or []:
-        if address.get("type") == "InternalIP":
-            return str(address.get("address"))
-    return None
-
-
-def running_status(pod: Obj, *, host_ip: str | None, pod_ip: str, now: str, ready: bool) -> dict[str, Any]:
-    """The status a kubelet reports for ``pod`` once its containers have started (pure)."""
-    spec = objects.spec(pod)
-    old = objects.status(pod)
-    seed = objects.uid(pod)
-
-    def container_id(name: str) -> str:
-        return f"{RUNTIME}://" + hashlib.sha256(f"{seed}/{name}".encode()).hexdigest()
-
-    def image_id(image: str) -> str:
-        return f"{image.split('@', 1)[0]}@sha256:" + hashlib.sha256(image.encode()).hexdigest()
-
-    def image_of(container: Obj) -> str:
-        image = str(container.get("image") or "")
-        return image if ("/" in image.split(":", 1)[0]) else f"docker.io/library/{image}"
-
-    def container_status(c: Obj, state: dict[str, Any], *, started: bool) -> dict[str, Any]:
-        return {
-            "name": c["name"],
-            "state": state,
-            "lastState": {},
-            "ready": True,
-            "restartCount": 0,
-            "image": image_of(c),
-            "imageID": image_id(image_of(c)),
-            "containerID": container_id(c["name"]),
-            "started": started,
-        }
-
-    ready_text = "True" if ready else "False"
-    conditions = {
-        "PodReadyToStartContainers": "True",
-        "Initialized": "True",
-        "Ready": ready_text,
-        "ContainersReady": "True",
-        "PodScheduled": "True",
-    }
-    previous = {c.get("type"): c for c in old.get("conditions") or []}
-    out_conditions = []
-    for kind in _CONDITION_ORDER:
-        value = conditions[kind]
-        before = previous.get(kind)
-        since = before.get("lastTransitionTime") if before and before.get("status") == value else now
-        out_conditions.append(
-            {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": since or now}
-        )
-    containers = [
-        container_status(c, {"running": {"startedAt": now}}, started=True)
-        for c in spec.get("containers") or []
-    ]
-    status: dict[str, Any] = {
-        "phase": "Running",
-        "conditions": out_conditions,
-        "podIP": pod_ip,
-        "podIPs": [{"ip": pod_ip}],
-        "startTime": old.get("startTime") or now,
-        "containerStatuses": containers,
-    }
-    if host_ip:
-        status["hostIP"] = host_ip
-        status["hostIPs"] = [{"ip": host_ip}]
-    if spec.get("initContainers"):
-        status["initContainerStatuses"] = [
-            container_status(c, {"terminated": _completed(now, container_id(c["name"]))}, started=False)
-            for c in spec["initContainers"]
-        ]
-    if old.get("qosClass"):
-        status["qosClass"] = old["qosClass"]
-    return status
-
-
-def _completed(now: str, container_id: str) -> dict[str, Any]:
-    """The ``terminated`` state of an init container that ran to completion at once."""
-    return {
-        "exitCode": 0,
-        "reason": "Completed",
-        "startedAt": now,
-        "finishedAt": now,
-        "containerID": container_id,
-    }
-
-
-def with_ready(status: dict[str, Any], ready: bool, now: str) -> dict[str, Any]:
-    """``status`` with its ``Ready`` condition set to ``ready`` (transition time moves on a flip only)."""
-    wanted = "True" if ready else "False"
-    conditions = []
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "Ready" and cond.get("status") != wanted:
-            conditions.append({**cond, "status": wanted, "lastTransitionTime": now})
-        else:
-            conditions.append(cond)
-    return {**status, "conditions": conditions}
-
-
-def with_container_readiness(status: dict[str, Any], node_is_ready: bool, now: str) -> dict[str, Any]:
-    """``status`` with ``ContainersReady`` and ``Ready`` derived from its container statuses, as the
-    kubelet's status manager computes them: ``ContainersReady`` is ``False`` (``ContainersNotReady``,
-    "containers with unready status: [a b]") while a container is not ready; ``Ready`` also needs the node
-    to be Ready (a NotReady node's pods get a bare ``Ready=False``, as the node lifecycle controller
-    writes it). Transition times move on a flip only."""
-    unready = [str(c.get("name")) for c in status.get("containerStatuses") or [] if not c.get("ready")]
-    detail = {
-        "reason": "ContainersNotReady",
-        "message": f"containers with unready status: [{' '.join(unready)}]",
-    }
-    wanted: dict[str, tuple[str, dict[str, str]]] = {
-        "ContainersReady": ("False", detail) if unready else ("True", {}),
-        "Ready": ("False", detail) if unready else (("True", {}) if node_is_ready else ("False", {})),
-    }
-    conditions = []
-    for cond in status.get("conditions") or []:
-        kind = cond.get("type")
-        if kind not in wanted:
-            conditions.append(cond)
-            continue
-        value, extra = wanted[kind]
-        new = {k: v for k, v in cond.items() if k not in ("reason", "message")}
-        new.update(extra)
-        new["status"] = value
-        if cond.get("status") != value:
-            new["lastTransitionTime"] = now
-        conditions.append(new)
-    return {**status, "conditions": conditions}
-
-
-def waiting_status(pod: Obj, missing: list[Missing], *, now: str) -> dict[str, Any]:
-    """A Pending pod's status while the kubelet cannot start it: every container ``waiting`` —
-    ``CreateContainerConfigError`` with the message for one whose env reference is missing,
-    ``ContainerCreating`` otherwise (also for all of them while a volume cannot be mounted)."""
-    old = objects.status(pod)
-    by_container = {m.container: m.message for m in missing if m.container is not None}
-    statuses = []
-    for container in objects.spec(pod).get("containers") or []:
-        name = str(container.get("name"))
-        if name in by_container:
-            waiting = {"reason": "CreateContainerConfigError", "message": by_container[name]}
-        else:
-            waiting = {"reason": "ContainerCreating"}
-        statuses.append(
-            {
-                "name": name,
-                "state": {"waiting": waiting},
-                "lastState": {},
-                "ready": False,
-                "restartCount": 0,
-                "image": container.get("image"),
-                "imageID": "",
-                "started": False,
-            }
-        )
-    unready = " ".join(str(s["name"]) for s in statuses)
-    detail = {"reason": "ContainersNotReady", "message": f"containers with unready status: [{unready}]"}
-    wanted = {
-        "PodReadyToStartContainers": ("False" if not by_container else "True", {}),
-        "Initialized": ("True", {}),
-        "Ready": ("False", detail),
-        "ContainersReady": ("False", detail),
-        "PodScheduled": ("True", {}),
-    }
-    previous = {c.get("type"): c for c in old.get("conditions") or []}
-    conditions = []
-    for kind in _CONDITION_ORDER:
-        value, extra = wanted[kind]
-        before = previous.get(kind)
-        since = before.get("lastTransitionTime") if before and before.get("status") == value else now
-        conditions.append(
-            {"type": kind, "status": value, "lastProbeTime": None, "lastTransitionTime": since, **extra}
-        )
-    status: dict[str, Any] = {
-        **{k: v for k, v in old.items() if k in ("hostIP", "hostIPs", "qosClass", "startTime")},
-        "phase": "Pending",
-        "conditions": conditions,
-        "containerStatuses": statuses,
-    }
-    status.setdefault("startTime", now)
-    return status
-
-
-def terminated_state(
-    container_status: Obj, *, exit_code: int, reason: str, now: str, message: str | None = None
-) -> Obj:
-    """``state.terminated`` of a container that exits now (started when its ``running`` state says)."""
-    started = ((container_status.get("state") or {}).get("running") or {}).get("startedAt") or now
-    terminated: Obj = {"exitCode": exit_code, "reason": reason, "startedAt": started, "finishedAt": now}
-    if message:
-        terminated["message"] = message
-    if container_status.get("containerID"):
-        terminated["containerID"] = container_status["containerID"]
-    return terminated
-
-
-def min_toleration_seconds(taints: list[Obj], tolerations: list[Obj]) -> float | None:
-    """``getMinTolerationTime``: the smallest ``tolerationSeconds`` among the tolerations used for
-    ``taints`` (``None``: tolerated forever; negative values count as 0)."""
-    best: float | None = None
-    for taint in taints:
-        for toleration in tolerations:
-            if not toleration_tolerates_taint(toleration, taint):
-                continue
-            seconds = toleration.get("tolerationSeconds")
-            if seconds is None:
-                continue
-            value = max(float(seconds), 0.0)
-            best = value if best is None else min(best, value)
-    return best
 
 
 class Kubelet(AgentLoop):
@@ -316,6 +112,51 @@ class Kubelet(AgentLoop):
         #: namespace -> {pod name: uid} of pods waiting for a Secret or ConfigMap to exist.
         self._blocked: dict[str, dict[str, str]] = {}
         self._warned: set[tuple[str, str]] = set()  # (pod uid, message): one Event per reason
+        #: Seconds a deleted bound pod stays Terminating (capped by its grace period); None: pods go at
+        #: once. Changeable at runtime.
+        self.termination_delay: float | None = None
+        self._terminating: dict[str, asyncio.TimerHandle | None] = {}  # pod uid -> pending removal
+
+    # --- graceful termination (the GC's PodTerminator) ----------------------------------------------
+
+    def start(self) -> None:
+        super().start()
+        deletion = getattr(self.api, "deletion", None)
+        if deletion is not None:
+            deletion.pod_terminator = self
+
+    async def stop(self) -> None:
+        deletion = getattr(self.api, "deletion", None)
+        if deletion is not None and deletion.pod_terminator is self:
+            deletion.pod_terminator = None
+        await super().stop()
+
+    def claims(self, pod: Obj) -> bool:
+        """Graceful termination for bound pods, when ``termination_delay`` is set."""
+        return self.termination_delay is not None and bool(objects.spec(pod).get("nodeName"))
+
+    def _schedule_termination(self, pod: Obj) -> None:
+        meta = objects.meta(pod)
+        uid = str(meta.get("uid"))
+        grace = meta.get("deletionGracePeriodSeconds")
+        if uid in self._terminating or not isinstance(grace, int) or grace <= 0:
+            return
+        delay = min(float(grace), self.termination_delay or 0.0)
+        work = ("terminate", meta["namespace"], meta["name"], uid)
+        self._terminating[uid] = self.later(delay, work)
+
+    def _terminate(self, namespace: str, name: str, uid: str) -> None:
+        """The containers stopped: remove the pod (grace 0), as the kubelet's status manager does."""
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None or objects.uid(pod) != uid:
+            return
+        try:
+            self.api.delete(
+                self.pod_rt, namespace, name, DeleteOptions(grace_period_seconds=0, precondition_uid=uid)
+            )
+        except ApiError as err:
+            if err.code not in (404, 409):
+                raise
 
     # --- events -----------------------------------------------------------------------------------
 
@@ -354,6 +195,7 @@ class Kubelet(AgentLoop):
                 del blocked[str(meta.get("name"))]
             self._warned = {w for w in self._warned if w[0] != uid}
             self.cancel(self._starting.pop(uid, None))
+            self.cancel(self._terminating.pop(uid, None))
             _, timer = self._evicting.pop(uid, (0.0, None))
             self.cancel(timer)
             for restart in self._unready.pop(uid, {}).values():
@@ -362,6 +204,8 @@ class Kubelet(AgentLoop):
         node = objects.spec(pod).get("nodeName")
         if not node:
             return
+        if objects.is_deleting(pod) and self.termination_delay is not None:
+            self._schedule_termination(pod)
         old_node = ((event.old or {}).get("spec") or {}).get("nodeName")
         if (
             event.old is None
@@ -386,6 +230,9 @@ class Kubelet(AgentLoop):
             self._evict_check(work[1], work[2], work[3])
         elif kind == "recover":
             self._recover(work[1], work[2], work[3], work[4])
+        elif kind == "terminate":
+            self._terminating.pop(work[3], None)
+            self._terminate(work[1], work[2], work[3])
 
     def _sync_node(self, name: str) -> None:
         for pod in self.pods.on_node(name):
