@@ -209,13 +209,16 @@ def demo(
     ] = 3.0,
 ) -> None:
     """Run the operator on the embedded cluster, live: the example partition profiles and plan roll CPX
-    across the MI300X inference nodes under the plan's limits; then the example 1P2D ModelInfer comes
-    up on them, gang-scheduled, and an image change rolls out; a summary after each.
+    across the MI300X inference nodes under the plan's limits; the example 1P2D ModelInfer comes up on
+    that pool, gang-scheduled, and an image change rolls out; then the plan takes the pool back to SPX
+    under the serving ModelInfer, its floor (replicas - maxUnavailable groups) measured on every pod
+    change; then the Dynamo graph and the SLA-driven request. A summary after each.
 
     Exit status 0 when every section converged cleanly, 1 otherwise.
     """
     from aiplane.api.manifests import check_file
-    from aiplane.demo.run import DemoOptions, run_demo
+    from aiplane.demo.common import DemoOptions
+    from aiplane.demo.run import run_demo
 
     if min(timeout, dcm_delay, pod_ready_delay, plugin_refresh_delay, quiet_seconds) < 0:
         err_console.print("aiplane demo: durations must not be negative")

@@ -285,11 +285,22 @@ async def test_a_pdb_holds_a_drain_until_relaxed(world: World) -> None:
     await world.client.create(PLANS, plan("pdb", "mi300x-cpx", max_parallel=1, max_unavailable=1))
 
     async def held() -> bool:
-        return await np_phase(world, "pdb-mi300x-0") == "Draining"
+        if await np_phase(world, "pdb-mi300x-0") != "Draining":
+            return False
+        np = await world.client.get(node_partitionings_resource(), "pdb-mi300x-0")
+        return (np.get("status") or {}).get("blockedBy") == "default/g"
 
     await eventually(held)
     assert (await world.client.get(PODS, "guarded", "default"))["metadata"]["name"] == "guarded"
     await world.client.patch(PDBS, "g", {"spec": {"minAvailable": 0}}, namespace="default")
+
+    async def evicted() -> bool:
+        pods = (await world.client.list(PODS, namespace="default"))["items"]
+        return all(p["metadata"]["name"] != "guarded" for p in pods)
+
+    # The drain watches budgets: it retries as soon as this one allows it (its status caught up),
+    # well before the 5 s eviction retry that the refusal just scheduled.
+    await poll(evicted, 2.5, "the pod evicted once its budget allows it")
 
     async def node_done() -> bool:
         return await np_phase(world, "pdb-mi300x-0") == "Succeeded"
