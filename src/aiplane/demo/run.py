@@ -34,6 +34,7 @@ from aiplane.demo.common import (
     writes_then_quiet,
 )
 from aiplane.demo.dynamo import GraphWatch
+from aiplane.demo.hints import closing_message, follow_message, keep_message
 from aiplane.demo.live import live_repartition_section
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
@@ -475,9 +476,9 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
     nodes = cluster.server.store.count("/nodes")
     console.print(
         f"[bold]aiplane demo[/]: embedded cluster at {url} ({nodes} nodes), every controller running in-process.\n"
-        f"Follow along in another terminal:  [bold]KUBECONFIG={opts.kubeconfig} kubectl get gpuplan,np,nodes[/]\n"
         f"Operator logs (JSON): {opts.log_file}"
     )
+    console.print(follow_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
     ok = False
     try:
         # The platform configuration first: the example KaiwoConfig (dynamic queues) over the defaulted one.
@@ -497,22 +498,10 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-            console.print(
-                f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
-                "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
-                "  kubectl -n team-a get modelinfer,pods,podgroups    kubectl -n team-a scale modelinfer/llama-8b-pd --replicas=3\n"
-                "  kubectl -n team-a get pdb    kubectl -n team-a describe modelinfer llama-8b-pd\n"
-                "  kubectl -n team-a get dgdr,dgd,dcd,deploy,svc,pods    "
-                "kubectl -n team-a get dgdr/qwen3-8b-sla -o jsonpath='{.status.generatedDeployment}'\n"
-                "Ctrl-C stops it."
-            )
+            console.print(keep_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
             await stop.wait()
         else:
-            console.print(
-                "\nTo keep the cluster running after the demo and point kubectl at it:\n"
-                f"  [bold]aiplane demo --keep[/]   then   [bold]export KUBECONFIG={opts.kubeconfig}; kubectl get gpuplan,np,nodes[/]\n"
-                "or start an empty one with the controllers:  [bold]aiplane sim --kubeconfig /tmp/aiplane.kubeconfig[/]"
-            )
+            console.print(closing_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
     except ApiError as exc:
         console.print(f"[bold red]aiplane demo: the API answered {exc}[/]")
         ok = False
