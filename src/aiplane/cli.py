@@ -6,18 +6,73 @@ import asyncio
 import enum
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from aiplane.api.packaged import examples_dir
+from aiplane.controllers import registry
+
+
+def _hide_flag_placeholder(option: object) -> None:
+    """A flag takes no value, so its help shows none (typer would print ``<bool>``)."""
+    if isinstance(option, TyperOption) and option.is_flag and option.metavar is None:
+        option.metavar = ""
+
+
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+class _Command(TyperCommand):
+    """Help in the words of the command line, not Python's: metavars, no ``<bool>``, no ``{files}``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            _hide_flag_placeholder(param)
+            if isinstance(param, TyperArgument) and param.metavar:
+                # Its metavar (FILE) already says what to give; typer would add <list[Path]> beside it.
+                setattr(param, "display_type_rich", _no_type)  # noqa: B010  # an instance override
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _hide_flag_placeholder(option)
+        return option
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = (param.metavar or (param.name or "ARG").upper()) + ("..." if param.nargs != 1 else "")
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+class _Group(TyperGroup):
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        _hide_flag_placeholder(option)
+        return option
+
 
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     help="aiplane: the control plane of a GPU inference cluster (operators, CRDs, embedded cluster).",
+)
+#: How long the simulated DCM takes to partition a node, for ``aiplane sim`` and ``aiplane demo`` alike
+#: (and the embedded cluster's own default, docs/sim.md).
+SIM_DCM_DELAY = 1.0
+CONTROLLERS = "NAME[,NAME...]"
+#: The names ``--controllers`` accepts, from the registry so the help never goes stale.
+_CONTROLLER_NAMES = (
+    ", ".join(name for name in registry.MODULES if name not in registry.DIAGNOSTIC)
+    + f" (diagnostic, only by name: {', '.join(sorted(registry.DIAGNOSTIC))})"
 )
 console = Console()
 if not console.is_terminal:
@@ -34,10 +89,11 @@ class AuthorizationMode(enum.StrEnum):
     RBAC = "RBAC"
 
 
-@app.command()
+@app.command(cls=_Command)
 def crds(
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write one file per CRD into this directory.")
+        Path | None,
+        typer.Option("--output", "-o", metavar="DIR", help="Write one file per CRD into this directory."),
     ] = None,
 ) -> None:
     """Print every CRD as a YAML stream (or write them to --output DIR)."""
@@ -53,12 +109,16 @@ def crds(
     err_console.print(f"wrote {len(generated)} CRDs to {output}")
 
 
-@app.command()
+@app.command(cls=_Command)
 def rbac(
     controllers: Annotated[
-        str, typer.Option(help="Controllers whose needs to grant: all, or NAME,... (as aiplane run takes).")
+        str,
+        typer.Option(
+            metavar=CONTROLLERS,
+            help=f"Controllers whose needs to grant: all, or a comma-separated list of {_CONTROLLER_NAMES}.",
+        ),
     ] = "all",
-    name: Annotated[str, typer.Option(help="Name of the ClusterRole.")] = "aiplane-manager",
+    name: Annotated[str, typer.Option(metavar="NAME", help="Name of the ClusterRole.")] = "aiplane-manager",
 ) -> None:
     """Print the ClusterRole the selected controllers need, from what each declares (its PERMISSIONS).
 
@@ -81,9 +141,11 @@ def rbac(
     sys.stdout.write(yaml.safe_dump(role, sort_keys=False))
 
 
-@app.command()
+@app.command(cls=_Command)
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Manifest files (multi-document YAML).")],
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE", help="Manifest files (multi-document YAML).")
+    ],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
 ) -> None:
     """Check manifests against the CRD schemas and CEL rules (and built-in kinds against Kubernetes 1.37).
@@ -108,43 +170,56 @@ def validate(
     raise typer.Exit(1 if bad else 0)
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
     examples: Annotated[
         Path,
-        typer.Option(help="Directory of example manifests (default: ./examples, else the packaged ones)."),
+        typer.Option(
+            metavar="DIR",
+            help="Directory of example manifests (default: ./examples, else the packaged ones).",
+        ),
     ] = _EXAMPLES,
     kubeconfig: Annotated[
-        Path, typer.Option(help="Where to write the embedded cluster's kubeconfig.")
+        Path, typer.Option(metavar="PATH", help="Where to write the embedded cluster's kubeconfig.")
     ] = Path("/tmp/aiplane-demo.kubeconfig"),
     log_file: Annotated[
-        Path, typer.Option(help="Where the operator's JSON logs go (they would tear the live view).")
+        Path,
+        typer.Option(
+            metavar="PATH", help="Where the operator's JSON logs go (they would tear the live view)."
+        ),
     ] = Path("/tmp/aiplane-demo.log"),
     keep: Annotated[
         bool, typer.Option("--keep", help="Keep the cluster running after the demo (Ctrl-C stops it).")
     ] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds each section may take.")] = 300.0,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Seconds each section may take.")] = 300.0,
     dcm_delay: Annotated[
-        float, typer.Option(help="Seconds the simulated DCM takes to partition a node.")
-    ] = 2.0,
+        float, typer.Option(metavar="SECONDS", help="Seconds the simulated DCM takes to partition a node.")
+    ] = SIM_DCM_DELAY,
     pod_ready_delay: Annotated[
-        float, typer.Option(help="Seconds a started pod takes to become Ready.")
+        float, typer.Option(metavar="SECONDS", help="Seconds a started pod takes to become Ready.")
     ] = 2.0,
     plugin_refresh_delay: Annotated[
-        float, typer.Option(help="Seconds the device plugin takes to publish new partitions.")
+        float,
+        typer.Option(metavar="SECONDS", help="Seconds the device plugin takes to publish new partitions."),
     ] = 1.0,
     quiet_seconds: Annotated[
-        float, typer.Option(help="Seconds to count operator writes after convergence (should stay 0).")
+        float,
+        typer.Option(
+            metavar="SECONDS", help="Seconds to count operator writes after convergence (should stay 0)."
+        ),
     ] = 3.0,
 ) -> None:
     """Run the operator on the embedded cluster, live: the example partition profiles and plan roll CPX
-    across the MI300X inference nodes under the plan's limits; then the example 1P2D ModelInfer comes
-    up on them, gang-scheduled, and an image change rolls out; a summary after each.
+    across the MI300X inference nodes under the plan's limits; the example 1P2D ModelInfer comes up on
+    that pool, gang-scheduled, and an image change rolls out; then the plan takes the pool back to SPX
+    under the serving ModelInfer, its floor (replicas - maxUnavailable groups) measured on every pod
+    change; then the Dynamo graph and the SLA-driven request. A summary after each.
 
     Exit status 0 when every section converged cleanly, 1 otherwise.
     """
     from aiplane.api.manifests import check_file
-    from aiplane.demo.run import DemoOptions, run_demo
+    from aiplane.demo.common import DemoOptions
+    from aiplane.demo.run import run_demo
 
     if min(timeout, dcm_delay, pod_ready_delay, plugin_refresh_delay, quiet_seconds) < 0:
         err_console.print("aiplane demo: durations must not be negative")
@@ -178,11 +253,14 @@ def demo(
     raise typer.Exit(asyncio.run(run_demo(options, console)))
 
 
-@app.command()
+@app.command(cls=_Command)
 def api(
     examples: Annotated[
         Path,
-        typer.Option(help="Directory of example manifests (default: ./examples, else the packaged ones)."),
+        typer.Option(
+            metavar="DIR",
+            help="Directory of example manifests (default: ./examples, else the packaged ones).",
+        ),
     ] = _EXAMPLES,
 ) -> None:
     """Show what aiplane serves: every CRD with its names and columns, then validate the examples."""
@@ -227,21 +305,29 @@ def api(
     raise typer.Exit(1 if invalid else 0)
 
 
-@app.command()
+@app.command(cls=_Command)
 def sim(
     kubeconfig: Annotated[
-        Path, typer.Option(help="Where to write the kubeconfig (atomically, once serving).")
+        Path, typer.Option(metavar="PATH", help="Where to write the kubeconfig (atomically, once serving).")
     ],
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1; 0 picks a free one.")] = 0,
+    port: Annotated[int, typer.Option(metavar="PORT", help="Port on 127.0.0.1; 0 picks a free one.")] = 0,
     fleet: Annotated[
-        Path | None, typer.Option(help="Fleet file (node pools); default: a small mixed fleet.")
+        Path | None,
+        typer.Option(metavar="PATH", help="Fleet file (node pools); default: a small mixed fleet."),
     ] = None,
     controllers: Annotated[
-        str, typer.Option(help="Controllers to run in-process: all, none, or NAME,...")
+        str,
+        typer.Option(
+            metavar=CONTROLLERS,
+            help=f"Controllers to run in-process: all, none, or a comma-separated list of {_CONTROLLER_NAMES}.",
+        ),
     ] = "all",
     fault: Annotated[
         list[str] | None,
-        typer.Option(help="Inject a fault, e.g. 'verb=patch,resource=pods,error=500,count=3' (repeatable)."),
+        typer.Option(
+            metavar="SPEC",
+            help="Inject a fault, e.g. 'verb=patch,resource=pods,error=500,count=3' (repeatable).",
+        ),
     ] = None,
     agents: Annotated[
         bool,
@@ -253,9 +339,9 @@ def sim(
     dcm_delay: Annotated[
         float,
         typer.Option(
-            "--dcm-delay", metavar="SECONDS", help="How long the simulated DCM takes to partition a node."
+            "--dcm-delay", metavar="SECONDS", help="Seconds the simulated DCM takes to partition a node."
         ),
-    ] = 1.0,
+    ] = SIM_DCM_DELAY,
     pod_ready_delay: Annotated[
         float,
         typer.Option(
@@ -302,39 +388,56 @@ def sim(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
     kubeconfig: Annotated[
         Path | None,
         typer.Option(
-            help="Kubeconfig; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config."
+            metavar="PATH",
+            help="Kubeconfig; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config.",
         ),
     ] = None,
     controllers: Annotated[
-        str, typer.Option(help="Controllers to run: all, none, or NAME,... (diagnostic ones only by name).")
+        str,
+        typer.Option(
+            metavar=CONTROLLERS,
+            help=f"Controllers to run: all, none, or a comma-separated list of {_CONTROLLER_NAMES}.",
+        ),
     ] = "all",
     leader_elect: Annotated[
         bool, typer.Option("--leader-elect", help="Elect one active replica through a Lease.")
     ] = False,
     leader_election_namespace: Annotated[
         str | None,
-        typer.Option(help="Namespace of the Lease; default: the pod's, else the kubeconfig context's."),
+        typer.Option(
+            metavar="NAMESPACE",
+            help="Namespace of the Lease; default: the pod's, else the kubeconfig context's.",
+        ),
     ] = None,
     leader_election_id: Annotated[
-        str, typer.Option(help="Name of the Lease.")
+        str, typer.Option(metavar="NAME", help="Name of the Lease.")
     ] = "aiplane-controller-manager",
     leader_election_lease_duration: Annotated[
         float,
-        typer.Option(help="Seconds a standby waits after the last observed renewal before taking over."),
+        typer.Option(
+            metavar="SECONDS",
+            help="Seconds a standby waits after the last observed renewal before taking over.",
+        ),
     ] = 15.0,
     leader_election_renew_deadline: Annotated[
-        float, typer.Option(help="Seconds the leader keeps retrying a renewal before giving up leadership.")
+        float,
+        typer.Option(
+            metavar="SECONDS", help="Seconds the leader keeps retrying a renewal before giving up leadership."
+        ),
     ] = 10.0,
     leader_election_retry_period: Annotated[
-        float, typer.Option(help="Seconds between attempts to acquire or renew.")
+        float, typer.Option(metavar="SECONDS", help="Seconds between attempts to acquire or renew.")
     ] = 2.0,
     metrics_bind_address: Annotated[
-        str, typer.Option(help="Address of /metrics, e.g. :8080 or 127.0.0.1:0; 0 disables.")
+        str,
+        typer.Option(
+            metavar="[HOST]:PORT", help="Address of /metrics, e.g. :8080 or 127.0.0.1:0; 0 disables."
+        ),
     ] = ":8080",
     metrics_secure: Annotated[
         bool,
@@ -345,11 +448,13 @@ def run(
         ),
     ] = True,
     health_probe_bind_address: Annotated[
-        str, typer.Option(help="Address of /healthz and /readyz, e.g. :8081; 0 disables.")
+        str,
+        typer.Option(metavar="[HOST]:PORT", help="Address of /healthz and /readyz, e.g. :8081; 0 disables."),
     ] = ":8081",
     max_concurrent_reconciles: Annotated[
         int | None,
         typer.Option(
+            metavar="N",
             help="Workers per controller (default: each controller's own, docs/architecture.md; "
             "the PartitioningPlan controller always runs one).",
             min=1,
@@ -357,60 +462,96 @@ def run(
     ] = None,
     kube_api_qps: Annotated[
         float,
-        typer.Option(help="Client-side API requests per second (burst above it is --kube-api-burst).", min=1),
+        typer.Option(
+            metavar="QPS",
+            help="Client-side API requests per second (burst above it is --kube-api-burst).",
+            min=1,
+        ),
     ] = 200.0,
-    kube_api_burst: Annotated[int, typer.Option(help="Client-side API request burst.", min=1)] = 400,
+    kube_api_burst: Annotated[
+        int, typer.Option(metavar="N", help="Client-side API request burst.", min=1)
+    ] = 400,
     dcm_config: Annotated[
-        str, typer.Option(help="NAMESPACE/NAME of the AMD GPU operator's Device Config Manager ConfigMap.")
+        str,
+        typer.Option(
+            metavar="NAMESPACE/NAME",
+            help="NAMESPACE/NAME of the AMD GPU operator's Device Config Manager ConfigMap.",
+        ),
     ] = "kube-amd-gpu/config-manager-config",
     drain_timeout: Annotated[
         float,
         typer.Option(
-            help="Seconds a node drain may take before its NodePartitioning fails (DrainTimeout).", min=1
+            metavar="SECONDS",
+            help="Seconds a node drain may take before its NodePartitioning fails (DrainTimeout).",
+            min=1,
         ),
     ] = 1200.0,
     operator_timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for the GPU operator's DCM (OperatorUnavailable).", min=1)
+        float,
+        typer.Option(
+            metavar="SECONDS", help="Seconds to wait for the GPU operator's DCM (OperatorUnavailable).", min=1
+        ),
     ] = 1800.0,
     verify_timeout: Annotated[
         float,
-        typer.Option(help="Seconds for allocatable to show the expected partitions (VerifyFailed).", min=1),
+        typer.Option(
+            metavar="SECONDS",
+            help="Seconds for allocatable to show the expected partitions (VerifyFailed).",
+            min=1,
+        ),
     ] = 300.0,
     shutdown_timeout: Annotated[
-        float, typer.Option(help="Seconds in-flight reconciles get to finish after SIGTERM.")
+        float,
+        typer.Option(metavar="SECONDS", help="Seconds in-flight reconciles get to finish after SIGTERM."),
     ] = 30.0,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = "info",
     ingress_controller_class_name: Annotated[
-        str, typer.Option(help="Dynamo: Ingress class of frontends' default ingress (empty: none).")
+        str,
+        typer.Option(
+            metavar="CLASS", help="Dynamo: Ingress class of frontends' default ingress (empty: none)."
+        ),
     ] = "",
     istio_virtual_service_gateway: Annotated[
-        str, typer.Option(help="Dynamo: Istio gateway (NAMESPACE/NAME) of frontends' default VirtualService.")
+        str,
+        typer.Option(
+            metavar="NAMESPACE/NAME",
+            help="Dynamo: Istio gateway (NAMESPACE/NAME) of frontends' default VirtualService.",
+        ),
     ] = "",
     ingress_host_suffix: Annotated[
-        str, typer.Option(help="Dynamo: host suffix of default ingresses (<dgd>.<suffix>).")
+        str,
+        typer.Option(
+            metavar="SUFFIX", help="Dynamo: host suffix of default ingresses (a graph's host is NAME.SUFFIX)."
+        ),
     ] = "local",
     ingress_controller_tls_secret_name: Annotated[
-        str, typer.Option(help="Dynamo: TLS Secret of default ingresses (empty: no TLS).")
+        str, typer.Option(metavar="SECRET", help="Dynamo: TLS Secret of default ingresses (empty: no TLS).")
     ] = "",
-    nats_server: Annotated[str, typer.Option(help="Dynamo: NATS_SERVER for every component pod.")] = "",
+    nats_server: Annotated[
+        str, typer.Option(metavar="URL", help="Dynamo: NATS_SERVER for every component pod.")
+    ] = "",
     etcd_endpoints: Annotated[
         str,
         typer.Option(
-            help="Dynamo: ETCD_ENDPOINTS for every component pod; also enables the DCD etcd cleanup."
+            metavar="URL[,URL...]",
+            help="Dynamo: ETCD_ENDPOINTS for every component pod; also enables the DCD etcd cleanup.",
         ),
     ] = "",
     model_express_url: Annotated[
-        str, typer.Option(help="Dynamo: MODEL_EXPRESS_URL for every component pod.")
+        str, typer.Option(metavar="URL", help="Dynamo: MODEL_EXPRESS_URL for every component pod.")
     ] = "",
     prometheus_endpoint: Annotated[
-        str, typer.Option(help="Dynamo: PROMETHEUS_ENDPOINT for every component pod.")
+        str, typer.Option(metavar="URL", help="Dynamo: PROMETHEUS_ENDPOINT for every component pod.")
     ] = "",
     mpi_run_ssh_secret_name: Annotated[
-        str, typer.Option(help="Dynamo: SSH keypair Secret of TRT-LLM multinode mpirun.")
+        str, typer.Option(metavar="SECRET", help="Dynamo: SSH keypair Secret of TRT-LLM multinode mpirun.")
     ] = "mpi-run-ssh-secret",
     profiler_image: Annotated[
         str,
-        typer.Option(help="Dynamo: image of online DGDR profiling Jobs (empty: online profiling refused)."),
+        typer.Option(
+            metavar="IMAGE",
+            help="Dynamo: image of online DGDR profiling Jobs (empty: online profiling refused).",
+        ),
     ] = "",
 ) -> None:
     """Run the operator: a manager with the selected controllers, until SIGTERM.
@@ -458,36 +599,52 @@ def run(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=_Command)
 def plan(
-    model: Annotated[str, typer.Option(help="Hugging Face ID (e.g. Qwen/Qwen3-32B-FP8) or AIC model name.")],
-    system: Annotated[
-        str, typer.Option(help="GPU system: h100, h200, a100, b200, gb200, mi300x, mi325x, mi355x.")
+    model: Annotated[
+        str,
+        typer.Option(metavar="MODEL", help="Hugging Face ID (e.g. Qwen/Qwen3-32B-FP8) or AIC model name."),
     ],
-    isl: Annotated[int, typer.Option(help="Input (prompt) tokens per request.", min=1)],
-    osl: Annotated[int, typer.Option(help="Output tokens per request.", min=2)],
-    ttft: Annotated[float, typer.Option(help="Time-to-first-token target, ms.", min=0.001)],
-    itl: Annotated[float, typer.Option(help="Inter-token latency target, ms.", min=0.001)],
-    backend: Annotated[str, typer.Option(help="vllm, sglang or trtllm.")],
-    total_gpus: Annotated[int | None, typer.Option(help="GPU budget of the whole deployment.", min=1)] = None,
-    min_gpus_per_engine: Annotated[int, typer.Option(help="Smallest engine (TP) size.", min=1)] = 1,
-    max_gpus_per_engine: Annotated[int, typer.Option(help="Largest engine (TP) size.", min=1)] = 8,
+    system: Annotated[
+        str,
+        typer.Option(
+            metavar="SYSTEM", help="GPU system: h100, h200, a100, b200, gb200, mi300x, mi325x, mi355x."
+        ),
+    ],
+    isl: Annotated[int, typer.Option(metavar="TOKENS", help="Input (prompt) tokens per request.", min=1)],
+    osl: Annotated[int, typer.Option(metavar="TOKENS", help="Output tokens per request.", min=2)],
+    ttft: Annotated[float, typer.Option(metavar="MS", help="Time-to-first-token target, ms.", min=0.001)],
+    itl: Annotated[float, typer.Option(metavar="MS", help="Inter-token latency target, ms.", min=0.001)],
+    backend: Annotated[str, typer.Option(metavar="BACKEND", help="vllm, sglang or trtllm.")],
+    total_gpus: Annotated[
+        int | None, typer.Option(metavar="N", help="GPU budget of the whole deployment.", min=1)
+    ] = None,
+    min_gpus_per_engine: Annotated[
+        int, typer.Option(metavar="N", help="Smallest engine (TP) size.", min=1)
+    ] = 1,
+    max_gpus_per_engine: Annotated[
+        int, typer.Option(metavar="N", help="Largest engine (TP) size.", min=1)
+    ] = 8,
     partitions_per_gpu: Annotated[
         int,
         typer.Option(
-            help="AMD compute partitions per GPU (CPX on MI300X: 8); GPU counts are then partitions."
+            metavar="N",
+            help="AMD compute partitions per GPU (CPX on MI300X: 8); GPU counts are then partitions.",
         ),
     ] = 1,
     model_config: Annotated[
         Path | None,
         typer.Option(
-            help="The model's Hugging Face config.json, or its directory (for models the registry lacks)."
+            metavar="PATH",
+            help="The model's Hugging Face config.json, or its directory (for models the registry lacks).",
         ),
     ] = None,
     latency_model: Annotated[
-        str, typer.Option(help="builtin (analytic) or aic (aiconfigurator-core).")
+        str, typer.Option(metavar="builtin|aic", help="builtin (analytic) or aic (aiconfigurator-core).")
     ] = "builtin",
-    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    output: Annotated[
+        str, typer.Option("--output", "-o", metavar="table|json", help="table or json.")
+    ] = "table",
 ) -> None:
     """Size disaggregated serving within TTFT/ITL targets (AIConfigurator's search, in process).
 

@@ -286,11 +286,22 @@ async def test_a_pdb_holds_a_drain_until_relaxed(world: World) -> None:
     await world.client.create(PLANS, plan("pdb", "mi300x-cpx", max_parallel=1, max_unavailable=1))
 
     async def held() -> bool:
-        return await np_phase(world, "pdb-mi300x-0") == "Draining"
+        if await np_phase(world, "pdb-mi300x-0") != "Draining":
+            return False
+        np = await world.client.get(node_partitionings_resource(), "pdb-mi300x-0")
+        return (np.get("status") or {}).get("blockedBy") == "default/g"
 
     await eventually(held)
     assert (await world.client.get(PODS, "guarded", "default"))["metadata"]["name"] == "guarded"
     await world.client.patch(PDBS, "g", {"spec": {"minAvailable": 0}}, namespace="default")
+
+    async def evicted() -> bool:
+        pods = (await world.client.list(PODS, namespace="default"))["items"]
+        return all(p["metadata"]["name"] != "guarded" for p in pods)
+
+    # The drain watches budgets: it retries as soon as this one allows it (its status caught up),
+    # well before the 5 s eviction retry that the refusal just scheduled.
+    await poll(evicted, 2.5, "the pod evicted once its budget allows it")
 
     async def node_done() -> bool:
         return await np_phase(world, "pdb-mi300x-0") == "Succeeded"
@@ -441,3 +452,58 @@ async def test_kubectl_shows_progress_and_events(world: World, tmp_path: Any) ->
         assert reason in described
     profile_table = await asyncio.to_thread(run, "get", "pp", "mi300x-cpx")
     assert profile_table.splitlines()[1].split()[:3] == ["mi300x-cpx", "cpx", "True"]
+
+
+async def test_kubectl_in_progress_column_counts_every_held_slot(world: World, tmp_path: Any) -> None:
+    """`kubectl get gpuplan -o wide`'s In-Progress is the number of nodes holding a maxParallel slot,
+    whatever their phase: here one node Draining (a budget holds it) and two Verifying (the device
+    plugin has not published the new partitions yet), so 3 of 3 slots, not the Applying bucket."""
+    world.cluster.agents.amd.plugin_refresh_delay = 600.0
+    await world.client.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "guarded", "namespace": "default", "labels": {"app": "g"}},
+            "spec": {"nodeName": "mi300x-0", "containers": [{"name": "c", "image": "x"}]},
+        },
+    )
+    await world.client.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
+        },
+    )
+    run = kubectl_runner(world, tmp_path)
+    await world.client.create(PLANS, plan("slots", "mi300x-cpx", max_parallel=3, max_unavailable=3))
+
+    async def slots_held() -> bool:
+        nps = await asyncio.to_thread(
+            run,
+            "get",
+            "np",
+            "-l",
+            "infrastructure.silogen.ai/plan=slots",
+            "--no-headers",
+            "-o",
+            "custom-columns=PHASE:.status.phase",
+        )
+        return sorted(p for p in nps.split() if p in IN_PROGRESS) == ["Draining", "Verifying", "Verifying"]
+
+    # The rollout is held here (the budget, the silent device plugin): the plan's status catches up.
+    await eventually(slots_held, timeout=30)
+
+    async def column() -> str:
+        table = await asyncio.to_thread(run, "get", "gpuplan", "slots", "-o", "wide")
+        header, row = table.splitlines()[:2]
+        # Cells are aligned under their headers; empty ones (Paused, Dry-Run unset) print as blanks.
+        return row[header.index("IN-PROGRESS") : header.index("MAX-PARALLEL")].strip()
+
+    async def shows_three() -> bool:
+        return await column() == "3"
+
+    await eventually(shows_three, timeout=20)
+    assert await slots_held()

@@ -300,7 +300,10 @@ def test_unparseable_and_unknown_documents_are_reported(tmp_path: Path) -> None:
     unknown.write_text("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n", encoding="utf-8")
     result = CliRunner().invoke(app, ["validate", str(broken), str(unknown)])
     assert result.exit_code == 1
-    assert f"{broken}#0 ?: cannot read YAML" in result.output
+    assert (
+        f"{broken}: not valid YAML: line 2, column 1: expected ',' or ']', but got '<stream end>' "
+        "(while parsing a flow sequence that began at line 1, column 7)"
+    ) in result.output
     assert f"{unknown}#1 Widget/w: unknown kind Widget in example.com/v1" in result.output
 
 

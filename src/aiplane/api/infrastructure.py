@@ -202,6 +202,13 @@ class PlanSummary(ApiModel):
     )
     failed: int | None = Field(None, description="Failed is the number of nodes that failed.")
     skipped: int | None = Field(None, description="Skipped is the number of nodes that were skipped.")
+    inProgress: int | None = Field(
+        None,
+        description=(
+            "InProgress is the number of nodes holding a rollout.maxParallel slot: Draining, Applying,\n"
+            "WaitingOperator, Verifying, or admitted and not yet picked up."
+        ),
+    )
 
 
 class NodeStatusSummary(ApiModel):
@@ -259,7 +266,13 @@ class PartitioningPlan(Resource):
             PrinterColumn("Succeeded", ".status.summary.succeeded", "integer"),
             PrinterColumn("Failed", ".status.summary.failed", "integer"),
             PrinterColumn("Total", ".status.summary.matchingNodes", "integer", "Nodes matched by the rules"),
-            PrinterColumn("In-Progress", ".status.summary.applying", "integer", priority=1),
+            PrinterColumn(
+                "In-Progress",
+                ".status.summary.inProgress",
+                "integer",
+                "Nodes holding a maxParallel slot",
+                priority=1,
+            ),
             PrinterColumn("Max-Parallel", ".spec.rollout.maxParallel", "integer", priority=1),
             PrinterColumn("Paused", ".spec.paused", "boolean", priority=1),
             PrinterColumn("Dry-Run", ".spec.dryRun", "boolean", priority=1),

@@ -38,6 +38,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        if self.document == 0:  # the file itself: no document to point at
+            return f"{self.file}: {self.message}"
         return f"{self.file}#{self.document} {self.object}: {self.message}"
 
 
@@ -143,13 +145,42 @@ def iter_documents(text: str) -> Iterator[Any]:
             yield doc
 
 
+def _unreadable(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a manifest file cannot be read, in the words a shell would use (no errno, no repr)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 text (byte {exc.start}); manifests are UTF-8 YAML"
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory; give the manifest files in it (e.g. DIR/*.yaml)"
+    if isinstance(exc, PermissionError):
+        return "permission denied: cannot read it"
+    return f"cannot read it: {exc.strerror or exc}"
+
+
+def _unparseable(exc: yaml.YAMLError) -> str:
+    """A YAML syntax error as "line L, column C: what", not PyYAML's multi-line report."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).split("\n", 1)[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    if context and context_mark is not None:  # where the unclosed thing began, e.g. a "[" at EOF
+        problem += (
+            f" ({context} that began at line {context_mark.line + 1}, column {context_mark.column + 1})"
+        )
+    return f"not valid YAML: {where}{problem}"
+
+
 def check_file(path: Path) -> list[Checked]:
-    """Validate every document of a YAML stream; a file that does not parse is one problem."""
+    """Validate every document of a YAML stream; a file that cannot be read or parsed is one problem."""
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
         docs = list(iter_documents(text))
-    except (OSError, yaml.YAMLError) as exc:
-        detail = str(exc).replace("\n", " ")
-        return [Checked(name, 0, "?", (Problem(name, 0, "?", f"cannot read YAML: {detail}"),))]
-    return [check_document(doc, name, index) for index, doc in enumerate(docs, start=1)]
+    except (OSError, UnicodeDecodeError) as exc:
+        message = _unreadable(exc)
+    except yaml.YAMLError as exc:
+        message = _unparseable(exc)
+    else:
+        return [check_document(doc, name, index) for index, doc in enumerate(docs, start=1)]
+    return [Checked(name, 0, "?", (Problem(name, 0, "?", message),))]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,8 +86,14 @@ class RolloutWatch:
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
 
-    def seed(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
-        """Record the fleet before the rollout (allocatable 'before', pods per node)."""
+    def seed(
+        self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]], nps: Sequence[dict[str, Any]] = ()
+    ) -> None:
+        """Record the fleet before the rollout (allocatable 'before', pods per node, and the plan's
+        NodePartitionings of an earlier rollout, which the next one will reuse)."""
+        for np in nps:
+            if objects.labels(np).get(PLAN_LABEL) == self.plan:
+                self.nps[objects.name(np)] = np
         for node in nodes:
             name = objects.name(node)
             self.nodes[name] = node
@@ -113,13 +119,13 @@ class RolloutWatch:
             self.nodes[name] = obj
         elif event.key == PLAN_KEY and name == self.plan:
             self.plan_obj = None if event.type == DELETED else obj
-            if self.phase == "Completed" and self.finished is None:
+            if self.settled and self.phase == "Completed" and self.finished is None:
                 self.finished = time.monotonic()
         elif event.key == POD_KEY:
             self._pod(event)
         elif event.key == EVENT_KEY and event.type != DELETED:
             involved = obj.get("involvedObject") or {}
-            if involved.get("kind") in ("NodePartitioning", "PartitioningPlan", "Node"):
+            if involved.get("kind") in ("NodePartitioning", "PartitioningPlan", "Node", "ModelInfer"):
                 reason = obj.get("reason", "")
                 style = "red" if obj.get("type") == "Warning" else "white"
                 who = f"{involved.get('kind')}/{involved.get('name')}"
@@ -153,6 +159,16 @@ class RolloutWatch:
     @property
     def phase(self) -> str:
         return str(objects.status(self.plan_obj).get("phase") or "Pending")
+
+    @property
+    def settled(self) -> bool:
+        """The plan's status speaks of its latest spec (an edited plan still shows the last rollout's
+        phase until the controller has observed the edit)."""
+        plan = self.plan_obj
+        return plan is not None and objects.status(plan).get("observedGeneration") == objects.generation(plan)
+
+    def ended(self) -> bool:
+        return self.settled and self.phase in ("Completed", "Degraded", "Failed")
 
     @property
     def elapsed(self) -> float:

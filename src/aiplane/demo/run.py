@@ -6,7 +6,8 @@ shows them converge. The cluster is served over HTTPS with a kubeconfig written 
 applied, so a second terminal can follow along with kubectl.
 
 Exit status: 0 when every section reached its goal (the plan Completed, no node left cordoned or
-tainted, rollout limits never exceeded), 1 otherwise, 2 for bad options.
+tainted, rollout limits never exceeded, the ModelInfer never below its floor while its pool was
+repartitioned), 1 otherwise, 2 for bad options.
 """
 
 from __future__ import annotations
@@ -15,17 +16,26 @@ import asyncio
 import copy
 import signal
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.live import Live
 
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.demo.common import (
+    DEMO_NAMESPACE,
+    FIELD_MANAGER,
+    DemoOptions,
+    apply_all,
+    load_manifests,
+    until,
+    until_quiet,
+    writes_then_quiet,
+)
 from aiplane.demo.dynamo import GraphWatch
+from aiplane.demo.hints import closing_message, follow_message, keep_message
+from aiplane.demo.live import live_repartition_section
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
 from aiplane.demo.platform import QueueWatch, credential_refs
@@ -37,41 +47,12 @@ from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.simrun import in_process_manager
 
-FIELD_MANAGER = "aiplane-demo"
-DEMO_NAMESPACE = "default"
 #: The demo's operator exposes Dynamo frontends through an Ingress of this class (``aiplane run
 #: --ingress-controller-class-name``), so the example graph shows its Ingress too.
 DEMO_INGRESS_CLASS = "nginx"
 DYNAMO_WORKER = "VllmDecodeWorker"
 HF_TOKEN_SECRET = "hf-token-secret"
 DYNAMO_NEW_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1"
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    examples: Path
-    kubeconfig: Path
-    log_file: Path
-    keep: bool
-    timeout: float
-    dcm_delay: float
-    pod_ready_delay: float
-    plugin_refresh_delay: float
-    quiet_seconds: float
-
-
-def load_manifests(path: Path) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
-
-
-async def apply_all(client: InMemoryKubeClient, docs: list[dict[str, Any]]) -> None:
-    """Server-side apply, as ``kubectl apply --server-side`` would."""
-    for doc in docs:
-        res = resource_for(doc["apiVersion"], doc["kind"])
-        obj = doc
-        if res.namespaced and not doc["metadata"].get("namespace"):
-            obj = {**doc, "metadata": {**doc["metadata"], "namespace": DEMO_NAMESPACE}}
-        await client.apply(res, obj, field_manager=FIELD_MANAGER, force=True)
 
 
 def inference_workloads(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -110,43 +91,6 @@ async def _manager(cluster: EmbeddedCluster) -> tuple[Any, InMemoryKubeClient]:
     return manager, client
 
 
-async def _until(check: Any, timeout: float, live: Live, render: Any) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        live.update(render())
-        if check():
-            return True
-        await asyncio.sleep(0.2)
-    live.update(render())
-    return False
-
-
-async def _settled_writes(operator: InMemoryKubeClient, *, idle: float = 0.5, timeout: float = 5.0) -> int:
-    """The operator's write count once it has written nothing for ``idle`` seconds (or ``timeout``).
-
-    What the live view sees converge is the status write; the Events that reconcile records after it
-    are sent a moment later. The quiet window starts once those have landed, so it counts only what
-    the operator writes with nothing left to do (a write loop never goes idle and still shows).
-    """
-    end = time.monotonic() + timeout
-    last, since = operator.writes, time.monotonic()
-    while time.monotonic() < end:
-        await asyncio.sleep(0.05)
-        if operator.writes != last:
-            last, since = operator.writes, time.monotonic()
-        elif time.monotonic() - since >= idle:
-            break
-    return operator.writes
-
-
-async def _writes_then_quiet(operator: InMemoryKubeClient, opts: DemoOptions) -> tuple[int, int]:
-    """The operator's writes once settled, then its writes in the ``quiet_seconds`` after: a steady
-    cluster must see zero writes from us, and every section shows it."""
-    writes = await _settled_writes(operator)
-    await asyncio.sleep(opts.quiet_seconds)
-    return writes, operator.writes - writes
-
-
 async def partitioning_section(
     cluster: EmbeddedCluster,
     client: InMemoryKubeClient,
@@ -177,7 +121,7 @@ async def partitioning_section(
     )
     queue = QueueWatch(str(kaiwo_queue_name(opts)))
     cluster.server.store.subscribe(queue)
-    await _until_quiet(lambda: bool(queue.quotas), opts.timeout)
+    await until_quiet(lambda: bool(queue.quotas), opts.timeout)
     queue.mark()
     cluster.server.store.subscribe(watch)
     try:
@@ -186,17 +130,17 @@ async def partitioning_section(
         await apply_all(client, [plan])
         watch.started = time.monotonic()
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
-            done = await _until(
+            done = await until(
                 lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, watch.render
             )
-        writes, quiet = await _writes_then_quiet(operator, opts)
+        writes, quiet = await writes_then_quiet(operator, opts)
         console.print()
         console.print(watch.summary(writes, quiet, opts.quiet_seconds))
         expected = sum(
             int(str((n.get("status") or {}).get("allocatable", {}).get("amd.com/gpu", "0")))
             for n in (await client.list(NODES))["items"]
         )
-        await _until_quiet(lambda: bool(queue.quotas) and queue.quotas[-1] == expected, opts.timeout)
+        await until_quiet(lambda: bool(queue.quotas) and queue.quotas[-1] == expected, opts.timeout)
         console.print(
             f"Kueue ClusterQueue [bold]{queue.name}[/], amd.com/gpu nominal quota (from allocatable, partitions "
             f"included): {queue.describe()}"
@@ -222,16 +166,6 @@ def kaiwo_queue_name(opts: DemoOptions) -> str:
     """The default ClusterQueue the example KaiwoConfig names."""
     doc = load_manifests(opts.examples / "kaiwoconfig.yaml")[0]
     return str(doc["spec"].get("defaultClusterQueueName") or "kaiwo")
-
-
-async def _until_quiet(check: Any, timeout: float) -> bool:
-    """Poll ``check`` (no live view) until true or ``timeout``."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return True
-        await asyncio.sleep(0.1)
-    return bool(check())
 
 
 async def ensure_secret(client: InMemoryKubeClient, namespace: str, name: str, data: dict[str, str]) -> None:
@@ -279,7 +213,8 @@ async def modelinfer_section(
     console.print(
         f"Applying {opts.examples}/modelinfer-1p2d.yaml: [bold]{namespace}/{name}[/], "
         f"{doc['spec']['replicas']} InferGroups of 1 prefill + 2 decode role replicas (entry + 1 worker each), "
-        "gang-scheduled by Volcano onto the MI300X nodes (Volcano's binpack and nodeorder scores choose which); then an image change rolls out "
+        "one amd.com/gpu each (a CPX partition now), gang-scheduled by Volcano onto the MI300X inference pool (its "
+        "nodeSelector; Volcano's binpack and nodeorder scores choose the nodes); then an image change rolls out "
         f"(maxUnavailable {max_unavailable}, maxSurge {max_surge})."
     )
     watch = ModelInferWatch(namespace, name)
@@ -297,7 +232,7 @@ async def modelinfer_section(
         watch.started = time.monotonic()
         await apply_all(client, [doc])
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
-            up = await _until(watch.converged, opts.timeout, live, watch.render)
+            up = await until(watch.converged, opts.timeout, live, watch.render)
         up_seconds = time.monotonic() - watch.started
         if not up:
             console.print("[bold red]the ModelInfer did not become Available in time[/]")
@@ -311,11 +246,11 @@ async def modelinfer_section(
         rollout_started = time.monotonic()
         await apply_all(client, [_bump_images(doc, "rocm6.4.2_vllm_0.10.2")])
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
-            done = await _until(
+            done = await until(
                 lambda: watch.converged(revision=old_revision), opts.timeout, live, watch.render
             )
         rollout_seconds = time.monotonic() - rollout_started
-        writes, quiet = await _writes_then_quiet(operator, opts)
+        writes, quiet = await writes_then_quiet(operator, opts)
         console.print()
         console.print(
             watch.summary(
@@ -387,7 +322,7 @@ async def dynamo_section(
 ) -> bool:
     doc = load_manifests(opts.examples / "dynamo-vllm-disagg.yaml")[0]
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
-    console.rule("[bold]3. Dynamo: a disaggregated vLLM graph")
+    console.rule("[bold]4. Dynamo: a disaggregated vLLM graph")
     console.print(
         f"Applying {opts.examples}/dynamo-vllm-disagg.yaml: [bold]{namespace}/{name}[/], a Frontend, prefill "
         "and decode workers on the NVIDIA nodes: one DynamoComponentDeployment per service, each a Deployment "
@@ -408,7 +343,7 @@ async def dynamo_section(
         watch.started = time.monotonic()
         await apply_all(client, [doc])
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
-            up = await _until(watch.converged, opts.timeout, live, watch.render)
+            up = await until(watch.converged, opts.timeout, live, watch.render)
         up_seconds = time.monotonic() - watch.started
         if not up:
             console.print("[bold red]the DynamoGraphDeployment did not become successful in time[/]")
@@ -426,9 +361,9 @@ async def dynamo_section(
             return watch.converged(image=DYNAMO_NEW_IMAGE, component=component)
 
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
-            done = await _until(rolled, opts.timeout, live, watch.render)
+            done = await until(rolled, opts.timeout, live, watch.render)
         rollout_seconds = time.monotonic() - rollout_started
-        writes, quiet = await _writes_then_quiet(operator, opts)
+        writes, quiet = await writes_then_quiet(operator, opts)
         console.print()
         console.print(
             watch.summary(
@@ -469,7 +404,7 @@ async def request_section(
     doc = load_manifests(opts.examples / "dgdr-qwen3-8b-h100.yaml")[0]
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     graph_name = doc["spec"]["deploymentOverrides"]["name"]
-    console.rule("[bold]4. An SLA-driven request: from a latency target to a running graph")
+    console.rule("[bold]5. An SLA-driven request: from a latency target to a running graph")
     # Make room on the H100 nodes: deleting a graph removes everything it created.
     await client.delete(
         resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment"), "llama-disagg", namespace=namespace
@@ -495,9 +430,9 @@ async def request_section(
         watch.started = watch.graph.started = time.monotonic()
         await apply_all(client, [doc])
         with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
-            ready = await _until(watch.ready, opts.timeout, live, watch.render)
+            ready = await until(watch.ready, opts.timeout, live, watch.render)
         ready_seconds = time.monotonic() - watch.started
-        writes, quiet = await _writes_then_quiet(operator, opts)
+        writes, quiet = await writes_then_quiet(operator, opts)
         console.print()
         console.print(
             watch.summary(
@@ -518,7 +453,10 @@ async def request_section(
 async def run_demo(opts: DemoOptions, console: Console) -> int:
     # The operator's JSON logs would tear the live view apart: they go to a file the user can tail.
     opts.log_file.parent.mkdir(parents=True, exist_ok=True)
-    with opts.log_file.open("a", encoding="utf-8") as log_stream:
+    # One run per file, so a tail shows this run: the previous one is kept as <file>.1, older ones go.
+    if opts.log_file.is_file():
+        opts.log_file.replace(opts.log_file.with_name(f"{opts.log_file.name}.1"))
+    with opts.log_file.open("w", encoding="utf-8") as log_stream:
         configure_logging("info", stream=log_stream)
         return await _run_demo(opts, console)
 
@@ -538,9 +476,9 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
     nodes = cluster.server.store.count("/nodes")
     console.print(
         f"[bold]aiplane demo[/]: embedded cluster at {url} ({nodes} nodes), every controller running in-process.\n"
-        f"Follow along in another terminal:  [bold]KUBECONFIG={opts.kubeconfig} kubectl get gpuplan,np,nodes[/]\n"
         f"Operator logs (JSON): {opts.log_file}"
     )
+    console.print(follow_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
     ok = False
     try:
         # The platform configuration first: the example KaiwoConfig (dynamic queues) over the defaulted one.
@@ -548,6 +486,8 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
         ok = await partitioning_section(cluster, client, operator, opts, console)
         if ok:
             ok = await modelinfer_section(cluster, client, operator, opts, console)
+        if ok:
+            ok = await live_repartition_section(cluster, client, operator, opts, console)
         if ok:
             ok = await dynamo_section(cluster, client, operator, opts, console)
         if ok:
@@ -558,21 +498,10 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-            console.print(
-                f"\nThe cluster keeps running: [bold]export KUBECONFIG={opts.kubeconfig}[/] and try\n"
-                "  kubectl get gpuplan,np,pp    kubectl describe np    kubectl get nodes -L dcm.amd.com/gpu-config-profile\n"
-                "  kubectl -n team-a get modelinfer,pods,podgroups    kubectl -n team-a scale modelinfer/llama-70b-pd --replicas=3\n"
-                "  kubectl -n team-a get dgdr,dgd,dcd,deploy,svc,pods    "
-                "kubectl -n team-a get dgdr/qwen3-8b-sla -o jsonpath='{.status.generatedDeployment}'\n"
-                "Ctrl-C stops it."
-            )
+            console.print(keep_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
             await stop.wait()
         else:
-            console.print(
-                "\nTo keep the cluster running after the demo and point kubectl at it:\n"
-                f"  [bold]aiplane demo --keep[/]   then   [bold]export KUBECONFIG={opts.kubeconfig}; kubectl get gpuplan,np,nodes[/]\n"
-                "or start an empty one with the controllers:  [bold]aiplane sim --kubeconfig /tmp/aiplane.kubeconfig[/]"
-            )
+            console.print(closing_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
     except ApiError as exc:
         console.print(f"[bold red]aiplane demo: the API answered {exc}[/]")
         ok = False

@@ -8,11 +8,12 @@ and an object is never reconciled concurrently with itself (the work queue guara
 
 Failures never stop a controller: an exception requeues the key with per-item exponential backoff
 (5 ms → 1000 s, combined with a 10 qps/100 burst bucket, client-go's default) and is logged with the
-key; a ``Result(requeue_after=…)`` schedules the next look without counting as a failure. Two kinds
+key; a ``Result(requeue_after=…)`` schedules the next look without counting as a failure. These kinds
 of failure are told apart, as controller-runtime does:
 
-* an **expected race** — an API conflict (409) or a NotFound after a delete — is retried with the
-  same backoff but logged at debug level only: the next reconcile reads fresher state;
+* an **expected race** — an API conflict or AlreadyExists (409) or a NotFound after a delete
+  (:func:`expected_race`) — is retried with the same backoff but logged at debug level only: the next
+  reconcile reads fresher state;
 * a :class:`TerminalError` is logged once at error level and *not* retried (the object must change,
   or something it depends on, before another attempt can succeed; that change enqueues it again);
 * a **forbidden** request (403: the operator's role lacks a permission) is retried with the same
@@ -45,6 +46,20 @@ from aiplane.kube.workqueue import NoopMetricsProvider, WorkQueue, WorkQueueMetr
 log = structlog.get_logger("aiplane.controller")
 
 Obj = dict[str, Any]
+
+
+_MODIFIED = "the object has been modified"
+
+
+def expected_race(exc: ApiError) -> bool:
+    """Whether ``exc`` is the routine outcome of acting on a cache a step behind the server.
+
+    A conflict (409: a stale resourceVersion, "the object has been modified"), an AlreadyExists (a
+    create the cache did not show yet) or a NotFound (a delete it did not show yet) is settled by the
+    next reconcile reading fresher state, so it is requeued quietly: an operator that logs errors when
+    nothing is wrong trains people to ignore its errors.
+    """
+    return exc.status in (404, 409) or _MODIFIED in exc.message
 
 
 @dataclass(frozen=True, order=True)
@@ -380,9 +395,9 @@ class Controller:
             except ApiError as exc:
                 label = "error"
                 self.queue.add_rate_limited(request)
-                if exc.conflict or exc.not_found:
+                if expected_race(exc):
                     label = "requeue"
-                    bound.debug("requeue after a race", reason=exc.message)
+                    bound.debug("requeue after a race", reason=exc.reason, message=exc.message)
                 elif exc.status == 403:
                     self._forbidden(request, exc, bound)
                 else:

@@ -37,9 +37,10 @@ def test_generated_graph_is_idempotent_and_replicas_equal_the_plan(plan: GraphPl
     for key, tp in ((prefill, plan.prefill_tp), (decode, plan.decode_tp)):
         nodes = services[key].get("multinode", {}).get("nodeCount", 1)
         assert int(services[key]["resources"]["limits"]["gpu"]) * nodes == tp
-        assert (services[key]["resources"]["limits"].get("gpuType") == "amd.com/gpu") == (
-            plan.gpu_resource == "amd.com/gpu"
-        )
+        # Always explicit, NVIDIA's too: an absent gpuType would let KaiwoConfig's
+        # defaultGpuResourceKey move a graph planned for H100s onto AMD GPUs.
+        for side in ("requests", "limits"):
+            assert services[key]["resources"][side]["gpuType"] == plan.gpu_resource
     assert services["Planner"]["componentType"] == "planner"
 
 

@@ -215,3 +215,41 @@ def test_expectations_without_objects_only_wait() -> None:
         exp.view("Pod/ns/p", None)
     cache["Pod/ns/p"] = created
     assert not exp.pending("ns/m", cache.get) and len(exp) == 0
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (
+            ApiError(409, "Conflict", 'Operation cannot be fulfilled on x "a": the object has been modified'),
+            True,
+        ),
+        (ApiError(409, "AlreadyExists", 'nodepartitionings "a" already exists'), True),
+        (ApiError(404, "NotFound", 'nodepartitionings "a" not found'), True),
+        (ApiError(500, "InternalError", "etcdserver: request timed out"), False),
+        (ApiError(422, "Invalid", "spec.replicas: Invalid value: -1"), False),
+        (KeyError("spec"), False),
+    ],
+    ids=["conflict", "already-exists", "not-found", "server-error", "invalid", "bug"],
+)
+async def test_expected_races_requeue_quietly_and_real_failures_are_errors(
+    failure: Exception, expected: bool
+) -> None:
+    async def reconcile(request: Request) -> Result | None:
+        raise failure
+
+    controller = Controller("c", reconcile, [], workers=1)
+    request = Request("ns", "a")
+    with capture_logs() as logs:
+        label = await controller.process(request)
+    loud = [entry for entry in logs if entry["log_level"] in ("warning", "error", "critical")]
+    # Either way the key comes back with backoff; only a real failure is said above debug.
+    assert controller.queue.num_requeues(request) == 1
+    if expected:
+        assert loud == [] and label == "requeue"
+        assert [entry["log_level"] for entry in logs] == ["debug"]
+    else:
+        assert [(e["event"], e["log_level"], e["key"]) for e in loud] == [
+            ("reconcile failed", "error", "ns/a")
+        ]
+        assert label == "error"

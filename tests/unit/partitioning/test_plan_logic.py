@@ -856,6 +856,7 @@ def test_first_reconcile_is_pending() -> None:
         "succeeded": 0,
         "failed": 0,
         "skipped": 0,
+        "inProgress": 0,
     }
     assert [c["type"] for c in status["conditions"]] == [
         "PlanReady",
@@ -896,6 +897,8 @@ def test_progressing_summary_and_node_statuses() -> None:
         "succeeded": 1,
         "failed": 0,
         "skipped": 0,
+        # Every maxParallel slot held: Draining, WaitingOperator and Verifying alike.
+        "inProgress": 3,
     }
     assert status["nodeStatuses"][0] == {
         "nodeName": "gpu-a",

@@ -308,7 +308,7 @@ def test_crd_integer_and_boolean_columns() -> None:
         "spec": {"rollout": {"maxParallel": 2}, "paused": True},
         "status": {
             "phase": "Rolling",
-            "summary": {"succeeded": 3, "failed": 0, "matchingNodes": 4, "applying": 1},
+            "summary": {"succeeded": 3, "failed": 0, "matchingNodes": 4, "inProgress": 1},
         },
     }
     assert cells(rt, obj) == ["plan", "Rolling", 3, 0, 4, 1, 2, True, None, "30s"]

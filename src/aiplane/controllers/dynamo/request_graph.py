@@ -122,10 +122,9 @@ def _set_engine(svc: Obj, plan: GraphPlan, tp: int, workers: int) -> None:
     for side in ("requests", "limits"):
         item = resources.get(side) or {}
         item["gpu"] = str(per_node)
-        if plan.gpu_resource != GPU_RESOURCE:
-            item["gpuType"] = plan.gpu_resource
-        else:
-            item.pop("gpuType", None)
+        # Always explicit: the plan was made for this system's GPUs, and an absent gpuType would let a
+        # platform default (KaiwoConfig's defaultGpuResourceKey) move the graph onto other GPUs.
+        item["gpuType"] = plan.gpu_resource
         resources[side] = item
     if nodes > 1:
         svc["multinode"] = {"nodeCount": nodes}

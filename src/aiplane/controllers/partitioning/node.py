@@ -17,13 +17,14 @@ from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
+from aiplane.apimachinery.selectors import compile_selector
 from aiplane.controllers.partitioning.node_actions import Evict, apply_node_actions
 from aiplane.controllers.partitioning.node_machine import decide, observe
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.views import BlockedEviction
-from aiplane.controllers.partitioning.vocabulary import DCM_EVENT_SOURCE, FINALIZER
+from aiplane.controllers.partitioning.vocabulary import DCM_EVENT_SOURCE, DRAINING, FINALIZER
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result
@@ -32,7 +33,7 @@ from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import EVENTS, NODES, PODS, Resource, resource_for
+from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS, Resource, resource_for
 from aiplane.kube.status import StatusWriter
 
 FIELD_MANAGER: Final = "aiplane-nodepartitioning"
@@ -115,6 +116,25 @@ class NodePartitioningExecutor:
 
     def event_requests(self, event: dict[str, Any]) -> Iterable[Request]:
         return [r for node in _event_node(event) for r in self.for_node(node)]
+
+    def budget_requests(self, pdb: dict[str, Any]) -> Iterable[Request]:
+        """A PodDisruptionBudget changed (released by a workload's arbiter, or its status caught up):
+        the drains of nodes hosting pods it selects retry their evictions now, not at the next
+        eviction retry. A drain waits for budgets one group at a time, so each retry interval saved
+        is saved once per group."""
+        namespace = objects.namespace(pdb)
+        selector = compile_selector(objects.spec(pdb).get("selector"))
+        requests = []
+        for np in self.nps.list():
+            if objects.status(np).get("phase") != DRAINING:
+                continue
+            node_name = str(objects.spec(np).get("nodeName") or "")
+            if any(
+                objects.namespace(pod) == namespace and selector.matches(objects.labels(pod))
+                for pod in self.pods.by_index(BY_NODE, node_name)
+            ):
+                requests.append(Request(None, objects.name(np)))
+        return requests
 
     def profile_requests(self, profile: dict[str, Any]) -> Iterable[Request]:
         name = profile["metadata"]["name"]
@@ -234,6 +254,8 @@ PERMISSIONS: Final = (
     # The drain: pods on the node, evicted through the Eviction API (never deleted).
     Permission("", ("pods",), READ),
     Permission("", ("pods/eviction",), ("create",)),
+    # A budget that changes (released by a workload's arbiter) resumes the drains it held.
+    Permission("policy", ("poddisruptionbudgets",), READ),
     # The DCM's Events (source=...) are read to report its failures; ours are written.
     Permission("", ("events",), READ),
     EVENTS_WRITE,
@@ -251,6 +273,7 @@ def setup_controller(manager: Manager) -> Controller:
         .watches(NODES, executor.node_requests)
         .watches(PODS, executor.pod_requests)
         .watches(profiles_resource(), executor.profile_requests)
+        .watches(PDBS, executor.budget_requests)
         .watches(EVENTS, executor.event_requests, field_selector=f"source={DCM_EVENT_SOURCE}")
         .workers(4)
         .reconcile(executor.reconcile)

@@ -197,6 +197,9 @@ class _Rollup:
 
     def summary(self) -> dict[str, int]:
         counts = self.counts
+        # What the rollout limit counts (admitted-but-Pending included), so `kubectl get -o wide`
+        # shows the maxParallel slots actually held, not one phase bucket.
+        slots = rollout_counts(children_by_node(self.plan, self.children).values()).in_progress
         return {
             "totalNodes": len(self.children),
             "matchingNodes": len(self.selection.matches),
@@ -206,6 +209,7 @@ class _Rollup:
             "succeeded": counts[SUCCEEDED],
             "failed": counts[FAILED],
             "skipped": counts[SKIPPED],
+            "inProgress": slots,
         }
 
 
@@ -402,6 +406,7 @@ def plan_status(
 
     Summary buckets (over this plan's NodePartitionings, by :func:`effective_phase`): pending,
     applying (Draining, Applying, WaitingOperator), verifying, succeeded, failed, skipped;
+    ``inProgress`` counts the nodes holding a ``maxParallel`` slot, exactly as admission does;
     ``matchingNodes`` counts nodes any rule selects (after control-plane exclusion), ``totalNodes``
     the NodePartitionings. Phase: paused → Paused; invalid plan or failed > 0 → Degraded; anything
     pending or in progress → Progressing; every target done (Succeeded, or Skipped for a dry-run

@@ -1,0 +1,92 @@
+"""What every demo section shares: its options, applying manifests, and waiting while showing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.live import Live
+
+from aiplane.kube.resources import resource_for
+from aiplane.sim.client import InMemoryKubeClient
+
+FIELD_MANAGER = "aiplane-demo"
+DEMO_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    examples: Path
+    kubeconfig: Path
+    log_file: Path
+    keep: bool
+    timeout: float
+    dcm_delay: float
+    pod_ready_delay: float
+    plugin_refresh_delay: float
+    quiet_seconds: float
+
+
+def load_manifests(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+
+
+async def apply_all(client: InMemoryKubeClient, docs: list[dict[str, Any]]) -> None:
+    """Server-side apply, as ``kubectl apply --server-side`` would."""
+    for doc in docs:
+        res = resource_for(doc["apiVersion"], doc["kind"])
+        obj = doc
+        if res.namespaced and not doc["metadata"].get("namespace"):
+            obj = {**doc, "metadata": {**doc["metadata"], "namespace": DEMO_NAMESPACE}}
+        await client.apply(res, obj, field_manager=FIELD_MANAGER, force=True)
+
+
+async def until(check: Any, timeout: float, live: Live, render: Any) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        live.update(render())
+        if check():
+            return True
+        await asyncio.sleep(0.2)
+    live.update(render())
+    return False
+
+
+async def settled_writes(operator: InMemoryKubeClient, *, idle: float = 0.5, timeout: float = 5.0) -> int:
+    """The operator's write count once it has written nothing for ``idle`` seconds (or ``timeout``).
+
+    What the live view sees converge is the status write; the Events that reconcile records after it
+    are sent a moment later. The quiet window starts once those have landed, so it counts only what
+    the operator writes with nothing left to do (a write loop never goes idle and still shows).
+    """
+    end = time.monotonic() + timeout
+    last, since = operator.writes, time.monotonic()
+    while time.monotonic() < end:
+        await asyncio.sleep(0.05)
+        if operator.writes != last:
+            last, since = operator.writes, time.monotonic()
+        elif time.monotonic() - since >= idle:
+            break
+    return operator.writes
+
+
+async def writes_then_quiet(operator: InMemoryKubeClient, opts: DemoOptions) -> tuple[int, int]:
+    """The operator's writes once settled, then its writes in the ``quiet_seconds`` after: a steady
+    cluster must see zero writes from us, and every section shows it."""
+    writes = await settled_writes(operator)
+    await asyncio.sleep(opts.quiet_seconds)
+    return writes, operator.writes - writes
+
+
+async def until_quiet(check: Any, timeout: float) -> bool:
+    """Poll ``check`` (no live view) until true or ``timeout``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        await asyncio.sleep(0.1)
+    return bool(check())
