@@ -33,6 +33,7 @@ from aiplane.kube.resources import EVENTS, NAMESPACES, NODES, PODS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.integration import operator_rbac
 from tests.integration.test_modelinfer_e2e import KUBECTL, MI, NS, modelinfer
 from tests.integration.test_partitioning_e2e import plan, profile
 from tests.polling import eventually
@@ -73,10 +74,10 @@ async def world() -> AsyncIterator[World]:
             NodePool(name="control", count=1, controlPlane=True),
         ]
     )
-    cluster = EmbeddedCluster(fleet=fleet, agents=True, ready_delay=0.0, dcm_delay=0.05)
+    cluster = operator_rbac.cluster(fleet=fleet, agents=True, ready_delay=0.0, dcm_delay=0.05)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    manager = Manager(InMemoryKubeClient.for_cluster(cluster), leader_election=None, handle_signals=False)
+    manager = Manager(operator_rbac.operator_client(cluster), leader_election=None, handle_signals=False)
     manager.set_options(PartitioningOptions(drain_timeout=DRAIN_TIMEOUT))
     for setup in (
         profile_controller.setup,

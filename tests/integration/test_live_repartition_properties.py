@@ -45,8 +45,8 @@ from aiplane.demo.serving import FloorWatch
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NAMESPACES, NODES, resource_for
 from aiplane.sim.client import InMemoryKubeClient
-from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.integration import operator_rbac
 from tests.integration.test_partitioning_e2e import IN_PROGRESS, PRODUCT, LimitWatch, profile
 from tests.polling import eventually
 
@@ -234,10 +234,10 @@ async def _available(watch: FloorWatch, key: str) -> bool:
 
 
 async def _run(s: Scenario) -> None:
-    cluster = EmbeddedCluster(fleet=_fleet(s), agents=True, ready_delay=0.0, dcm_delay=s.dcm_delay)
+    cluster = operator_rbac.cluster(fleet=_fleet(s), agents=True, ready_delay=0.0, dcm_delay=s.dcm_delay)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    manager = Manager(InMemoryKubeClient.for_cluster(cluster), leader_election=None, handle_signals=False)
+    manager = Manager(operator_rbac.operator_client(cluster), leader_election=None, handle_signals=False)
     # With room, a drain never needs long; without, a short timeout fails the node and releases it.
     manager.set_options(PartitioningOptions(drain_timeout=60.0 if s.room else 1.5))
     for setup in (
