@@ -53,7 +53,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -490,10 +490,13 @@ class Informer:
         )
         started = loop.time()
         received = 0
+        # The read deadline: pushed back by every event and bookmark; one timer for the whole stream.
+        deadline = asyncio.timeout_at(started + self.watch_idle_timeout)
         try:
-            async with contextlib.aclosing(self._deadlined(stream)) as events:
-                async for event in events:
+            async with deadline:
+                async for event in stream:
                     self._heard()
+                    deadline.reschedule(loop.time() + self.watch_idle_timeout)
                     kind = event.get("type")
                     obj = event.get("object")
                     if not isinstance(obj, dict):
@@ -511,39 +514,16 @@ class Informer:
                     rv = object_rv(obj)
                     if rv:
                         self.resource_version = rv
+        except TimeoutError as exc:
+            if deadline.expired():
+                silence = self.silence() or 0.0
+                raise _IdleError(f"no event or bookmark for {silence:.1f} s") from exc
+            raise
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
         return received > 0 or loop.time() - started >= SHORT_WATCH
-
-    async def _deadlined(self, stream: AsyncIterator[Obj]) -> AsyncGenerator[Obj, None]:
-        """``stream``'s events, each within ``watch_idle_timeout`` of the previous one (or of the
-        start), else :class:`_IdleError`. Waiting is not cancelled when the informer turns stale on
-        the way: that only logs (once) and the same read goes on until the idle deadline."""
-        iterator = aiter(stream)
-        loop = asyncio.get_running_loop()
-        while True:
-            waiting = loop.time()
-            read: asyncio.Future[Obj] = asyncio.ensure_future(anext(iterator))
-            try:
-                while not read.done():
-                    idle_left = waiting + self.watch_idle_timeout - loop.time()
-                    if idle_left <= 0:
-                        raise _IdleError(f"no event or bookmark for {self.watch_idle_timeout:g} s")
-                    silence = self.silence() or 0.0
-                    stale_left = self.stale_after - silence if not self._stale_logged else idle_left
-                    await asyncio.wait((read,), timeout=max(0.0, min(idle_left, stale_left)) + 0.001)
-                    self._warn_stale()
-            finally:
-                if not read.done():
-                    read.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await read
-            try:
-                yield read.result()
-            except StopAsyncIteration:
-                return
 
     # --- the loop -----------------------------------------------------------------------------------
 
@@ -590,6 +570,7 @@ class Informer:
             except _IdleError as exc:
                 self.stats.idle_timeouts += 1
                 log.warning("informer %s: %s: abandoning the watch and relisting", self.name, exc)
+                self._warn_stale()
                 need_list = True
                 continue
             except _GoneError:
