@@ -83,6 +83,7 @@ async def test_black_holed_connections_are_noticed_and_the_controller_resumes(
         task = asyncio.create_task(manager.run())
         samples: list[tuple[float, int, bool]] = []
         sampling = True
+        sampler: asyncio.Task[None] | None = None
 
         async def echoed() -> str:
             obj = await direct.get(ECHOES, "e", "default")
@@ -101,7 +102,7 @@ async def test_black_holed_connections_are_noticed_and_the_controller_resumes(
 
             try:
                 await eventually(lambda: manager.serving.is_set() and manager.cache_synced.is_set(), 10)
-                await eventually(lambda: echoed(), 10, "the first echo")
+                await eventually(echoed, 10, "the first echo")
                 sampler = asyncio.create_task(sample())
                 # Quiet for a while: healthy informers stay fresh (bookmarks), /readyz stays 200.
                 await asyncio.sleep(3 * STALE_AFTER)  # a measurement window, not a wait for anything
@@ -117,15 +118,20 @@ async def test_black_holed_connections_are_noticed_and_the_controller_resumes(
 
                 reason = await eventually(stale_reported, IDLE_TIMEOUT + 1, "/readyz failing")
                 assert "echoes.diagnostics.aiplane.io" in reason
+
                 # Noticed within the bounds: the idle deadline, a relist on a new connection, a write.
-                await eventually(lambda: echoed() == "b" or None, 5, "the controller resuming")
-                assert (await echoed()) == "b"
+                async def resumed() -> bool:
+                    return await echoed() == "b"
+
+                await eventually(resumed, 5, "the controller resuming")
                 assert time.monotonic() - holed < IDLE_TIMEOUT + 3 * REQUEST_TIMEOUT + 1
                 informer = manager.informers.informer(ECHOES)
                 assert informer.stats.idle_timeouts >= 1
                 await eventually(lambda: samples[-1][1] == 200, 5, "/readyz back to 200")
             finally:
                 sampling = False
+                if sampler is not None:
+                    await sampler
                 manager.stop()
                 assert await task == 0
         after = [(status, metric) for at, status, metric in samples if at > holed]
