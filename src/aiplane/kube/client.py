@@ -9,9 +9,9 @@ its aiohttp session is the transport.
 
 **Liveness** (issue 16): a connection can die without closing (a NAT or conntrack entry dropped, a load
 balancer failing over: the packets go nowhere, no RST comes back), and a client waiting on it waits
-forever. So every ordinary request has a deadline (``request_timeout``, default 30 s, kubectl's
-``--request-timeout`` practice; client-go has none by default and relies on the server's 60 s), with
-its own connect deadline (``connect_timeout``, 10 s), and every socket has TCP keepalive (idle 30 s,
+forever. So every ordinary request has a deadline (``request_timeout``, default 30 s; client-go and
+kubectl have none by default and rely on kube-apiserver ending a request after 60 s, which never reaches
+a client on a dead connection), with its own connect deadline (``connect_timeout``, 10 s), and every socket has TCP keepalive (idle 30 s,
 then 3 probes 10 s apart: a dead peer is found in about a minute even on an idle pooled connection).
 A watch has no total deadline (it is meant to stay open); its read deadline is the informer's (no event
 and no bookmark within a bound: see :mod:`aiplane.kube.informer`).
