@@ -31,9 +31,7 @@ async def echo_behind_proxy() -> AsyncIterator[ChaosProxy]:
         server.close()
 
 
-async def roundtrip(
-    proxy: ChaosProxy, reader_writer: tuple[asyncio.StreamReader, asyncio.StreamWriter]
-) -> bytes:
+async def roundtrip(reader_writer: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> bytes:
     reader, writer = reader_writer
     writer.write(b"ping")
     await writer.drain()

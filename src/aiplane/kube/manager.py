@@ -8,7 +8,9 @@ reasons:
 1. **Probes and metrics first** (``/healthz``, ``/readyz``, ``/metrics``): liveness must answer while
    caches fill, or a slow first list gets the pod killed in a loop.
 2. **Informers, then wait for their caches.** A controller that reconciled from a half-filled
-   cache would "fix" objects it merely had not seen yet. ``/readyz`` turns 200 once synced.
+   cache would "fix" objects it merely had not seen yet. ``/readyz`` turns 200 once synced, and
+   fails again while an informer is stale (heard nothing from the API server for ``stale_after``
+   seconds: a dead watch connection, an unreachable server); ``/readyz/informers`` names it.
 3. **Runnables that need no leadership** (:meth:`Manager.add_runnable`): per-node agents and the
    like, which every replica runs.
 4. **Leader election** (optional). Standbys keep their informers warm and stay ready, but run no
