@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
+from aiplane.apimachinery import boundedyaml
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.values import go_json
@@ -134,6 +135,8 @@ _ApplyLoader.yaml_implicit_resolvers = {
     ch: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+#: ... and bounded as go-yaml bounds it: a "billion laughs" of aliases fails fast, as does deep nesting.
+_BoundedApplyLoader: Final = boundedyaml.bounded(_ApplyLoader)
 
 _YAML_PROBLEMS: Final = {
     "mapping values are not allowed here": "mapping values are not allowed in this context",
@@ -163,7 +166,8 @@ def _stringify_keys(value: Any) -> Any:
 def decode_apply_body(raw: bytes) -> Obj:
     """``yaml.Unmarshal`` of an apply body into ``map[string]interface{}``, with kube's errors."""
     try:
-        doc = yaml.load(raw.decode("utf-8", "replace"), Loader=_ApplyLoader)
+        doc = boundedyaml.load(raw.decode("utf-8", "replace"), _BoundedApplyLoader)
+        boundedyaml.check_depth(doc)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc)
         problem = _YAML_PROBLEMS.get(problem, problem)
