@@ -32,9 +32,10 @@ NS = "bench"
 
 async def measure(env: int) -> dict[str, float]:
     """Seconds per write for a Pod with ``env`` env vars."""
-    from aiohttp.test_utils import TestClient, TestServer
+    # Imported here: --src chooses which checkout of aiplane this run measures.
+    from aiohttp.test_utils import TestClient, TestServer  # noqa: PLC0415
 
-    from aiplane.sim.apiserver.server import ApiServer
+    from aiplane.sim.apiserver.server import ApiServer  # noqa: PLC0415
 
     server = ApiServer()
     server.api.create(server.api.resource("v1", "Namespace"), None, {"metadata": {"name": NS}})
