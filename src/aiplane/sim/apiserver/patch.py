@@ -19,6 +19,7 @@ The mechanisms themselves live in :mod:`~aiplane.sim.apiserver.merge_patch`,
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,7 +31,7 @@ from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.values import go_json
 from aiplane.schema.prune import prune_with_field_paths
 from aiplane.sim.apiserver import apply as ssa
-from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.gojson import MAP_TARGET, json_kind, undecodable_patch
 from aiplane.sim.apiserver.json_patch import apply_json_patch
 from aiplane.sim.apiserver.managedfields import field_manager_errors
@@ -165,6 +166,14 @@ def _stringify_keys(value: Any) -> Any:
 
 def decode_apply_body(raw: bytes) -> Obj:
     """``yaml.Unmarshal`` of an apply body into ``map[string]interface{}``, with kube's errors."""
+    if raw.lstrip()[:1] == b"{":
+        # kubectl sends apply bodies as JSON, which YAML reads to the same map; the C decoder is ~50x
+        # faster than PyYAML (a Pod with 10,000 env vars: seconds of a stalled server otherwise).
+        # Anything it refuses goes through the YAML path, for go-yaml's words.
+        with contextlib.suppress(ValueError):
+            fast = gojson.loads(raw)
+            if isinstance(fast, dict):
+                return fast
     try:
         doc = boundedyaml.load(raw.decode("utf-8", "replace"), _BoundedApplyLoader)
         boundedyaml.check_depth(doc)
