@@ -386,6 +386,10 @@ def _raw(request: ApiRequest) -> bytes:
     return request.body
 
 
+#: The kind a subresource's body decodes into (``status`` takes the object's own kind).
+_SUBRESOURCE_KINDS = {"eviction": "Eviction", "binding": "Binding", "scale": "Scale", "token": "TokenRequest"}
+
+
 def summarize_data(data: bytes, max_length: int = 30) -> str:
     """kube's ``summarizeData``: how a decode error quotes the body (hex unless it starts with ``{``)."""
     if not data:
@@ -404,7 +408,7 @@ def _body(request: ApiRequest, t: Target) -> dict[str, Any]:
         body = gojson.decode_body(raw, ctype)
     except (boundedyaml.ExcessiveAliasingError, boundedyaml.TooDeepError, gojson.GoJSONError) as exc:
         # kube-apiserver's transformDecodeError: the decoder's words, the kind, the start of the body.
-        kind = t.rt.kind if t.subresource is None else t.subresource.capitalize()
+        kind = _SUBRESOURCE_KINDS.get(t.subresource or "", t.rt.kind)
         raise errors.bad_request(
             f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize_data(raw)})"
         ) from exc
