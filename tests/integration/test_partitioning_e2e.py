@@ -507,3 +507,56 @@ async def test_kubectl_in_progress_column_counts_every_held_slot(world: World, t
 
     await eventually(shows_three, timeout=20)
     assert await slots_held()
+
+
+async def test_an_invalid_selector_is_a_spec_error_said_once_and_waits_for_a_fix(world: World) -> None:
+    """A typo in a rule's selector names the field (not "failed to observe cluster state"), warns once,
+    touches no node and writes nothing more until the plan is edited; the fix then rolls out."""
+    client = world.client
+    bad = plan("typo", "mi300x-cpx")
+    bad["spec"]["rules"][0]["selector"] = {
+        "matchExpressions": [{"key": "amd.com/gpu.product-name", "operator": "In"}]
+    }
+    await client.create(PLANS, bad)
+
+    async def ready() -> dict[str, Any]:
+        conds = ((await client.get(PLANS, "typo")).get("status") or {}).get("conditions") or []
+        return next((c for c in conds if c["type"] == "PlanReady"), {})
+
+    async def reported() -> bool:
+        return (await ready()).get("reason") == "InvalidSelector"
+
+    await eventually(reported)
+    condition = await ready()
+    assert condition["status"] == "False"
+    assert condition["message"] == (
+        "Invalid selector: rule 'rule-0 (cpx)': spec.rules[0].selector.matchExpressions[0].values: "
+        "Invalid value: []: for 'in', 'notin' operators, values set can't be empty"
+    )
+    assert await world.plan_phase("typo") == "Degraded"
+
+    # Other changes wake the controller (a node label here) but a spec error waits for the spec: no
+    # write, no second Event, no retry loop.
+    client.reset_counts()
+    await client.patch(NODES, "mi300x-0", {"metadata": {"labels": {"touched": "yes"}}})
+    await asyncio.sleep(2)  # a measurement window, not a wait for anything
+    assert client.writes == 1, client.requests  # the test's own label patch
+    warnings = [
+        e
+        for e in (await client.list(EVENTS))["items"]
+        if e["involvedObject"].get("name") == "typo" and e["reason"] == "InvalidSelector"
+    ]
+    assert len(warnings) == 1 and warnings[0]["type"] == "Warning" and warnings[0].get("count", 1) == 1
+    assert "spec.rules[0].selector.matchExpressions[0].values" in warnings[0]["message"]
+    assert (await client.list(node_partitionings_resource()))["items"] == []
+    assert await world.cordoned_or_tainted() == []
+
+    fixed = {"matchExpressions": [{"key": "amd.com/gpu.product-name", "operator": "In", "values": [PRODUCT]}]}
+    await client.patch(
+        PLANS, "typo", {"spec": {"rules": [{"selector": fixed, "profileRef": {"name": "mi300x-cpx"}}]}}
+    )
+
+    async def valid() -> bool:
+        return (await ready()).get("reason") == "PlanValid"
+
+    await eventually(valid)

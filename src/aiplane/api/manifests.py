@@ -21,6 +21,7 @@ from kubernetes_validate.utils import SchemaNotFoundError, ValidationError
 
 from aiplane.api.crdgen import crd_for
 from aiplane.api.registry import model_for
+from aiplane.apimachinery import boundedyaml
 from aiplane.schema.validate import admit
 
 # DNS-1123 subdomain: what kube-apiserver requires of custom resource names.
@@ -140,7 +141,8 @@ def _check_builtin(doc: dict[str, Any], api_version: str, kind: str) -> list[str
 
 
 def iter_documents(text: str) -> Iterator[Any]:
-    for doc in yaml.safe_load_all(text):
+    for doc in boundedyaml.load_all(text):
+        boundedyaml.check_depth(doc)
         if doc is not None:
             yield doc
 

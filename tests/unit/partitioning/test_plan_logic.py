@@ -570,7 +570,7 @@ def test_target_selector_mismatch_is_listed_not_an_error() -> None:
     assert status["summary"]["matchingNodes"] == 5
 
 
-def test_invalid_selector_is_an_observation_failure() -> None:
+def test_invalid_selector_is_a_spec_error_naming_the_rule_and_field() -> None:
     plan = make_plan(
         rules=[
             {
@@ -583,9 +583,10 @@ def test_invalid_selector_is_an_observation_failure() -> None:
     assert not sel.valid
     status, _ = plan_status(plan, sel, [], T0, None)
     ready = cond(status, "PlanReady")
-    assert (ready["status"], ready["reason"]) == ("False", "ObservationFailed")
-    assert ready["message"].startswith(
-        "Failed to observe cluster state: rule 'rule-0 (cpx_nps4)': invalid selector:"
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSelector")
+    assert ready["message"] == (
+        "Invalid selector: rule 'rule-0 (cpx_nps4)': spec.rules[0].selector.matchExpressions[0].values: "
+        "Invalid value: []: for 'in', 'notin' operators, values set can't be empty"
     )
     assert status["phase"] == "Degraded"
 

@@ -31,7 +31,7 @@ import yaml
 from pydantic import ValidationError
 
 from aiplane.api.dynamo import DynamoGraphDeploymentRequestSpec
-from aiplane.apimachinery import objects
+from aiplane.apimachinery import boundedyaml, objects
 from aiplane.controllers.dynamo.naming import API_VERSION, DGD_KIND
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.dynamo.request_graph import (
@@ -291,7 +291,8 @@ class RequestReconciler:
             keys = ", ".join(sorted(data)) or "none"
             return None, None, f"{field}.key: ConfigMap {ref.name} has no key {ref.key!r} (keys: {keys})"
         try:
-            parsed = yaml.safe_load(data[ref.key])
+            parsed = boundedyaml.load(data[ref.key])  # user data: aliases and depth bounded
+            boundedyaml.check_depth(parsed)
         except yaml.YAMLError as exc:
             return None, None, f"{field}: key {ref.key} of ConfigMap {ref.name} is not YAML: {exc}"
         if not isinstance(parsed, dict):
@@ -330,7 +331,8 @@ class RequestReconciler:
     def _online_profile(self, view: RequestView, spec: DynamoGraphDeploymentRequestSpec, cm: Obj) -> Profile:
         results = f"configmap/{output_name(view.name)}"
         try:
-            graph = yaml.safe_load(cm["data"][OUTPUT_KEY])
+            graph = boundedyaml.load(cm["data"][OUTPUT_KEY])
+            boundedyaml.check_depth(graph)
         except yaml.YAMLError as exc:
             return Profile(error=f"ConfigMap {output_name(view.name)} key {OUTPUT_KEY}: not YAML: {exc}")
         if not isinstance(graph, dict) or not isinstance(graph.get("spec"), dict):

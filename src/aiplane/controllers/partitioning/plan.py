@@ -125,7 +125,7 @@ def node_partitionings_resource() -> Resource:
 
 #: Status flips a human acts on (the status is written only when it changed, so each fires once):
 #: the plan became invalid or blocked for a new reason (Warning, the PlanReady reason:
-#: PlanningFailed, NodeConflict, ObservationFailed, ProfileNotReady), nodes were excluded by a
+#: PlanningFailed, NodeConflict, InvalidSelector, ProfileNotReady), nodes were excluded by a
 #: targetSelector, the first node failed, the rollout completed, pause and resume.
 TRANSITION_EVENTS: Final = (
     ConditionEvent(PLAN_READY, "False", WARNING, on_reason_change=True),

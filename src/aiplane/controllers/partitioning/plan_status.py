@@ -240,11 +240,9 @@ def _phase(r: _Rollup) -> str:
 
 def _plan_ready(selection: Selection) -> _Condition:
     if selection.selector_errors:
-        return (
-            "False",
-            "ObservationFailed",
-            "Failed to observe cluster state: " + "; ".join(selection.selector_errors),
-        )
+        # A spec error, not a cluster one (upstream said ObservationFailed, "Failed to observe cluster
+        # state"): it waits for the plan to change, no retry; the transition's Warning Event says it once.
+        return "False", "InvalidSelector", "Invalid selector: " + "; ".join(selection.selector_errors)
     desc = {r.index: r.description for r in selection.rules}
     conflict_parts = [
         f"node {node} is already targeted by other partitioning plan(s): {', '.join(refs)}"

@@ -164,11 +164,13 @@ def _rule_view(rule: RuleSpec, profiles_by_name: Mapping[str, ProfileView]) -> R
     if not description:
         dcm = profile.dcm if profile is not None else ""
         description = f"rule-{rule.index} ({dcm or rule.profile_name or 'no profile'})"
-    error = (
-        f"rule {description!r}: invalid selector: {rule.selector_error}"
-        if rule.selector_error is not None
-        else None
-    )
+    error = None
+    if rule.selector_error is not None:
+        # A spec error, so it names the field to fix: spec.rules[i].selector.<what is wrong>.
+        at = f"spec.rules[{rule.index}].selector"
+        what = rule.selector_error
+        where = f"{at}.{what}" if what.startswith(("matchLabels", "matchExpressions")) else f"{at}: {what}"
+        error = f"rule {description!r}: {where}"
     return RuleView(
         rule.index, description, rule.profile_name, profile_state(rule.profile_name, profile), error
     )
@@ -251,7 +253,7 @@ def select_nodes(
     """Which rule selects which node, and what stops the plan from applying it.
 
     * Rules in index order; ``matchLabels``/``matchExpressions`` with kube semantics (``{}`` matches
-      every node). An invalid selector matches nothing and invalidates the plan (ObservationFailed).
+      every node). An invalid selector matches nothing and invalidates the plan (InvalidSelector).
     * Control-plane nodes are skipped unless ``excludeControlPlane: false``.
     * A node matched by two rules is an overlap (upstream's docs said "first match wins", its code
       failed the plan; we fail the plan, naming both rules). A node for which another plan has a

@@ -15,11 +15,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 import yaml
 
 from aiplane.apimachinery import field as fe
-from aiplane.sim.apiserver import authn, errors, protobuf, rbac
+from aiplane.sim.apiserver import authn, errors, gojson, protobuf, rbac
 from aiplane.sim.apiserver.audit import AuditLog
 from aiplane.sim.apiserver.authn import TokenIssuer, UserInfo
 from aiplane.sim.apiserver.errors import ApiError
@@ -313,12 +312,8 @@ def _decode(request: ApiRequest, kind: str) -> dict[str, Any]:
     if request.content_type == _PROTOBUF:
         return protobuf.decode_object(request.body, f"{group}/v1", kind)
     try:
-        body = (
-            yaml.safe_load(request.body)
-            if request.content_type == "application/yaml"
-            else orjson.loads(request.body)
-        )
-    except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
+        body = gojson.decode_body(request.body, request.content_type)
+    except (ValueError, yaml.YAMLError) as exc:
         raise errors.bad_request(f"error decoding request body: {exc}") from exc
     if not isinstance(body, dict):
         raise errors.bad_request("the request body must be a JSON object")

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import json
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.values import go_json
-from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.managedfields import (
     STRIPPED,
@@ -222,8 +221,8 @@ def _allowed_conflicts(ctx: TypedContext, live: Obj, manager: str) -> FieldSet |
     if not text:
         return None
     try:
-        last = json.loads(text)
-    except ValueError:
+        last = gojson.loads(text.encode())
+    except ValueError:  # also nested too deep for the embedded server: ignored, as unparseable
         return None
     if not isinstance(last, dict) or last.get("apiVersion") != ctx.version:
         return None

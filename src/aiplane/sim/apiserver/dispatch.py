@@ -21,6 +21,7 @@ import orjson
 import yaml
 from multidict import MultiMapping
 
+from aiplane.apimachinery import boundedyaml
 from aiplane.apimachinery import field as fe
 from aiplane.sim.apiserver import (
     apply,
@@ -28,6 +29,7 @@ from aiplane.sim.apiserver import (
     deletion,
     errors,
     eviction,
+    gojson,
     patch,
     protobuf,
     scale,
@@ -384,14 +386,33 @@ def _raw(request: ApiRequest) -> bytes:
     return request.body
 
 
+#: The kind a subresource's body decodes into (``status`` takes the object's own kind).
+_SUBRESOURCE_KINDS = {"eviction": "Eviction", "binding": "Binding", "scale": "Scale", "token": "TokenRequest"}
+
+
+def summarize_data(data: bytes, max_length: int = 30) -> str:
+    """kube's ``summarizeData``: how a decode error quotes the body (hex unless it starts with ``{``)."""
+    if not data:
+        return "<empty>"
+    shown = data[:max_length]
+    text = shown.decode("utf-8", "replace") if data[:1] == b"{" else shown.hex()
+    return text + " ..." if len(data) > max_length else text
+
+
 def _body(request: ApiRequest, t: Target) -> dict[str, Any]:
     raw = _raw(request)
     ctype = request.content_type
     if ctype == PROTOBUF:
         return protobuf.decode_request(raw, t.rt, t.subresource)
     try:
-        body = yaml.safe_load(raw) if ctype == "application/yaml" else orjson.loads(raw)
-    except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
+        body = gojson.decode_body(raw, ctype)
+    except (boundedyaml.ExcessiveAliasingError, boundedyaml.TooDeepError, gojson.GoJSONError) as exc:
+        # kube-apiserver's transformDecodeError: the decoder's words, the kind, the start of the body.
+        kind = _SUBRESOURCE_KINDS.get(t.subresource or "", t.rt.kind)
+        raise errors.bad_request(
+            f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize_data(raw)})"
+        ) from exc
+    except (ValueError, yaml.YAMLError) as exc:
         raise errors.bad_request(f"error decoding request body: {exc}") from exc
     if not isinstance(body, dict):
         raise errors.bad_request("the request body must be a JSON object")
@@ -419,8 +440,8 @@ def _delete_options(request: ApiRequest) -> DeleteOptions:
         body = protobuf.decode_delete_options(raw)
     elif raw.strip():
         try:
-            decoded = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
+            decoded = gojson.loads(raw)
+        except ValueError as exc:
             raise errors.bad_request(f"error decoding DeleteOptions: {exc}") from exc
         if isinstance(decoded, dict):
             body = decoded

@@ -37,9 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
-from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, json_response
 from aiplane.sim.apiserver.resources import ResourceType
@@ -495,8 +493,8 @@ def _json_body(request: ApiRequest) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        body = gojson.loads(raw)
+    except ValueError as exc:
         raise errors.bad_request(f"error decoding request body: {exc}") from None
     if not isinstance(body, dict):
         raise errors.bad_request("the request body must be a JSON object")

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import orjson
 
+from aiplane.apimachinery import boundedyaml
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.values import go_quote
@@ -22,6 +23,11 @@ from aiplane.sim.apiserver.errors import ApiError
 
 #: The Go type kube decodes a patched object into.
 MAP_TARGET: Final = "map[string]interface {}"
+
+#: Nesting levels a request body may have. Go's ``encoding/json`` (and so kube-apiserver) stops at
+#: 10,000 with "exceeded max depth"; the embedded server's validation, merging and managedFields code
+#: recurses per level, so it stops well under Python's recursion limit instead (docs/sim.md).
+MAX_DEPTH: Final = boundedyaml.MAX_DEPTH
 
 
 class GoJSONError(ValueError):
@@ -49,6 +55,13 @@ class _Scanner:
     def __init__(self, data: bytes) -> None:
         self.d = data
         self.i = 0
+        self.depth = 0
+
+    def descend(self) -> None:
+        """Go's ``pushParseState``: nesting past the limit is a syntax error at the opening bracket."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.fail("exceeded max depth")
 
     def fail(self, context: str) -> GoJSONError:
         return GoJSONError(f"invalid character {_quote_char(self.d[self.i])} {context}")
@@ -90,10 +103,12 @@ class _Scanner:
             raise self.fail("looking for beginning of value")
 
     def obj(self) -> None:
+        self.descend()
         self.i += 1
         self.ws()
         if self.peek() == ord("}"):
             self.i += 1
+            self.depth -= 1
             return
         while True:
             if self.peek() != ord('"'):
@@ -112,14 +127,17 @@ class _Scanner:
                 continue
             if c == ord("}"):
                 self.i += 1
+                self.depth -= 1
                 return
             raise self.fail("after object key:value pair")
 
     def arr(self) -> None:
+        self.descend()
         self.i += 1
         self.ws()
         if self.peek() == ord("]"):
             self.i += 1
+            self.depth -= 1
             return
         while True:
             self.value()
@@ -130,6 +148,7 @@ class _Scanner:
                 continue
             if c == ord("]"):
                 self.i += 1
+                self.depth -= 1
                 return
             raise self.fail("after array element")
 
@@ -199,6 +218,47 @@ _JSON_KINDS: Final = {"map": "object", "slice": "array", "string": "string", "bo
 def json_kind(value: Any) -> str:
     """The word Go's ``UnmarshalTypeError`` uses for a JSON value."""
     return _JSON_KINDS.get(gofmt.kind(value), "number")
+
+
+def check_depth(value: Any, raw: bytes | None = None) -> None:
+    """Refuse a decoded body nested past :data:`MAX_DEPTH` with Go's syntax error.
+
+    ``raw`` (the JSON it came from) lets the common case skip the walk: a document with fewer
+    brackets than the limit cannot be nested that deep.
+    """
+    if raw is not None and raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH:
+        return
+    bracket = boundedyaml.too_deep(value)
+    if bracket is not None:
+        raise GoJSONError(f"invalid character '{bracket}' exceeded max depth")
+
+
+def loads(raw: bytes) -> Any:
+    """``orjson.loads`` bounded in depth as Go's decoder is (:data:`MAX_DEPTH`), raising :class:`GoJSONError`.
+
+    orjson's own limit (1,024 levels) is deeper than the embedded server's recursive code can take.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if str(exc).startswith("depth limit exceeded"):
+            raise GoJSONError(f"invalid character '{chr(raw[exc.pos - 1])}' exceeded max depth") from exc
+        raise
+    check_depth(value, raw)
+    return value
+
+
+def decode_body(raw: bytes, content_type: str) -> Any:
+    """A JSON or YAML request body, bounded as kube's decoders bound it (aliasing, nesting).
+
+    Raises ``ValueError`` (:class:`GoJSONError`, ``orjson.JSONDecodeError``) or ``yaml.YAMLError``
+    (:class:`~aiplane.apimachinery.boundedyaml.ExcessiveAliasingError` among them) in the decoder's words.
+    """
+    if content_type == "application/yaml":
+        value = boundedyaml.load(raw)
+        boundedyaml.check_depth(value)
+        return value
+    return loads(raw)
 
 
 def go_json_decode(raw: bytes, target: str | None = None) -> Any:

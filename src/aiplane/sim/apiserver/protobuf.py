@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
-
-from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.protobuf_tables import (
     ALSO_ACCEPTED,
     KINDS,
@@ -222,8 +220,8 @@ def _special(kind: str, data: bytes, path: str) -> tuple[Any, bool]:
     if raw.startswith(MAGIC):
         raise DecodeError(f"a protobuf-encoded {kind}{_where(path)} is not supported; send JSON")
     try:
-        return orjson.loads(raw), False
-    except orjson.JSONDecodeError as exc:
+        return gojson.loads(raw), False
+    except ValueError as exc:
         raise DecodeError(f"{kind}{_where(path)} does not hold JSON") from exc
 
 

@@ -10,12 +10,11 @@ import copy
 from typing import Any
 
 import jsonpatch
-import orjson
 
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.mergepatch import merge_patch
-from aiplane.sim.apiserver import errors
+from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.resources import ResourceType
 from aiplane.sim.apiserver.rest import Api, WriteOptions
 
@@ -90,8 +89,8 @@ def scale_of(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
 
 def _decode(raw: bytes) -> Any:
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return gojson.loads(raw)
+    except ValueError as exc:
         raise errors.bad_request(f"error decoding Scale: {exc}") from exc
 
 

@@ -43,10 +43,31 @@ def to_web(response: ApiResponse) -> web.Response:
     return web.Response(body=response.body or None, status=response.status, headers=response.headers)
 
 
+async def _read_body(request: web.Request) -> tuple[bytes, bool]:
+    """The body and whether it is over the limit, reading at most the limit plus one chunk.
+
+    As kube's ``limitedReadBody``: a chunked body (no Content-Length) is read until it passes the limit,
+    then refused with the same 413 Status as a declared one, not aiohttp's plain-text 413.
+    """
+    if not request.can_read_body:
+        return b"", False
+    if request.content_length is not None:
+        if request.content_length > MAX_REQUEST_BYTES:
+            return b"", True
+        return await request.read(), False
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            return b"", True
+        chunks.append(chunk)
+    return b"".join(chunks), False
+
+
 async def read_request(request: web.Request) -> ApiRequest:
-    """The plain-data request; a body over the limit is not read (``dispatch`` answers the 413)."""
-    too_large = request.content_length is not None and request.content_length > MAX_REQUEST_BYTES
-    body = await request.read() if request.can_read_body and not too_large else b""
+    """The plain-data request; a body over the limit is not kept (``dispatch`` answers the 413)."""
+    body, too_large = await _read_body(request)
     return ApiRequest(
         request.method,
         request.path,
