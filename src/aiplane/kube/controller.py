@@ -21,7 +21,10 @@ of failure are told apart, as controller-runtime does:
 * a **forbidden** request (403: the operator's role lacks a permission) is retried with the same
   capped backoff (a restored role is picked up without a restart), but reported as what it is: the
   missing verb, group, resource and namespace, at error level once per interval per object and
-  permission, and as a Warning Event ``Forbidden`` on the object being reconciled (``kube/forbidden.py``).
+  permission, and as a Warning Event ``Forbidden`` on the object being reconciled (``kube/forbidden.py``);
+  on a kind we serve, also as the condition ``PermissionDenied`` (True, reason ``Forbidden``) on that
+  object's status, which the next successful reconcile removes (an object that never lacked a permission
+  is never written for it). Where the status write is refused too, the Event and the log are all there is.
 """
 
 from __future__ import annotations
@@ -38,7 +41,12 @@ import structlog
 from aiplane.apimachinery.meta import controller_of
 from aiplane.kube.client import ApiError
 from aiplane.kube.events import WARNING, EventRecorder
-from aiplane.kube.forbidden import ReportLimiter, missing_permission
+from aiplane.kube.forbidden import (
+    PermissionConditions,
+    ReportLimiter,
+    forbidden_message,
+    missing_permission,
+)
 from aiplane.kube.informer import Informer, InformerFactory
 from aiplane.kube.logging import reconcile_context
 from aiplane.kube.ratelimit import MaxOfRateLimiter, default_controller_rate_limiter
@@ -263,6 +271,8 @@ class Controller:
         #: Where a forbidden reconcile's Warning Event goes (set by the manager; None: no Event).
         self.recorder: EventRecorder | None = None
         self.forbidden_reports = ReportLimiter()
+        #: Sets/clears ``PermissionDenied`` on the primary object (set by the manager for kinds we serve).
+        self.permission_conditions: PermissionConditions | None = None
 
     def _rate_limiter(self) -> MaxOfRateLimiter[Hashable]:
         if self.max_backoff is None:
@@ -273,11 +283,26 @@ class Controller:
     def build(name: str) -> ControllerBuilder:
         return ControllerBuilder(name)
 
-    def _forbidden(self, request: Request, exc: ApiError, bound: Any) -> None:
-        """Name the missing permission once per interval (the retries keep their capped backoff)."""
+    @property
+    def primary(self) -> Resource | None:
+        """The kind this controller reconciles (``for_``), once built."""
+        return self.sources[0].resource if self.sources else None
+
+    def _primary_object(self, request: Request) -> Obj | None:
+        return self._informers[0].get_by(request.namespace, request.name) if self._informers else None
+
+    async def _forbidden(self, request: Request, exc: ApiError, bound: Any) -> None:
+        """Name the missing permission once per interval (the retries keep their capped backoff), and
+        show it on the object as a condition (written only when it is not shown already)."""
         missing = missing_permission(exc)
-        if missing is None or not self.forbidden_reports.allow((request.key, missing)):
-            bound.debug("reconcile forbidden again", error=exc.message)
+        if missing is None:
+            return
+        primary = self._primary_object(request)
+        written = "none"
+        if self.permission_conditions is not None and primary is not None:
+            written = await self.permission_conditions.set(primary, missing)
+        if not self.forbidden_reports.allow((request.key, missing)):
+            bound.debug("reconcile forbidden again", error=exc.message, condition=written)
             return
         bound.error(
             "reconcile forbidden: the operator's role lacks a permission",
@@ -285,11 +310,16 @@ class Controller:
             rule=missing.rule(),
             user=missing.user,
             retries=self.queue.num_requeues(request),
+            condition=written,
         )
-        primary = self._informers[0].get_by(request.namespace, request.name) if self._informers else None
         if self.recorder is not None and primary is not None:
-            message = f"Forbidden to {missing}: the operator's role needs the rule {{{missing.rule()}}}"
-            self.recorder.emit(primary, WARNING, "Forbidden", message)
+            self.recorder.emit(primary, WARNING, "Forbidden", forbidden_message(missing))
+
+    async def _permitted(self, request: Request) -> None:
+        """After a successful reconcile: take a ``PermissionDenied`` condition off (no write when absent)."""
+        primary = self._primary_object(request)
+        if self.permission_conditions is not None and primary is not None:
+            await self.permission_conditions.clear(primary)
 
     # --- wiring -----------------------------------------------------------------------------------
 
@@ -411,6 +441,7 @@ class Controller:
             label = "success"
             try:
                 result = await self.reconciler(request) or Result()
+                await self._permitted(request)
             except asyncio.CancelledError:
                 raise
             except TerminalError as exc:
@@ -424,7 +455,7 @@ class Controller:
                     label = "requeue"
                     bound.debug("requeue after a race", reason=exc.reason, message=exc.message)
                 elif exc.status == 403:
-                    self._forbidden(request, exc, bound)
+                    await self._forbidden(request, exc, bound)
                 else:
                     bound.error(
                         "reconcile failed",

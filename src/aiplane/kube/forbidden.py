@@ -7,19 +7,46 @@ resource, in which namespace. kube-apiserver says exactly that in the Status mes
 (``responsewriters.forbiddenMessage``); :func:`missing_permission` reads it back, and
 :class:`ReportLimiter` keeps the report to once per interval per place and permission, however fast the
 (capped, exponential) retries come.
+
+The object a refused reconcile concerns also says so where its user looks (:class:`PermissionConditions`):
+a condition ``PermissionDenied`` (status True, reason ``Forbidden``, the permission and the rule in its
+message) on its status, removed by the next reconcile that succeeds. Only kinds we serve carry it (every
+one of them has ``status.conditions`` of ``metav1.Condition``); a built-in kind's conditions mean
+something else (a Node's are the kubelet's). When the role refuses the status write too, the Warning
+Event and the error log are all there is.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from datetime import datetime
+from typing import Any, Final
 
-from aiplane.kube.client import ApiError
+from aiplane.api.crdgen import crd_for
+from aiplane.api.registry import model_for
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import get_condition, remove_condition
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.resources import Resource
+from aiplane.kube.status import StatusWriter, condition
 
-__all__ = ["REPORT_INTERVAL", "MissingPermission", "ReportLimiter", "missing_permission"]
+__all__ = [
+    "PERMISSION_DENIED",
+    "REPORT_INTERVAL",
+    "MissingPermission",
+    "PermissionConditions",
+    "ReportLimiter",
+    "accepts_permission_condition",
+    "forbidden_message",
+    "missing_permission",
+]
+
+#: The condition a refused reconcile sets on its object (True, reason ``Forbidden``).
+PERMISSION_DENIED: Final = "PermissionDenied"
 
 #: How often one place reports the same missing permission (seconds).
 REPORT_INTERVAL: Final = 60.0
@@ -92,4 +119,92 @@ class ReportLimiter:
         if len(self._last) > 1024:
             self._last.clear()
         self._last[key] = now
+        return True
+
+
+def forbidden_message(missing: MissingPermission) -> str:
+    """What the Event and the condition say: the permission and the rule that grants it."""
+    return f"Forbidden to {missing}: the operator's role needs the rule {{{missing.rule()}}}"
+
+
+@functools.cache
+def accepts_permission_condition(resource: Resource) -> bool:
+    """Whether ``resource`` is a kind we serve whose status subresource holds ``metav1.Condition``
+    conditions (checked on its generated CRD, so a kind without them is skipped, not broken)."""
+    model = model_for(resource.api_version, resource.kind)
+    if model is None:
+        return False
+    for version in crd_for(model)["spec"]["versions"]:
+        if version["name"] != resource.version:
+            continue
+        status = version["schema"]["openAPIV3Schema"].get("properties", {}).get("status", {})
+        conditions = status.get("properties", {}).get("conditions", {})
+        has_subresource = "status" in (version.get("subresources") or {})
+        return has_subresource and "reason" in conditions.get("items", {}).get("properties", {})
+    return False
+
+
+class PermissionConditions:
+    """Sets and clears ``PermissionDenied`` on the objects of one kind (see the module docstring).
+
+    Writes go through :class:`~aiplane.kube.status.StatusWriter` (only on change, guarded by the
+    observed resourceVersion), so an object already showing the permission is not written again at
+    every retry, and one that never lacked a permission is never written. A refused status write is
+    not retried for ``interval`` (the reconcile's own retries would otherwise double the 403s).
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        field_manager: str,
+        now: Callable[[], datetime],
+        *,
+        interval: float = REPORT_INTERVAL,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.writer = StatusWriter(client, resource, field_manager)
+        self._now = now
+        self._interval = interval
+        self._monotonic = monotonic
+        self._refused: dict[str, float] = {}
+
+    async def set(self, obj: Mapping[str, Any], missing: MissingPermission) -> str:
+        """Show ``missing`` on ``obj``; returns ``"set"``, ``"unchanged"``, ``"refused"`` (the status
+        write is forbidden too) or ``"failed"`` (a race: the next retry tries again)."""
+        key = f"{objects.namespace(obj)}/{objects.name(obj)}"
+        refused_at = self._refused.get(key)
+        if refused_at is not None and self._monotonic() - refused_at < self._interval:
+            return "refused"
+        generation = obj.get("metadata", {}).get("generation")
+        mutate = condition(
+            PERMISSION_DENIED,
+            "True",
+            "Forbidden",
+            forbidden_message(missing),
+            observed_generation=generation if isinstance(generation, int) else None,
+            now=self._now(),
+        )
+        try:
+            written = await self.writer.apply(obj, mutate)
+        except ApiError as exc:
+            if exc.status != 403:
+                return "failed"
+            if len(self._refused) > 1024:
+                self._refused.clear()
+            self._refused[key] = self._monotonic()
+            return "refused"
+        except Exception:  # a broken connection: the reconcile's own retry is what matters here
+            return "failed"
+        self._refused.pop(key, None)
+        return "unchanged" if written is None else "set"
+
+    async def clear(self, obj: Mapping[str, Any]) -> bool:
+        """Remove the condition if ``obj`` shows it (no write otherwise); a conflict is raised, so
+        the reconcile is retried on a fresher cache."""
+        status = objects.status(obj)
+        if get_condition(status.get("conditions"), PERMISSION_DENIED) is None:
+            return False
+        kept, _ = remove_condition(status.get("conditions"), PERMISSION_DENIED)
+        await self.writer.write(obj, {**status, "conditions": kept})
         return True

@@ -61,6 +61,7 @@ from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock, SystemClock
 from aiplane.kube.controller import Controller
 from aiplane.kube.events import EventRecorder
+from aiplane.kube.forbidden import PermissionConditions, accepts_permission_condition
 from aiplane.kube.informer import (
     DEFAULT_STALE_AFTER,
     DEFAULT_WATCH_IDLE_TIMEOUT,
@@ -300,6 +301,15 @@ class Manager:
                 )
             if controller.recorder is None:
                 controller.recorder = EventRecorder(self.client, controller.name)
+            primary = controller.primary
+            if (
+                controller.permission_conditions is None
+                and primary is not None
+                and accepts_permission_condition(primary)
+            ):
+                controller.permission_conditions = PermissionConditions(
+                    self.client, primary, f"aiplane-{controller.name}", self.clock.now
+                )
         if any(c.name == controller.name for c in self._controllers):
             raise ValueError(f"a controller named {controller.name!r} is already registered")
         self._controllers.append(controller)
