@@ -15,15 +15,19 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
+from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.plan import plans_resource
 from aiplane.controllers.partitioning.profile import profiles_resource
+from aiplane.kube.forbidden import PERMISSION_DENIED
 from aiplane.kube.informer import Backoff
 from aiplane.kube.manager import Manager
 from aiplane.sim.apiserver.access import RBAC
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from aiplane.sim.identities import ServiceAccountAccess, apply_objects, grant
 from tests.integration import operator_rbac
 from tests.integration.sim_helpers import events
@@ -50,20 +54,41 @@ def _without(resource: str, group: str) -> list[Obj]:
     return docs
 
 
-def _profile(name: str) -> Obj:
+def _without_verb(verb: str, resource: str, group: str) -> list[Obj]:
+    """The chart's RBAC with ``verb`` on ``resource`` of ``group`` taken out of every ClusterRole rule."""
+    docs = copy.deepcopy(list(operator_rbac.chart_rbac()))
+    for doc in docs:
+        if doc["kind"] != "ClusterRole":
+            continue
+        rules = []
+        for rule in doc["rules"]:
+            if not (group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]):
+                rules.append(rule)
+                continue
+            others = [r for r in rule["resources"] if r != resource]
+            if others:
+                rules.append({**rule, "resources": others})
+            verbs = [v for v in rule["verbs"] if v != verb]
+            if verbs:
+                rules.append({**rule, "resources": [resource], "verbs": verbs})
+        doc["rules"] = rules
+    return docs
+
+
+def _profile(name: str, product: str = PRODUCT) -> Obj:
     return {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "PartitioningProfile",
         "metadata": {"name": name},
         "spec": {
             "dcmProfileName": "cpx",
-            "targetSelector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+            "targetSelector": {"matchLabels": {"amd.com/gpu.product-name": product}},
             "expectedResources": {"amd.com/gpu": "64"},
         },
     }
 
 
-def _plan(name: str) -> Obj:
+def _plan(name: str, product: str = PRODUCT) -> Obj:
     return {
         "apiVersion": f"{GROUP}/v1alpha1",
         "kind": "PartitioningPlan",
@@ -72,7 +97,7 @@ def _plan(name: str) -> Obj:
             "rollout": {"maxParallel": 1, "maxUnavailable": 1},
             "rules": [
                 {
-                    "selector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+                    "selector": {"matchLabels": {"amd.com/gpu.product-name": product}},
                     "profileRef": {"name": "p"},
                 }
             ],
@@ -104,8 +129,10 @@ class World:
 async def start() -> AsyncIterator[Callable[..., Any]]:
     running: list[tuple[EmbeddedCluster, Manager, asyncio.Task[int]]] = []
 
-    async def _start(docs: list[Obj], *setups: Any, **manager_kw: Any) -> World:
-        cluster = EmbeddedCluster(authorization_mode=RBAC)
+    async def _start(
+        docs: list[Obj], *setups: Any, cluster_kw: dict[str, Any] | None = None, **manager_kw: Any
+    ) -> World:
+        cluster = EmbeddedCluster(authorization_mode=RBAC, **(cluster_kw or {}))
         await cluster.start()
         namespace, name = operator_rbac.service_account()
         access = grant(cluster, namespace, name, docs)
@@ -174,3 +201,53 @@ async def test_a_forbidden_list_blocks_only_its_controllers_until_the_role_is_fi
     await eventually(
         lambda: world.status(profiles_resource(), "p"), timeout=5, what="profile status after the fix"
     )
+
+
+def _permission_denied(obj: Obj) -> Obj | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == PERMISSION_DENIED), None)
+
+
+async def test_a_forbidden_node_update_shows_on_the_node_partitioning_until_the_role_is_fixed(
+    start: Any,
+) -> None:
+    """Issue 16 finding 4: a NodePartitioning whose node cannot be updated says so (condition and
+    Event naming the verb and resource), instead of sitting Pending with only log lines."""
+    fleet = Fleet(
+        nodePools=[NodePool(name="mi300x", count=2, gpu=GpuSpec(vendor="amd", product="MI300X", count=8))]
+    )
+    oam = "AMD_Instinct_MI300X_OAM"
+    world = await start(
+        _without_verb("update", "nodes", ""),
+        profile_controller.setup,
+        plan_controller.setup,
+        node_controller.setup,
+        cluster_kw={"fleet": fleet, "agents": True, "ready_delay": 0.0, "dcm_delay": 0.05},
+    )
+    await world.admin.create(profiles_resource(), _profile("p", oam))
+    plan = _plan("roll", oam)
+    plan["spec"]["rollout"] = {"maxParallel": 2, "maxUnavailable": 2}
+    await world.admin.create(plans_resource(), plan)
+
+    async def denied() -> list[Obj]:
+        items = (await world.admin.list(node_partitionings_resource()))["items"]
+        return [c for c in map(_permission_denied, items) if c is not None and c["status"] == "True"]
+
+    shown = await eventually(denied, timeout=15, what="PermissionDenied on a NodePartitioning")
+    assert shown[0]["reason"] == "Forbidden"
+    assert 'update on "nodes" in API group "" at the cluster scope' in shown[0]["message"]
+    assert 'resources: ["nodes"], verbs: ["update"]' in shown[0]["message"]
+    items = (await world.admin.list(node_partitionings_resource()))["items"]
+    name = next(n["metadata"]["name"] for n in items if _permission_denied(n) is not None)
+    (event, *_) = await eventually(lambda: events(world.admin, name, "Forbidden"), what="Forbidden Event")
+    assert event["type"] == "Warning"
+    assert 'update on "nodes"' in event["message"]
+
+    world.restore()
+
+    async def completed() -> bool:
+        phase = (await world.status(plans_resource(), "roll")).get("phase")
+        items = (await world.admin.list(node_partitionings_resource()))["items"]
+        return phase == "Completed" and not any(_permission_denied(n) for n in items)
+
+    await eventually(completed, timeout=20, what="the rollout completes and the condition is gone")

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from aiplane.api.registry import RESOURCES
 from aiplane.kube.client import ApiError
-from aiplane.kube.forbidden import MissingPermission, ReportLimiter, missing_permission
+from aiplane.kube.forbidden import (
+    PERMISSION_DENIED,
+    MissingPermission,
+    PermissionConditions,
+    ReportLimiter,
+    accepts_permission_condition,
+    missing_permission,
+)
+from aiplane.kube.resources import NODES, Resource
 
 SA = "system:serviceaccount:aiplane-system:aiplane"
 
@@ -52,3 +64,67 @@ def test_reports_once_per_interval_per_key() -> None:
     assert not limiter.allow("a")
     now[0] = 60.0
     assert limiter.allow("a")
+
+
+class _StatusClient:
+    """Records status patches; refuses them with ``error`` when set."""
+
+    def __init__(self, error: ApiError | None = None) -> None:
+        self.error = error
+        self.patches: list[dict[str, Any]] = []
+
+    async def patch(self, resource: Any, name: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        self.patches.append(body)
+        if self.error is not None:
+            raise self.error
+        return body
+
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+NODE_UPDATE = MissingPermission(SA, "update", "", "nodes")
+
+
+def _np(conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    status = {"phase": "Pending", **({"conditions": conditions} if conditions is not None else {})}
+    return {"metadata": {"name": "np-a", "resourceVersion": "7", "generation": 2}, "status": status}
+
+
+def test_every_kind_we_serve_accepts_the_condition_and_builtin_kinds_do_not() -> None:
+    for model in RESOURCES:
+        group, version = model.crd.api_version.split("/")
+        resource = Resource(group, version, model.crd.plural, model.crd.kind, True)
+        assert accepts_permission_condition(resource), model.crd.kind
+    assert not accepts_permission_condition(NODES)
+
+
+async def test_the_condition_names_the_permission_and_is_written_once() -> None:
+    client = _StatusClient()
+    conditions = PermissionConditions(cast(Any, client), NODES, "test", lambda: NOW)
+    assert await conditions.set(_np(), NODE_UPDATE) == "set"
+    (patch,) = client.patches
+    (written,) = patch["status"]["conditions"]
+    assert (written["type"], written["status"], written["reason"]) == (PERMISSION_DENIED, "True", "Forbidden")
+    assert written["observedGeneration"] == 2
+    assert 'update on "nodes" in API group "" at the cluster scope' in written["message"]
+    assert 'resources: ["nodes"], verbs: ["update"]' in written["message"]
+    # Shown already: no second write at the next retry; cleared once, and never written when absent.
+    assert await conditions.set(_np([written]), NODE_UPDATE) == "unchanged"
+    assert await conditions.clear(_np([written])) is True
+    assert client.patches[-1]["status"] == {"conditions": []}
+    assert await conditions.clear(_np()) is False
+    assert len(client.patches) == 2
+
+
+async def test_a_refused_status_write_is_not_retried_within_the_interval() -> None:
+    refused = ApiError(403, "Forbidden", f'User "{SA}" cannot patch resource "nodepartitionings/status"')
+    client = _StatusClient(refused)
+    clock = [0.0]
+    conditions = PermissionConditions(cast(Any, client), NODES, "t", lambda: NOW, monotonic=lambda: clock[0])
+    assert await conditions.set(_np(), NODE_UPDATE) == "refused"
+    clock[0] = 30.0
+    assert await conditions.set(_np(), NODE_UPDATE) == "refused"
+    assert len(client.patches) == 1
+    clock[0] = 61.0
+    client.error = ApiError(409, "Conflict", "the object has been modified")
+    assert await conditions.set(_np(), NODE_UPDATE) == "failed"
+    assert len(client.patches) == 2
