@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
@@ -110,6 +112,7 @@ class World:
     cluster: EmbeddedCluster
     admin: InMemoryKubeClient
     access: ServiceAccountAccess
+    manager: Manager
 
     def denied(self, verb: str, resource: str, subresource: str = "") -> int:
         return sum(
@@ -140,7 +143,7 @@ async def start() -> AsyncIterator[Callable[..., Any]]:
         for setup in setups:
             await setup(manager)
         running.append((cluster, manager, asyncio.create_task(manager.run())))
-        return World(cluster, InMemoryKubeClient.for_cluster(cluster), access)
+        return World(cluster, InMemoryKubeClient.for_cluster(cluster), access, manager)
 
     yield _start
     for cluster, manager, task in running:
@@ -183,6 +186,8 @@ async def test_a_forbidden_list_blocks_only_its_controllers_until_the_role_is_fi
         plan_controller.setup,
         cache_sync_timeout=0.3,
         informer_backoff=lambda: Backoff(initial=0.05, cap=0.5),
+        metrics_bind_address="127.0.0.1:0",
+        health_probe_bind_address="127.0.0.1:0",
     )
     await world.admin.create(profiles_resource(), _profile("p"))
     await world.admin.create(plans_resource(), _plan("roll"))
@@ -196,11 +201,33 @@ async def test_a_forbidden_list_blocks_only_its_controllers_until_the_role_is_fi
     # Observe the relist rate over a window: the informer's capped backoff, not a hot loop.
     await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - first)))
     assert world.denied("list", "configmaps") <= 12
+    # Not ready, and the probe and the metric say which view the role refuses and the rule to add.
+    manager = world.manager
+    assert manager.health_port is not None and manager.metrics_port is not None
+    status, body = await _get(manager.health_port, "/readyz?verbose")
+    assert status == 500 and "[-]forbidden failed" in body and "[+]informers ok" in body
+    status, body = await _get(manager.health_port, "/readyz/forbidden")
+    assert status == 500
+    # The profile controller's ConfigMaps informer (the AMD GPU operator's namespace) and the rule.
+    assert "configmaps/kube-amd-gpu" in body
+    assert 'list on "configmaps" in API group "" in namespace "kube-amd-gpu"' in body
+    assert 'resources: ["configmaps"], verbs: ["list"]' in body
+    forbidden_metric = re.compile(
+        r'aiplane_informer_forbidden\{informer="configmaps/kube-amd-gpu[^"]*"\} (\S+)'
+    )
+    assert forbidden_metric.findall((await _get(manager.metrics_port, "/metrics"))[1]) == ["1.0"]
 
     world.restore()
     await eventually(
         lambda: world.status(profiles_resource(), "p"), timeout=5, what="profile status after the fix"
     )
+    assert await _get(manager.health_port, "/readyz") == (200, "ok")
+    assert forbidden_metric.findall((await _get(manager.metrics_port, "/metrics"))[1]) == ["0.0"]
+
+
+async def _get(port: int, path: str) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}{path}") as resp:
+        return resp.status, await resp.text()
 
 
 def _permission_denied(obj: Obj) -> Obj | None:

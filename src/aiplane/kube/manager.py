@@ -10,7 +10,10 @@ reasons:
 2. **Informers, then wait for their caches.** A controller that reconciled from a half-filled
    cache would "fix" objects it merely had not seen yet. ``/readyz`` turns 200 once synced, and
    fails again while an informer is stale (heard nothing from the API server for ``stale_after``
-   seconds: a dead watch connection, an unreachable server); ``/readyz/informers`` names it.
+   seconds: a dead watch connection, an unreachable server); ``/readyz/informers`` names it. It
+   also fails while the operator's role refuses an informer's list or watch (403): ``/readyz/forbidden``
+   names the informer, the permission and the rule; only the controllers needing it wait (see
+   :meth:`Manager._only_forbidden_unsynced`), and the process keeps running, not a crash loop.
 3. **Runnables that need no leadership** (:meth:`Manager.add_runnable`): per-node agents and the
    like, which every replica runs.
 4. **Leader election** (optional). Standbys keep their informers warm and stay ready, but run no
@@ -235,7 +238,10 @@ class Manager:
         self._controllers: list[Runnable] = []
         self._runnables: list[Runnable] = []
         self._healthz_checks: dict[str, HealthCheck] = {"ping": lambda: None}
-        self._readyz_checks: dict[str, HealthCheck] = {"informers": self._check_synced}
+        self._readyz_checks: dict[str, HealthCheck] = {
+            "informers": self._check_synced,
+            "forbidden": self._check_forbidden,
+        }
         self._runners: list[web.AppRunner] = []
         self._stop = asyncio.Event()
         self._signals = 0
@@ -271,7 +277,10 @@ class Manager:
                 backoff=self._informer_backoff,
             )
             self.metrics.informers.attach(
-                lambda: [(_informer_label(i), i.silence(), i.stale) for i in factory.informers]
+                lambda: [
+                    (_informer_label(i), i.silence(), i.stale, i.forbidden is not None)
+                    for i in factory.informers
+                ]
             )
         return self._informers
 
@@ -358,6 +367,18 @@ class Manager:
         if stale:
             names = ", ".join(f"{_informer_label(i)} ({i.silence() or 0:.0f} s)" for i in stale)
             raise RuntimeError(f"informers heard nothing from the API server for too long: {names}")
+
+    def _check_forbidden(self) -> None:
+        """No informer refused by the operator's role: while one is, the controllers that need it wait
+        (the others run), and the probe names the view and the rule that would restore it."""
+        refused = [i for i in self._informers.informers if i.forbidden] if self._informers else []
+        if refused:
+            names = "; ".join(
+                f"{_informer_label(i)}: {i.forbidden} (rule {{{i.forbidden.rule()}}})"
+                for i in refused
+                if i.forbidden is not None
+            )
+            raise RuntimeError(f"the operator's role refuses informers, their controllers wait: {names}")
 
     async def _serve_checks(
         self, checks: dict[str, HealthCheck], request: web.Request, what: str

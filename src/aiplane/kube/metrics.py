@@ -342,15 +342,18 @@ class RestClientMetrics:
         self.requests.labels(code=str(code) if code else "<error>", method=method, host=netloc).inc()
 
 
-#: One informer's liveness for :class:`InformerMetrics`: (name, seconds since heard or None, stale).
-InformerLiveness = tuple[str, float | None, bool]
+#: One informer's liveness for :class:`InformerMetrics`: (name, seconds since heard or None, stale,
+#: refused by the operator's role).
+InformerLiveness = tuple[str, float | None, bool, bool]
 
 
 class InformerMetrics(Collector):
     """``aiplane_informer_last_heard_seconds{informer}`` (seconds since the informer last heard from the
     API server: a list, an event or a bookmark) and ``aiplane_informer_stale{informer}`` (1 while that
-    exceeds its bound), computed at scrape time from the source the manager attaches, so a watch that
-    hangs on a dead connection still shows up (nothing has to run to update them)."""
+    exceeds its bound) and ``aiplane_informer_forbidden{informer}`` (1 while its list or watch is refused
+    with 403: the operator's role lacks a permission, and the controllers needing it wait), computed at
+    scrape time from the source the manager attaches, so a watch that hangs on a dead connection still
+    shows up (nothing has to run to update them)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self._source: Callable[[], Iterable[InformerLiveness]] | None = None
@@ -370,16 +373,23 @@ class InformerMetrics(Collector):
             "1 while the informer has heard nothing from the API server for longer than its bound.",
             labels=("informer",),
         )
+        forbidden = GaugeMetricFamily(
+            "aiplane_informer_forbidden",
+            "1 while the informer's list or watch is refused (403): the operator's role lacks a permission.",
+            labels=("informer",),
+        )
         seen: set[str] = set()
-        for name, silence, is_stale in self._source() if self._source is not None else ():
+        for name, silence, is_stale, refused in self._source() if self._source is not None else ():
             if name in seen:
                 continue
             seen.add(name)
             if silence is not None:
                 heard.add_metric((name,), silence)
             stale.add_metric((name,), 1.0 if is_stale else 0.0)
+            forbidden.add_metric((name,), 1.0 if refused else 0.0)
         yield heard
         yield stale
+        yield forbidden
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

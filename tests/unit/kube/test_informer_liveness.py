@@ -48,7 +48,7 @@ async def test_a_silent_watch_turns_stale_then_is_abandoned_and_relisted() -> No
         client, NODES, watch_idle_timeout=0.4, stale_after=0.2, backoff=Backoff(initial=0.001, cap=0.01)
     )
     metrics = Metrics(process_collectors=False)
-    metrics.informers.attach(lambda: [(informer.name, informer.silence(), informer.stale)])
+    metrics.informers.attach(lambda: [(informer.name, informer.silence(), informer.stale, False)])
     informer.start()
     try:
         assert await informer.wait_synced(2)
