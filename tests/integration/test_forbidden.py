@@ -278,3 +278,39 @@ async def test_a_forbidden_node_update_shows_on_the_node_partitioning_until_the_
         return phase == "Completed" and not any(_permission_denied(n) for n in items)
 
     await eventually(completed, timeout=20, what="the rollout completes and the condition is gone")
+
+
+async def test_a_refused_watch_keeps_readyz_failing_until_the_role_is_fixed(start: Any) -> None:
+    """The list is allowed and the watch is not: the informer lists between refused watches, which must
+    not read as recovered (readiness does not flap), and a fixed role is picked up."""
+    world = await start(
+        _without_verb("watch", "configmaps", ""),
+        profile_controller.setup,
+        cache_sync_timeout=0.3,
+        informer_backoff=lambda: Backoff(initial=0.05, cap=0.2),
+        health_probe_bind_address="127.0.0.1:0",
+    )
+    await asyncio.wait_for(world.manager.serving.wait(), 5)
+    port = world.manager.health_port
+    assert port is not None
+
+    async def refused() -> str | None:
+        status, body = await _get(port, "/readyz/forbidden")
+        return body if status == 500 else None
+
+    body = await eventually(refused, what="/readyz/forbidden fails")
+    assert 'watch on "configmaps" in API group "" in namespace "kube-amd-gpu"' in body
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:  # a window across several list-then-refused-watch rounds
+        assert await refused(), "readiness flapped to ok while the watch is still refused"
+        await asyncio.sleep(0.05)
+    assert world.denied("watch", "configmaps") >= 2  # it did list and retry the watch meanwhile
+
+    world.restore()
+    assert await eventually(
+        lambda: _ok(port), timeout=10, what="/readyz/forbidden ok once the watch is allowed"
+    )
+
+
+async def _ok(port: int) -> bool:
+    return await _get(port, "/readyz/forbidden") == (200, "ok")

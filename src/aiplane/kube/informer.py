@@ -240,7 +240,8 @@ class Informer:
         self.last_heard: float | None = None
         self._stale_logged = False
         self._sleep = sleep
-        #: What the last list or watch was refused (403), until a list succeeds again.
+        #: What the last list or watch was refused (403), until a list (for a refused list) or a watch
+        #: event (for a refused watch: a list that succeeds between refused watches does not clear it).
         self.forbidden: MissingPermission | None = None
         self._forbidden_reports = ReportLimiter()
         self._handlers: tuple[HandlerRegistration, ...] = ()
@@ -494,6 +495,9 @@ class Informer:
         )
         started = loop.time()
         received = 0
+        # A refused watch is refused at once (403 on the request): one still open after SHORT_WATCH is
+        # allowed, even on a quiet resource whose first event or bookmark is a minute away.
+        allowed = loop.call_later(SHORT_WATCH, self._watch_allowed)
         # The read deadline: pushed back by every event and bookmark; one timer for the whole stream.
         deadline = asyncio.timeout_at(started + self.watch_idle_timeout)
         try:
@@ -511,6 +515,7 @@ class Informer:
                             raise _GoneError(obj.get("message") or "")
                         raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""), obj)
                     received += 1
+                    self.forbidden = None  # a watch the role refused before is allowed now
                     if kind == "BOOKMARK":
                         self.stats.bookmarks += 1
                     else:
@@ -524,6 +529,7 @@ class Informer:
                 raise _IdleError(f"no event or bookmark for {silence:.1f} s") from exc
             raise
         finally:
+            allowed.cancel()
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
@@ -569,7 +575,8 @@ class Informer:
                     await self._pause(_retry_after(exc))
                     continue
                 need_list = False
-                self.forbidden = None
+                if self.forbidden is not None and self.forbidden.verb != "watch":
+                    self.forbidden = None  # a refused watch stays refused until a watch delivers
             try:
                 healthy = await self._watch()
             except _IdleError as exc:
@@ -598,11 +605,15 @@ class Informer:
                 need_list = True
                 await self._pause()
                 continue
+            self.forbidden = None  # the watch ran and ended normally: the role allows it
             if healthy:
                 self.backoff.reset()
                 self._expired_streak = 0
             else:
                 await self._pause()  # a very short, empty watch: do not hammer the server
+
+    def _watch_allowed(self) -> None:
+        self.forbidden = None
 
     def _report(self, what: str, exc: BaseException) -> None:
         """A failed list or watch: a warning, except a 403 (the role lacks a permission, which retries

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from aiplane.api.registry import RESOURCES
-from aiplane.kube.client import ApiError
+from aiplane.kube.client import JSON, ApiError, KubeClient
 from aiplane.kube.forbidden import (
     PERMISSION_DENIED,
     MissingPermission,
@@ -15,7 +17,9 @@ from aiplane.kube.forbidden import (
     accepts_permission_condition,
     missing_permission,
 )
+from aiplane.kube.informer import Backoff, Informer
 from aiplane.kube.resources import NODES, Resource
+from tests.polling import eventually
 
 SA = "system:serviceaccount:aiplane-system:aiplane"
 
@@ -128,3 +132,52 @@ async def test_a_refused_status_write_is_not_retried_within_the_interval() -> No
     client.error = ApiError(409, "Conflict", "the object has been modified")
     assert await conditions.set(_np(), NODE_UPDATE) == "failed"
     assert len(client.patches) == 2
+
+
+class _RefusedWatchClient(KubeClient):
+    """Lists are allowed; watches are refused (403) until ``allowed``, then accepted and quiet."""
+
+    def __init__(self) -> None:
+        self.allowed = False
+        #: What the informer reported as refused when each watch was opened.
+        self.seen: list[MissingPermission | None] = []
+        self.informer: Informer | None = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        retry_throttled: bool = True,
+    ) -> dict[str, Any]:
+        return {"items": [], "metadata": {"resourceVersion": "1"}}
+
+    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+        assert self.informer is not None
+        self.seen.append(self.informer.forbidden)
+        if not self.allowed:
+            message = f'nodes is forbidden: User "{SA}" cannot watch resource "nodes" in API group "" at the cluster scope'
+            raise ApiError(403, "Forbidden", message)
+        await asyncio.Event().wait()  # accepted; a quiet resource: no event for a long while
+        yield {}  # never reached
+
+
+async def test_a_refused_watch_stays_reported_across_the_lists_between_and_clears_once_allowed() -> None:
+    client = _RefusedWatchClient()
+    informer = client.informer = Informer(client, NODES, backoff=Backoff(initial=0.001, cap=0.01))
+    informer.start()
+    try:
+        await eventually(lambda: len(client.seen) >= 5, what="watch retries")
+        # Every watch after the first refusal was opened with the refusal still reported, although a
+        # list succeeded before each one (readiness and the metric would flap otherwise).
+        assert informer.forbidden is not None and informer.forbidden.verb == "watch"
+        assert all(seen is not None and seen.verb == "watch" for seen in client.seen[1:])
+        client.allowed = True
+        await eventually(
+            lambda: informer.forbidden is None, timeout=5, what="cleared once a watch stays open"
+        )
+    finally:
+        await informer.stop()
