@@ -1,7 +1,7 @@
 """The demo's headline: repartition a serving pool under live inference.
 
 The example ModelInfer serves on the MI300X inference pool (CPX, after the partitioning section);
-the PartitioningPlan is edited to take the pool back to SPX. The plan drains up to ``maxParallel``
+the PartitioningPlan is edited to take the pool to SPX, then back to CPX (CPX ↔ SPX). The plan drains up to ``maxParallel``
 nodes at once, through the Eviction API; the ModelInfer controller keeps one PodDisruptionBudget per
 InferGroup and releases groups only within ``replicas - maxUnavailable``. The floor is measured on
 every committed pod change (:class:`~aiplane.demo.serving.FloorWatch`), shown live beside the
@@ -85,17 +85,19 @@ def floor_summary(floor: FloorWatch, mi_key: str) -> Table:
     return table
 
 
-async def live_repartition_section(
+async def _leg(
     cluster: EmbeddedCluster,
     client: InMemoryKubeClient,
     operator: InMemoryKubeClient,
     opts: DemoOptions,
     console: Console,
+    plan: dict[str, Any],
+    target: str,
+    floor: FloorWatch,
+    groups: ModelInferWatch,
+    mi_key: str,
 ) -> bool:
-    plan = load_manifests(opts.examples / "partitioning-plan.yaml")[0]
-    doc = load_manifests(opts.examples / "modelinfer-1p2d.yaml")[0]
-    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
-    mi_key = f"{namespace}/{name}"
+    """One edit of the plan (the inference pool to ``target``) rolled out while the ModelInfer serves."""
     rollout = plan["spec"].get("rollout") or {}
     watch = RolloutWatch(
         plan=plan["metadata"]["name"],
@@ -104,33 +106,12 @@ async def live_repartition_section(
     )
     store = cluster.server.store
     watch.seed((await client.list(NODES))["items"], (await client.list(PODS))["items"], store.items(NP_KEY))
-    groups = ModelInferWatch(namespace, name)
-    groups.mi = store.get(MI_KEY, namespace, name)
-    groups.pods = {
-        objects.name(p): p
-        for p in store.items(POD_KEY, namespace)
-        if objects.labels(p).get(LABEL_NAME) == name
-    }
-    floor = FloorWatch(namespace=namespace)
-    floor.seed(store)
-    tracked = floor.track([mi_key])
-    console.rule("[bold]3. Repartition the serving pool under live inference")
-    console.print(
-        f"{mi_key} serves on the inference pool ({FROM}). The plan [bold]{watch.plan}[/] now takes the pool "
-        f"back to {BACK_TO} while it serves: up to {watch.max_parallel} nodes drain at once, and the "
-        "ModelInfer's per-group PodDisruptionBudgets let a drain take only what keeps "
-        f"[bold]{floor.floor(mi_key)}[/] of {objects.spec(floor.mis.get(mi_key)).get('replicas')} groups "
-        "(replicas - maxUnavailable) available — measured on every committed pod change."
-    )
-    if not tracked:
-        console.print(f"[bold red]{mi_key} is not fully available: there is no floor to keep[/]")
-        return False
-    for listener in (watch, groups, floor):
-        store.subscribe(listener)
+    console.print(f"\nThe inference pool to [bold]{target}[/] under {mi_key}:")
+    store.subscribe(watch)
     try:
         operator.reset_counts()
         watch.started = groups.started = time.monotonic()
-        await apply_all(client, [plan_to(plan, BACK_TO)])
+        await apply_all(client, [plan_to(plan, target)])
 
         def render() -> Group:
             return Group(watch.render(), floor.render(mi_key), groups.render())
@@ -143,11 +124,9 @@ async def live_repartition_section(
             finished = await until(done, opts.timeout, live, render)
         writes, quiet = await writes_then_quiet(operator, opts)
     finally:
-        for listener in (watch, groups, floor):
-            store.unsubscribe(listener)
+        store.unsubscribe(watch)
     console.print()
     console.print(watch.summary(writes, quiet, opts.quiet_seconds))
-    console.print(floor_summary(floor, mi_key))
     gpus = _inference_gpus((await client.list(NODES))["items"])
     ok = (
         finished
@@ -162,5 +141,56 @@ async def live_repartition_section(
         reason = "timed out" if not finished else f"plan {watch.phase}, inference pool {gpus}"
         if not floor.kept(mi_key):
             reason = f"the serving floor was broken: {floor.breaches[0] if floor.breaches else 'not tracked'}"
-        console.print(f"[bold red]the live repartitioning did not complete cleanly ({reason})[/]")
+        console.print(f"[bold red]the live repartitioning to {target} did not complete cleanly ({reason})[/]")
+    return ok
+
+
+async def live_repartition_section(
+    cluster: EmbeddedCluster,
+    client: InMemoryKubeClient,
+    operator: InMemoryKubeClient,
+    opts: DemoOptions,
+    console: Console,
+) -> bool:
+    """CPX → SPX, then back to CPX, both under the live ModelInfer; the floor measured throughout."""
+    plan = load_manifests(opts.examples / "partitioning-plan.yaml")[0]
+    doc = load_manifests(opts.examples / "modelinfer-1p2d.yaml")[0]
+    namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
+    mi_key = f"{namespace}/{name}"
+    rollout = plan["spec"].get("rollout") or {}
+    store = cluster.server.store
+    groups = ModelInferWatch(namespace, name)
+    groups.mi = store.get(MI_KEY, namespace, name)
+    groups.pods = {
+        objects.name(p): p
+        for p in store.items(POD_KEY, namespace)
+        if objects.labels(p).get(LABEL_NAME) == name
+    }
+    floor = FloorWatch(namespace=namespace)
+    floor.seed(store)
+    tracked = floor.track([mi_key])
+    console.rule("[bold]3. Repartition the serving pool under live inference")
+    console.print(
+        f"{mi_key} serves on the inference pool ({FROM}). The plan [bold]{plan['metadata']['name']}[/] "
+        f"takes the pool to {BACK_TO} and back to {FROM} while it serves: up to "
+        f"{rollout.get('maxParallel', 1)} nodes drain at once, and the ModelInfer's per-group "
+        "PodDisruptionBudgets let a drain take only what keeps "
+        f"[bold]{floor.floor(mi_key)}[/] of {objects.spec(floor.mis.get(mi_key)).get('replicas')} groups "
+        "(replicas - maxUnavailable) available — measured on every committed pod change."
+    )
+    if not tracked:
+        console.print(f"[bold red]{mi_key} is not fully available: there is no floor to keep[/]")
+        return False
+    for listener in (groups, floor):
+        store.subscribe(listener)
+    try:
+        ok = True
+        for target in (BACK_TO, FROM):
+            ok = await _leg(cluster, client, operator, opts, console, plan, target, floor, groups, mi_key)
+            if not ok:
+                break
+    finally:
+        for listener in (groups, floor):
+            store.unsubscribe(listener)
+    console.print(floor_summary(floor, mi_key))
     return ok
