@@ -32,6 +32,7 @@ from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests.chaos.invariants import Checker, operator_writes
+from tests.chaos.network import NetworkChaos, start_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -126,7 +127,13 @@ class Operator:
             "0",
         ]
         if self.leader_elect:
-            args += ["--leader-elect", "--leader-election-namespace", "default", "--leader-election-id", "chaos"]
+            args += [
+                "--leader-elect",
+                "--leader-election-namespace",
+                "default",
+                "--leader-election-id",
+                "chaos",
+            ]
             args += list(LEASE_TIMING)
         with self.log.open("ab") as stderr:
             self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -271,7 +278,9 @@ async def apply(client: InMemoryKubeClient, docs: Sequence[dict[str, Any]]) -> N
     """Server-side apply, as ``kubectl apply --server-side --force-conflicts`` would."""
     for doc in docs:
         res = resource_for(doc["apiVersion"], doc["kind"])
-        await retrying(lambda res=res, doc=doc: client.apply(res, doc, field_manager=FIELD_MANAGER, force=True))
+        await retrying(
+            lambda res=res, doc=doc: client.apply(res, doc, field_manager=FIELD_MANAGER, force=True)
+        )
 
 
 @dataclass
@@ -284,6 +293,7 @@ class World:
     rng: random.Random
     figures: Figures
     checkers: list[Checker] = field(default_factory=list)
+    network: NetworkChaos | None = None
 
     def watch(self, *checkers: Checker) -> None:
         for checker in checkers:
@@ -291,7 +301,7 @@ class World:
             self.cluster.server.store.subscribe(checker)
 
     def monkey(self, kinds: Sequence[str], **kw: Any) -> Monkey:
-        return Monkey(self.rng, self.cluster, self.operators, kinds, self.figures, **kw)
+        return Monkey(self.rng, self.cluster, self.operators, kinds, self.figures, network=self.network, **kw)
 
     async def under_chaos(
         self, monkey: Monkey, done: Callable[[], bool], timeout: float, min_faults: int = 0
@@ -337,24 +347,43 @@ class World:
 
 @contextlib.asynccontextmanager
 async def world(
-    tmp: Path, seed: int, fleet: Fleet, *, replicas: int = 1, leader_elect: bool = False
+    tmp: Path,
+    seed: int,
+    fleet: Fleet,
+    *,
+    replicas: int = 1,
+    leader_elect: bool = False,
+    proxied: bool = False,
 ) -> AsyncIterator[World]:
-    """A started cluster (agents on, fast timers) with ``replicas`` operators out of process."""
+    """A started cluster (agents on, fast timers) with ``replicas`` operators out of process; with
+    ``proxied`` they reach it through the chaos proxy (the network fault kinds)."""
     cluster = EmbeddedCluster(fleet=fleet, agents=True, ready_delay=0.05, dcm_delay=0.2)
-    await cluster.start()
+    url = await cluster.start()
     kubeconfig = tmp / "kubeconfig"
-    cluster.write_kubeconfig(kubeconfig)
+    network = None
+    if proxied:
+        proxy = await start_proxy(url)
+        network = NetworkChaos(proxy)
+        config = cluster.kubeconfig()
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+        cluster.write_kubeconfig(kubeconfig, config)
+    else:
+        cluster.write_kubeconfig(kubeconfig)
     client = InMemoryKubeClient.for_cluster(cluster)
-    operators = Operators([Operator(kubeconfig, tmp / f"operator-{i}.log", i, leader_elect) for i in range(replicas)])
+    operators = Operators(
+        [Operator(kubeconfig, tmp / f"operator-{i}.log", i, leader_elect) for i in range(replicas)]
+    )
     operators.start()
     supervisor = asyncio.create_task(operators.supervise())
     try:
-        yield World(cluster, client, operators, random.Random(seed), Figures(seed))
+        yield World(cluster, client, operators, random.Random(seed), Figures(seed), network=network)
     finally:
         supervisor.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await supervisor
         operators.stop()
+        if network is not None:
+            await network.proxy.stop()
         await client.close()
         await cluster.stop()
 

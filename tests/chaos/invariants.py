@@ -95,7 +95,10 @@ class PartitioningInvariants(Checker):
         self.name = self.name or f"partitioning {self.plan}"
 
     def __call__(self, event: Event) -> None:
-        if event.key != NP_KEY or objects.labels(event.obj).get("infrastructure.silogen.ai/plan") != self.plan:
+        if (
+            event.key != NP_KEY
+            or objects.labels(event.obj).get("infrastructure.silogen.ai/plan") != self.plan
+        ):
             return
         self.checks += 1
         np_name = objects.name(event.obj)
@@ -165,7 +168,7 @@ class PartitioningInvariants(Checker):
 
 @dataclass
 class ServingInvariants(Checker):
-    """ModelInfers' serving floors (replicas − maxUnavailable available groups) on every pod change,
+    """ModelInfers' serving floors (replicas - maxUnavailable available groups) on every pod change,
     drains of their pool included; end state: every group available on the update revision."""
 
     namespace: str | None = None
@@ -289,11 +292,15 @@ class RequestInvariants(Checker):
         self.checks = self.graph_checker.checks + len(self.watch.states)
         for state in self.watch.states[states:]:
             if state == "Failed":
-                self.violate(f"Failed on a transient fault: {objects.status(self.watch.request).get('conditions')}")
+                self.violate(
+                    f"Failed on a transient fault: {objects.status(self.watch.request).get('conditions')}"
+                )
 
     def problems(self, store: Store) -> list[str]:
         assert self.watch is not None and self.graph_checker is not None
-        problems = [] if self.watch.state == "Ready" else [f"{self.name}: ended {self.watch.state!r}, not Ready"]
+        problems = (
+            [] if self.watch.state == "Ready" else [f"{self.name}: ended {self.watch.state!r}, not Ready"]
+        )
         deployed = objects.status(self.watch.request).get("deployment") or {}
         if deployed.get("name") != self.graph:
             problems.append(f"{self.name}: status.deployment {deployed}, not graph {self.graph}")
@@ -319,12 +326,15 @@ class PlatformInvariants(Checker):
         problems = []
         queue = store.get(CLUSTERQUEUE_KEY, "", self.queue)
         want = sum(
-            int(str((objects.status(n).get("allocatable") or {}).get(GPU, "0"))) for n in store.items(NODE_KEY)
+            int(str((objects.status(n).get("allocatable") or {}).get(GPU, "0")))
+            for n in store.items(NODE_KEY)
         )
         if queue is None or gpu_quota(queue) != want:
             problems.append(f"ClusterQueue {self.queue} quota {gpu_quota(queue)} != {want} {GPU} allocatable")
         if self.decorated_namespace is not None:
-            pods = [p for p in store.items(POD_KEY, self.decorated_namespace) if objects.labels(p).get(LABEL_NAME)]
+            pods = [
+                p for p in store.items(POD_KEY, self.decorated_namespace) if objects.labels(p).get(LABEL_NAME)
+            ]
             carrying, _, pulls = credential_refs(pods)
             if carrying != len(pods):
                 problems.append(f"{len(pods) - carrying} of {len(pods)} pods without the credentials")

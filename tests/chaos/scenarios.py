@@ -59,7 +59,12 @@ async def _settle(world: World, checkers: Sequence[Checker], quiet: float) -> No
 
 
 async def serving_campaign(
-    world: World, kinds: Sequence[str], *, rounds: int = 1, timeout: float = 60.0, quiet: float = 2.0,
+    world: World,
+    kinds: Sequence[str],
+    *,
+    rounds: int = 1,
+    timeout: float = 60.0,
+    quiet: float = 2.0,
     min_faults: int = 3,
 ) -> None:
     """Partitioning + ModelInfer + KaiwoConfig + AIMNamespaceConfig: the ModelInfer serves on the
@@ -74,7 +79,9 @@ async def serving_campaign(
     serving.seed(store)
     platform = PlatformInvariants(queue="kaiwo", decorated_namespace=NS, pull_secret="aim-registry-creds")
     world.watch(partitioning, serving, platform)
-    await apply(client, load("kaiwoconfig.yaml") + load("partition-profiles.yaml") + load("aimnamespaceconfig.yaml"))
+    await apply(
+        client, load("kaiwoconfig.yaml") + load("partition-profiles.yaml") + load("aimnamespaceconfig.yaml")
+    )
     await apply(client, [mi])
     await _converge(world, kinds, "ModelInfer up", lambda: not serving.problems(store), timeout, 1)
     serving.track()
@@ -101,7 +108,6 @@ async def dynamo_campaign(
 ) -> None:
     """A DynamoGraphDeployment created and its decode worker's image changed, then deleted; a
     DynamoGraphDeploymentRequest planned and applied: each under faults."""
-    store = world.cluster.server.store
     client = world.client
     await retrying(lambda: client.apply(NAMESPACES, _namespace(), field_manager="chaos", force=True))
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret", "namespace": NS}}
@@ -122,12 +128,19 @@ async def dynamo_campaign(
     await apply(client, [changed])
     watch = graph.watch
     await _converge(
-        world, kinds, "graph image change", lambda: watch.converged(image=image, component=DECODE), timeout, min_faults
+        world,
+        kinds,
+        "graph image change",
+        lambda: watch.converged(image=image, component=DECODE),
+        timeout,
+        min_faults,
     )
     world.figures.rollouts += 1
     await _settle(world, [graph], quiet)
     await retrying(lambda: _delete(world, name))
-    await world.under_chaos(world.monkey(()), lambda: graph.watch is not None and not graph.watch.pods, timeout)
+    await world.under_chaos(
+        world.monkey(()), lambda: graph.watch is not None and not graph.watch.pods, timeout
+    )
     world.checkers.remove(graph)
     world.cluster.server.store.unsubscribe(graph)
     world.figures.add([graph])

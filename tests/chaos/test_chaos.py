@@ -23,19 +23,21 @@ def _rounds(share: float, per_round: float) -> int:
 
 
 @pytest.mark.parametrize("seed", seeds(1))
-async def test_partitioning_and_serving_survive_kills_pauses_and_api_storms(tmp_path: Path, seed: int) -> None:
+async def test_partitioning_and_serving_survive_kills_pauses_and_api_storms(
+    tmp_path: Path, seed: int
+) -> None:
     async with world(tmp_path, seed, mi300x_fleet(inference=4, training=1)) as w:
         await serving_campaign(w, PROCESS_FAULTS + API_FAULTS, rounds=_rounds(SHARE["serving"], 30))
-        print(w.figures, dict(w.operators.exits))
         assert w.figures.violations == [], w.report()
         assert sum(w.figures.faults.values()) >= 3, w.report()
 
 
 @pytest.mark.parametrize("seed", seeds(1))
-async def test_dynamo_graph_and_request_survive_kills_pauses_and_api_storms(tmp_path: Path, seed: int) -> None:
+async def test_dynamo_graph_and_request_survive_kills_pauses_and_api_storms(
+    tmp_path: Path, seed: int
+) -> None:
     async with world(tmp_path, seed, mi300x_fleet(inference=0, h100=2)) as w:
         await dynamo_campaign(w, PROCESS_FAULTS + API_FAULTS)
-        print(w.figures, dict(w.operators.exits))
         assert w.figures.violations == [], w.report()
 
 
@@ -43,7 +45,8 @@ async def test_dynamo_graph_and_request_survive_kills_pauses_and_api_storms(tmp_
 async def test_two_leader_elected_operators_killed_and_paused_keep_every_invariant(
     tmp_path: Path, seed: int
 ) -> None:
-    async with world(tmp_path, seed, mi300x_fleet(inference=4, training=1), replicas=2, leader_elect=True) as w:
-        await serving_campaign(w, PROCESS_FAULTS + ("storm-500", "watch-close"), timeout=90)
-        print(w.figures, dict(w.operators.exits))
+    async with world(
+        tmp_path, seed, mi300x_fleet(inference=4, training=1), replicas=2, leader_elect=True
+    ) as w:
+        await serving_campaign(w, (*PROCESS_FAULTS, "storm-500", "watch-close"), timeout=90)
         assert w.figures.violations == [], w.report()
