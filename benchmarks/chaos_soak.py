@@ -82,6 +82,8 @@ async def soak(minutes: float, seed: int, rounds: int, campaigns: tuple[str, ...
             f"{figures.rollouts} rollouts, {figures.checks} checks, {len(figures.violations)} violations",
             flush=True,
         )
+        for text in figures.violations[:5]:
+            print(f"    {text[:300]}", flush=True)
     elapsed = time.monotonic() - began
     print()
     figure("soak", f"{elapsed / 60:.1f}", "min", f"{runs} campaigns, soak seed {seed}")

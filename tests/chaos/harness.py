@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import random
 import signal
@@ -99,6 +100,17 @@ def mi300x_fleet(inference: int, training: int = 0, h100: int = 0) -> Fleet:
     return Fleet(nodePools=pools)
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, SIGKILL it when the harness dies (a killed soak or test
+    run must not leave operators behind, retrying against a cluster that is gone). Only the prctl
+    syscall runs in the child (libc was loaded before the fork): nothing that takes a lock."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class Operator:
     """One ``aiplane run`` process; restarted by :class:`Operators` whenever it exits."""
 
@@ -136,7 +148,13 @@ class Operator:
             ]
             args += list(LEASE_TIMING)
         with self.log.open("ab") as stderr:
-            self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+            self.proc = subprocess.Popen(
+                args,
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 (see _die_with_parent)
+            )
         self.starts += 1
         self.paused = False
 
@@ -311,8 +329,11 @@ class World:
         stop = asyncio.Event()
         task = asyncio.create_task(monkey.run(stop))
         end = time.monotonic() + timeout
+        base = sum(self.figures.faults.values())
         try:
-            while time.monotonic() < end and not (done() and sum(self.figures.faults.values()) >= min_faults):
+            while time.monotonic() < end and not (
+                done() and sum(self.figures.faults.values()) - base >= min_faults
+            ):
                 await asyncio.sleep(0.1)
         finally:
             stop.set()

@@ -111,7 +111,8 @@ class PartitioningInvariants(Checker):
         self.phases[np_name] = phase
         if phase == "Draining" and before != "Draining" and (np_name, desired) in self.succeeded:
             self.violate(f"{np_name} drained again after Succeeded (desiredHash {desired}, rv {event.rv})")
-        if phase == "Succeeded":
+        # Succeeded for THIS desiredHash (a new spec briefly shows the last one's Succeeded).
+        if phase == "Succeeded" and objects.status(event.obj).get("currentHash") == desired:
             self.succeeded.add((np_name, desired))
         if phase == "Failed" and before != "Failed":
             message = objects.status(event.obj).get("message") or objects.status(event.obj).get("conditions")
