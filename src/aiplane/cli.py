@@ -462,6 +462,14 @@ def run(
     kube_api_burst: Annotated[
         int, typer.Option(metavar="N", help="Client-side API request burst.", min=1)
     ] = 400,
+    kube_api_request_timeout: Annotated[
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            help="Deadline of each API request other than a watch (0: none; docs/architecture.md).",
+            min=0,
+        ),
+    ] = 30.0,
     dcm_config: Annotated[
         str,
         typer.Option(
@@ -568,6 +576,7 @@ def run(
             max_concurrent_reconciles=max_concurrent_reconciles,
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
+            kube_api_request_timeout=kube_api_request_timeout,
             dcm_config=dcm_config,
             drain_timeout=drain_timeout,
             operator_timeout=operator_timeout,

@@ -75,6 +75,8 @@ class RunOptions:
     #: API server's priority and fairness is the real protection; this only stops a runaway loop.
     kube_api_qps: float = 200.0
     kube_api_burst: int = 400
+    #: Deadline of each non-watch request (0: none); see ``aiplane.kube.client`` (liveness).
+    kube_api_request_timeout: float = 30.0
     shutdown_timeout: float = 30.0
     log_level: str = "info"
     # Dynamo (upstream's operator flags of the same names; controllers/dynamo/options.py)
@@ -158,10 +160,14 @@ def leader_election_namespace(options: RunOptions) -> str:
 async def build_client(options: RunOptions, metrics: Metrics) -> HttpKubeClient:
     """kubeconfig flag → in-cluster → default kubeconfig; ``observer`` feeds ``rest_client_requests_total``."""
     observer = metrics.rest_client.observe
+    timeout = options.kube_api_request_timeout or None
     if options.kubeconfig is None and in_cluster():
         try:
             return HttpKubeClient.in_cluster(
-                observer=observer, qps=options.kube_api_qps, burst=options.kube_api_burst
+                observer=observer,
+                qps=options.kube_api_qps,
+                burst=options.kube_api_burst,
+                request_timeout=timeout,
             )
         except Exception as exc:
             raise UsageError(f"in-cluster configuration failed: {exc}") from exc
@@ -174,6 +180,7 @@ async def build_client(options: RunOptions, metrics: Metrics) -> HttpKubeClient:
             observer=observer,
             qps=options.kube_api_qps,
             burst=options.kube_api_burst,
+            request_timeout=timeout,
         )
     except Exception as exc:
         where = ", ".join(str(p) for p in paths)

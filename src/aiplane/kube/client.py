@@ -7,6 +7,15 @@ client-go) and retries 429s after the server's Retry-After. kubernetes_asyncio p
 at — kubeconfig and in-cluster configuration, credentials (including exec plugins and refresh), TLS — and
 its aiohttp session is the transport.
 
+**Liveness** (issue 16): a connection can die without closing (a NAT or conntrack entry dropped, a load
+balancer failing over: the packets go nowhere, no RST comes back), and a client waiting on it waits
+forever. So every ordinary request has a deadline (``request_timeout``, default 30 s; client-go and
+kubectl have none by default and rely on kube-apiserver ending a request after 60 s, which never reaches
+a client on a dead connection), with its own connect deadline (``connect_timeout``, 10 s), and every socket has TCP keepalive (idle 30 s,
+then 3 probes 10 s apart: a dead peer is found in about a minute even on an idle pooled connection).
+A watch has no total deadline (it is meant to stay open); its read deadline is the informer's (no event
+and no bookmark within a bound: see :mod:`aiplane.kube.informer`).
+
 Two implementations share every verb: :class:`HttpKubeClient` (a real or embedded API server) and
 ``InMemoryKubeClient`` (``aiplane.sim.client``: the embedded server's verbs without HTTP, for fast tests).
 """
@@ -15,8 +24,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import socket
+import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 from urllib.parse import urlencode
 
 import aiohttp
@@ -31,6 +43,40 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 PATCH_TYPES = {"merge": MERGE_PATCH, "json": JSON_PATCH, "strategic": STRATEGIC_PATCH, "apply": APPLY_PATCH}
+
+#: Deadlines of an ordinary request (seconds): the whole request, and the TCP/TLS connect within it.
+DEFAULT_REQUEST_TIMEOUT: Final = 30.0
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+
+
+@dataclass(frozen=True)
+class TcpKeepalive:
+    """TCP keepalive on every API connection: probe after ``idle`` quiet seconds, every ``interval``
+    seconds, give up after ``count`` unanswered probes (the kernel then fails the socket, and whatever
+    waits on it gets an error instead of waiting forever)."""
+
+    idle: int = 30
+    interval: int = 10
+    count: int = 3
+
+    def configure(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        idle_option = getattr(socket, "TCP_KEEPIDLE", None) or getattr(socket, "TCP_KEEPALIVE", None)
+        for option, value in (
+            (idle_option, self.idle),
+            (getattr(socket, "TCP_KEEPINTVL", None), self.interval),
+            (getattr(socket, "TCP_KEEPCNT", None), self.count),
+        ):
+            if option is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+    def socket_factory(self, addr_info: tuple[Any, ...]) -> socket.socket:
+        """aiohttp's ``TCPConnector(socket_factory=...)``: a new socket with keepalive set."""
+        family, type_, proto = addr_info[0], addr_info[1], addr_info[2]
+        sock = socket.socket(family=family, type=type_, proto=proto)
+        self.configure(sock)
+        return sock
+
 
 #: Called after every request with (verb, HTTP status or 0 for a transport error, host).
 RequestObserver = Callable[[str, int, str], None]
@@ -349,8 +395,23 @@ def _kubernetes_config() -> tuple[Any, Any]:
     return config, Configuration()
 
 
+def _ssl_context(configuration: Any) -> ssl.SSLContext:
+    """The TLS settings kubernetes_asyncio's ``RESTClientObject`` derives from a ``Configuration``."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if getattr(configuration, "disable_strict_ssl_verification", False):
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
+
+
 class HttpKubeClient(KubeClient):
-    """The client for a real API server (or ``aiplane sim``), over kubernetes_asyncio's aiohttp session."""
+    """The client for a real API server (or ``aiplane sim``), over an aiohttp session configured as
+    kubernetes_asyncio's (TLS, pool size, read buffer), plus deadlines and TCP keepalive (module
+    docstring). ``request_timeout``/``connect_timeout`` of ``None`` disable that deadline."""
 
     def __init__(
         self,
@@ -361,14 +422,22 @@ class HttpKubeClient(KubeClient):
         max_throttle_retries: int = 5,
         observer: RequestObserver | None = None,
         user_agent: str = "aiplane",
+        request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        keepalive: TcpKeepalive | None = TcpKeepalive(),
     ) -> None:
-        # kubernetes_asyncio costs ~0.4 s to import; only a client that really talks HTTP pays it, not the
-        # in-memory client, the simulator or a controller's unit tests, which share this module.
-        from kubernetes_asyncio.client.rest import RESTClientObject  # noqa: PLC0415
-
         self.configuration = configuration
-        self._rest = RESTClientObject(configuration)
-        self._session = self._rest.pool_manager
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        connector = aiohttp.TCPConnector(
+            limit=configuration.connection_pool_maxsize,
+            ssl=_ssl_context(configuration),
+            socket_factory=keepalive.socket_factory if keepalive is not None else None,
+        )
+        # Watch events of large objects exceed aiohttp's default read buffer (etcd allows 1.5 MiB).
+        self._session = aiohttp.ClientSession(connector=connector, trust_env=True, read_bufsize=2**21)
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout, sock_connect=connect_timeout)
+        self._watch_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=None)
         self._host = str(configuration.host).rstrip("/")
         self._bucket = TokenBucket(qps, burst) if qps != float("inf") else None
         self._max_retries = max_throttle_retries
@@ -394,7 +463,7 @@ class HttpKubeClient(KubeClient):
         return self._host
 
     async def close(self) -> None:
-        await self._rest.close()
+        await self._session.close()
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": JSON, "User-Agent": self._user_agent}
@@ -428,14 +497,21 @@ class HttpKubeClient(KubeClient):
                 await self._bucket.acquire()
             headers = await self._headers(content_type if data is not None else None)
             try:
-                async with self._session.request(method, url, data=data, headers=headers) as resp:
+                async with self._session.request(
+                    method, url, data=data, headers=headers, timeout=self._timeout
+                ) as resp:
                     raw = await resp.read()
                     self._observe(method, resp.status)
                     if resp.status < 400:
                         decoded = orjson.loads(raw) if raw else {}
                         return decoded if isinstance(decoded, dict) else {"items": decoded}
                     error = ApiError.from_response(resp.status, raw, resp.headers)
-            except (TimeoutError, aiohttp.ClientError) as exc:
+            except TimeoutError as exc:  # aiohttp's ServerTimeoutError is one too
+                self._observe(method, 0)
+                raise ApiError(
+                    0, "Timeout", f"{method} {path}: no answer within {self.request_timeout} s"
+                ) from exc
+            except aiohttp.ClientError as exc:
                 self._observe(method, 0)
                 raise ApiError(0, "ConnectionError", f"{method} {path}: {type(exc).__name__}: {exc}") from exc
             if error.too_many_requests and retry_throttled and attempt < self._max_retries:
@@ -449,9 +525,8 @@ class HttpKubeClient(KubeClient):
         if self._bucket is not None:
             await self._bucket.acquire()
         headers = await self._headers(None)
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
         try:
-            async with self._session.get(url, headers=headers, timeout=timeout) as resp:
+            async with self._session.get(url, headers=headers, timeout=self._watch_timeout) as resp:
                 self._observe("WATCH", resp.status)
                 if resp.status >= 400:
                     raise ApiError.from_response(resp.status, await resp.read(), resp.headers)

@@ -7,7 +7,9 @@ function reads current state from the caches, so a burst of events for one objec
 and an object is never reconciled concurrently with itself (the work queue guarantees it).
 
 Failures never stop a controller: an exception requeues the key with per-item exponential backoff
-(5 ms → 1000 s, combined with a 10 qps/100 burst bucket, client-go's default) and is logged with the
+(5 ms → 1000 s, combined with a 10 qps/100 burst bucket, client-go's default; a controller whose
+pending work holds nodes out of service caps it lower with ``max_backoff``, so that work resumes within
+seconds of an API outage ending rather than up to the outage's length later) and is logged with the
 key; a ``Result(requeue_after=…)`` schedules the next look without counting as a failure. Two kinds
 of failure are told apart, as controller-runtime does:
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,7 +35,7 @@ from aiplane.apimachinery.meta import controller_of
 from aiplane.kube.client import ApiError
 from aiplane.kube.informer import Informer, InformerFactory
 from aiplane.kube.logging import reconcile_context
-from aiplane.kube.ratelimit import default_controller_rate_limiter
+from aiplane.kube.ratelimit import MaxOfRateLimiter, default_controller_rate_limiter
 from aiplane.kube.resources import Resource
 from aiplane.kube.workqueue import NoopMetricsProvider, WorkQueue, WorkQueueMetricsProvider
 
@@ -156,6 +158,7 @@ class ControllerBuilder:
     _sources: list[_Source] = field(default_factory=list)
     _workers: int = 1
     _fixed_workers: str | None = None
+    _max_backoff: float | None = None
 
     def for_(
         self,
@@ -209,10 +212,19 @@ class ControllerBuilder:
         self._fixed_workers = fixed
         return self
 
+    def max_backoff(self, seconds: float) -> ControllerBuilder:
+        """Cap the per-item retry backoff at ``seconds`` (default 1000 s, client-go's)."""
+        if seconds <= 0:
+            raise ValueError("max_backoff must be positive")
+        self._max_backoff = seconds
+        return self
+
     def reconcile(self, fn: Reconciler) -> Controller:
         if self._primary is None:
             raise ValueError(f"controller {self.name}: for_() names no primary kind")
-        controller = Controller(self.name, fn, list(self._sources), self._workers)
+        controller = Controller(
+            self.name, fn, list(self._sources), self._workers, max_backoff=self._max_backoff
+        )
         controller.fixed_workers = self._fixed_workers
         return controller
 
@@ -220,8 +232,18 @@ class ControllerBuilder:
 class Controller:
     """A running controller: informer handlers enqueue requests, N workers reconcile them."""
 
-    def __init__(self, name: str, reconciler: Reconciler, sources: list[_Source], workers: int = 1) -> None:
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler,
+        sources: list[_Source],
+        workers: int = 1,
+        *,
+        max_backoff: float | None = None,
+    ) -> None:
         self.name = name
+        #: The per-item backoff cap (``None``: client-go's 1000 s).
+        self.max_backoff = max_backoff
         self.reconciler = reconciler
         self.sources = sources
         self.max_concurrent = workers
@@ -229,9 +251,14 @@ class Controller:
         self.fixed_workers: str | None = None
         self.observer: ReconcileObserver | None = None
         self.queue_metrics: WorkQueueMetricsProvider = NoopMetricsProvider()
-        self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=default_controller_rate_limiter())
+        self.queue: WorkQueue[Request] = WorkQueue(name, rate_limiter=self._rate_limiter())
         self._informers: list[Informer] = []
         self._log = log.bind(controller=name)
+
+    def _rate_limiter(self) -> MaxOfRateLimiter[Hashable]:
+        if self.max_backoff is None:
+            return default_controller_rate_limiter()
+        return default_controller_rate_limiter(max_delay=self.max_backoff)
 
     @staticmethod
     def build(name: str) -> ControllerBuilder:
@@ -249,9 +276,7 @@ class Controller:
         """Attach to a shared ``InformerFactory``: one handler per source, enqueueing requests."""
         if queue_metrics is not None:
             self.queue_metrics = queue_metrics
-            self.queue = WorkQueue(
-                self.name, rate_limiter=default_controller_rate_limiter(), metrics=queue_metrics
-            )
+            self.queue = WorkQueue(self.name, rate_limiter=self._rate_limiter(), metrics=queue_metrics)
         self.observer = observer
         for source in self.sources:
             informer = informers.informer(

@@ -18,6 +18,16 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
   emitting synthetic ``on_add``, ``on_update`` (only for a changed resourceVersion) and ``on_delete`` for
   exactly the differences (:func:`diff`). So a handler sees every object's state converge to the server's,
   and never the same (key, resourceVersion) twice.
+* **Liveness** (issue 16). A watch whose connection silently died (a NAT entry dropped, a load balancer
+  failed over: no FIN, no RST) would wait forever. Every watch asks for bookmarks, which kube-apiserver
+  sends about once a minute, and has a client-side read deadline, ``watch_idle_timeout`` (default
+  120 s: two bookmark periods): when no event and no bookmark arrived within it, the watch is abandoned
+  and the informer relists (over a new connection; the relist also catches anything the dead stream
+  lost). Each informer remembers when it last heard from the server (:attr:`Informer.last_heard`: a
+  list, an event, a bookmark); one that has heard nothing for ``stale_after`` seconds (default 90 s: a
+  bookmark period and a half) is *stale* (:attr:`Informer.stale`): ``/readyz`` fails naming it, the
+  metric ``aiplane_informer_stale`` says 1, a warning is logged once, and controllers that drain nodes
+  start no new disruption from it (:func:`all_fresh`) until it has heard from the server again.
 * **Backoff.** Failed attempts wait an exponentially growing, jittered delay capped at 30 s (client-go's
   reflector uses 800 ms … 30 s); a watch that delivers events resets it. A 429 re-watches after the
   server's ``Retry-After``; a first 410 relists at once (it is routine, not a failure).
@@ -42,7 +52,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -77,6 +88,7 @@ __all__ = [
     "InformerFactory",
     "InformerStats",
     "UpdateHandler",
+    "all_fresh",
     "diff",
     "namespace_index",
     "object_rv",
@@ -97,6 +109,9 @@ Sleep = Callable[[float], Awaitable[None]]
 #: A watch that ends normally sooner than this without delivering anything counts as a failure
 #: (client-go's "very short watch"), so a server that keeps closing watches is not hammered.
 SHORT_WATCH: Final = 1.0
+#: Defaults of the liveness bounds (module docstring): kube-apiserver bookmarks a watch every minute.
+DEFAULT_STALE_AFTER: Final = 90.0
+DEFAULT_WATCH_IDLE_TIMEOUT: Final = 120.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -158,10 +173,20 @@ class InformerStats:
     bookmarks: int = 0
     expired: int = 0  #: 410s (watch history or list snapshot gone)
     failures: int = 0  #: failed attempts (errors, broken or very short streams)
+    idle_timeouts: int = 0  #: watches abandoned after ``watch_idle_timeout`` without a word
+
+
+def all_fresh(informers: Iterable[Informer]) -> bool:
+    """None of ``informers`` is stale: a decision that disrupts nodes may rest on their caches."""
+    return not any(informer.stale for informer in informers)
 
 
 class _GoneError(Exception):
     """The watch's resourceVersion is no longer in the server's history: relist."""
+
+
+class _IdleError(Exception):
+    """No event and no bookmark within ``watch_idle_timeout``: the connection may be dead; relist."""
 
 
 # --------------------------------------------------------------------------------------------------
@@ -175,7 +200,8 @@ class Informer:
     See the module docstring for the guarantees. ``run()`` does the work until cancelled (or use
     :meth:`start`/:meth:`stop`); ``page_size`` is the LIST ``limit`` (``0``: unpaginated);
     ``watch_timeout`` the base of each watch's ``timeoutSeconds`` (randomised up to twice that, so
-    informers do not re-watch in lockstep); ``backoff`` and ``sleep`` are injectable for tests.
+    informers do not re-watch in lockstep); ``watch_idle_timeout`` and ``stale_after`` the liveness
+    bounds (module docstring); ``backoff`` and ``sleep`` are injectable for tests.
     """
 
     def __init__(
@@ -188,6 +214,8 @@ class Informer:
         field_selector: str | None = None,
         page_size: int = 500,
         watch_timeout: float = 300.0,
+        watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
+        stale_after: float = DEFAULT_STALE_AFTER,
         backoff: Backoff | None = None,
         sleep: Sleep = asyncio.sleep,
         name: str | None = None,
@@ -199,12 +227,17 @@ class Informer:
         self.field_selector = field_selector or None
         self.page_size = page_size
         self.watch_timeout = watch_timeout
+        self.watch_idle_timeout = watch_idle_timeout
+        self.stale_after = stale_after
         self.backoff = backoff if backoff is not None else Backoff()
         self.name = name or resource.label + (f"/{self.namespace}" if self.namespace else "")
         self.cache = Cache()
         self.stats = InformerStats()
         #: The resourceVersion the next watch starts from (the last event, bookmark or list seen).
         self.resource_version = ""
+        #: When (event loop time) the server last said something: a list, an event, a bookmark.
+        self.last_heard: float | None = None
+        self._stale_logged = False
         self._sleep = sleep
         self._handlers: tuple[HandlerRegistration, ...] = ()
         self._synced = asyncio.Event()
@@ -257,6 +290,37 @@ class Informer:
     @property
     def running(self) -> bool:
         return self._running
+
+    # --- liveness -----------------------------------------------------------------------------------
+
+    def silence(self) -> float | None:
+        """Seconds since the server last said something (``None``: never, e.g. not started)."""
+        if self.last_heard is None:
+            return None
+        return max(0.0, _now() - self.last_heard)
+
+    @property
+    def stale(self) -> bool:
+        """Heard nothing from the server for more than ``stale_after`` seconds (module docstring).
+        An informer that never heard anything is not stale but unsynced (:attr:`has_synced`)."""
+        silence = self.silence()
+        return silence is not None and silence > self.stale_after
+
+    def _heard(self) -> None:
+        self.last_heard = _now()
+        if self._stale_logged:
+            self._stale_logged = False
+            log.info("informer %s: hearing from the API server again", self.name)
+
+    def _warn_stale(self) -> None:
+        if not self._stale_logged and self.stale:
+            self._stale_logged = True
+            log.warning(
+                "informer %s: nothing from the API server for %.0f s (no event, no bookmark): "
+                "its cache is stale, drains wait for it",
+                self.name,
+                self.silence() or 0.0,
+            )
 
     # --- handlers ---------------------------------------------------------------------------------
 
@@ -405,6 +469,7 @@ class Informer:
             self.stats.relists += 1
         self._replace(fresh)
         self.resource_version = rv
+        self._heard()
         self._synced.set()
 
     # --- watch --------------------------------------------------------------------------------------
@@ -425,25 +490,35 @@ class Informer:
         )
         started = loop.time()
         received = 0
+        # The read deadline: pushed back by every event and bookmark; one timer for the whole stream.
+        deadline = asyncio.timeout_at(started + self.watch_idle_timeout)
         try:
-            async for event in stream:
-                kind = event.get("type")
-                obj = event.get("object")
-                if not isinstance(obj, dict):
-                    continue
-                if kind == "ERROR":
-                    code = int(obj.get("code") or 0)
-                    if code == 410:
-                        raise _GoneError(obj.get("message") or "")
-                    raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""), obj)
-                received += 1
-                if kind == "BOOKMARK":
-                    self.stats.bookmarks += 1
-                else:
-                    self._apply_event(str(kind), obj)
-                rv = object_rv(obj)
-                if rv:
-                    self.resource_version = rv
+            async with deadline:
+                async for event in stream:
+                    self._heard()
+                    deadline.reschedule(loop.time() + self.watch_idle_timeout)
+                    kind = event.get("type")
+                    obj = event.get("object")
+                    if not isinstance(obj, dict):
+                        continue
+                    if kind == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        if code == 410:
+                            raise _GoneError(obj.get("message") or "")
+                        raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""), obj)
+                    received += 1
+                    if kind == "BOOKMARK":
+                        self.stats.bookmarks += 1
+                    else:
+                        self._apply_event(str(kind), obj)
+                    rv = object_rv(obj)
+                    if rv:
+                        self.resource_version = rv
+        except TimeoutError as exc:
+            if deadline.expired():
+                silence = self.silence() or 0.0
+                raise _IdleError(f"no event or bookmark for {silence:.1f} s") from exc
+            raise
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
@@ -486,11 +561,18 @@ class Informer:
                     await self._list_and_replace()
                 except Exception as exc:
                     log.warning("informer %s: list failed: %s", self.name, exc)
+                    self._warn_stale()
                     await self._pause(_retry_after(exc))
                     continue
                 need_list = False
             try:
                 healthy = await self._watch()
+            except _IdleError as exc:
+                self.stats.idle_timeouts += 1
+                log.warning("informer %s: %s: abandoning the watch and relisting", self.name, exc)
+                self._warn_stale()
+                need_list = True
+                continue
             except _GoneError:
                 need_list = True
                 await self._expired()
@@ -532,6 +614,14 @@ class Informer:
                 await task
 
 
+def _now() -> float:
+    """The informer's clock: the running loop's (monotonic), or ``time.monotonic`` outside one."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 def _retry_after(exc: BaseException) -> float | None:
     return exc.retry_after if isinstance(exc, ApiError) and exc.too_many_requests else None
 
@@ -548,7 +638,8 @@ class InformerFactory:
 
     ``informer(...)`` may be called before or after :meth:`start`; like client-go's
     ``SharedInformerFactory.Start``, :meth:`start` starts whatever is not running yet, so call it again
-    after asking for more informers. ``backoff`` builds each informer's :class:`Backoff`.
+    after asking for more informers. ``backoff`` builds each informer's :class:`Backoff`; the liveness
+    bounds (``watch_idle_timeout``, ``stale_after``) apply to informers created after they are set.
     """
 
     def __init__(
@@ -557,12 +648,16 @@ class InformerFactory:
         *,
         page_size: int = 500,
         watch_timeout: float = 300.0,
+        watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
+        stale_after: float = DEFAULT_STALE_AFTER,
         backoff: Callable[[], Backoff] | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.client = client
         self._page_size = page_size
         self._watch_timeout = watch_timeout
+        self.watch_idle_timeout = watch_idle_timeout
+        self.stale_after = stale_after
         self._backoff = backoff or Backoff
         self._sleep = sleep
         self._informers: dict[InformerKey, Informer] = {}
@@ -591,6 +686,8 @@ class InformerFactory:
                 field_selector=key[3],
                 page_size=self._page_size,
                 watch_timeout=self._watch_timeout,
+                watch_idle_timeout=self.watch_idle_timeout,
+                stale_after=self.stale_after,
                 backoff=self._backoff(),
                 sleep=self._sleep,
             )
@@ -599,6 +696,10 @@ class InformerFactory:
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
+
+    def stale(self) -> list[Informer]:
+        """The informers that are stale now (see :attr:`Informer.stale`)."""
+        return [i for i in self._informers.values() if i.stale]
 
     def start(self) -> None:
         """Start every informer that is not running (on the running loop)."""

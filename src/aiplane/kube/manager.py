@@ -8,7 +8,9 @@ reasons:
 1. **Probes and metrics first** (``/healthz``, ``/readyz``, ``/metrics``): liveness must answer while
    caches fill, or a slow first list gets the pod killed in a loop.
 2. **Informers, then wait for their caches.** A controller that reconciled from a half-filled
-   cache would "fix" objects it merely had not seen yet. ``/readyz`` turns 200 once synced.
+   cache would "fix" objects it merely had not seen yet. ``/readyz`` turns 200 once synced, and
+   fails again while an informer is stale (heard nothing from the API server for ``stale_after``
+   seconds: a dead watch connection, an unreachable server); ``/readyz/informers`` names it.
 3. **Runnables that need no leadership** (:meth:`Manager.add_runnable`): per-node agents and the
    like, which every replica runs.
 4. **Leader election** (optional). Standbys keep their informers warm and stay ready, but run no
@@ -58,7 +60,12 @@ from aiohttp import web
 from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock, SystemClock
 from aiplane.kube.controller import Controller
-from aiplane.kube.informer import InformerFactory
+from aiplane.kube.informer import (
+    DEFAULT_STALE_AFTER,
+    DEFAULT_WATCH_IDLE_TIMEOUT,
+    Informer,
+    InformerFactory,
+)
 from aiplane.kube.leaderelection import LeaderElectionConfig, LeaderElector
 from aiplane.kube.logging import get_logger
 from aiplane.kube.metrics import Metrics
@@ -153,6 +160,12 @@ def _listen(host: str | None, port: int) -> socket.socket:
     return socket.create_server((host, port), family=family)
 
 
+def _informer_label(informer: Informer) -> str:
+    """An informer's name with its selectors: two informers of one kind stay apart."""
+    selectors = ",".join(s for s in (informer.label_selector, informer.field_selector) if s)
+    return f"{informer.name}{{{selectors}}}" if selectors else informer.name
+
+
 async def _run_check(check: HealthCheck) -> None:
     result = check()
     if result is not None and inspect.isawaitable(result):
@@ -190,8 +203,13 @@ class Manager:
         controller_options: ControllerOptions | None = None,
         handle_signals: bool = True,
         clock: Clock | None = None,
+        stale_after: float = DEFAULT_STALE_AFTER,
+        watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
     ) -> None:
         self.client = client
+        #: The informers' liveness bounds (``aiplane.kube.informer``; tests make them small).
+        self.stale_after = stale_after
+        self.watch_idle_timeout = watch_idle_timeout
         self.leader_election = leader_election
         self.metrics = metrics if metrics is not None else Metrics()
         self.controller_options = controller_options or ControllerOptions()
@@ -237,7 +255,12 @@ class Manager:
         before any controller runs.
         """
         if self._informers is None:
-            self._informers = InformerFactory(self.client)
+            factory = self._informers = InformerFactory(
+                self.client, watch_idle_timeout=self.watch_idle_timeout, stale_after=self.stale_after
+            )
+            self.metrics.informers.attach(
+                lambda: [(_informer_label(i), i.silence(), i.stale) for i in factory.informers]
+            )
         return self._informers
 
     def set_options(self, options: object) -> None:
@@ -304,8 +327,14 @@ class Manager:
     # Probes and metrics
 
     def _check_synced(self) -> None:
+        """Synced, and no informer stale: a process whose view of the cluster stopped moving (a watch
+        on a dead connection, an API server it cannot reach) is not ready, and says which view."""
         if not self.cache_synced.is_set():
             raise RuntimeError("informer caches have not synced yet")
+        stale = self._informers.stale() if self._informers is not None else []
+        if stale:
+            names = ", ".join(f"{_informer_label(i)} ({i.silence() or 0:.0f} s)" for i in stale)
+            raise RuntimeError(f"informers heard nothing from the API server for too long: {names}")
 
     async def _serve_checks(
         self, checks: dict[str, HealthCheck], request: web.Request, what: str

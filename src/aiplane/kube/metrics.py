@@ -56,7 +56,7 @@ and host but no duration. It would need the observer to carry the elapsed time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
@@ -71,6 +71,8 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from aiplane.kube.workqueue import (
     METRIC_LABELS,
@@ -85,6 +87,7 @@ __all__ = [
     "RECONCILE_RESULTS",
     "RECONCILE_TIME_BUCKETS",
     "ControllerMetrics",
+    "InformerMetrics",
     "LeaderElectionMetrics",
     "Metrics",
     "PrometheusWorkQueueMetrics",
@@ -339,6 +342,49 @@ class RestClientMetrics:
         self.requests.labels(code=str(code) if code else "<error>", method=method, host=netloc).inc()
 
 
+#: One informer's liveness for :class:`InformerMetrics`: (name, seconds since heard or None, stale).
+InformerLiveness = tuple[str, float | None, bool]
+
+
+class InformerMetrics(Collector):
+    """``aiplane_informer_last_heard_seconds{informer}`` (seconds since the informer last heard from the
+    API server: a list, an event or a bookmark) and ``aiplane_informer_stale{informer}`` (1 while that
+    exceeds its bound), computed at scrape time from the source the manager attaches, so a watch that
+    hangs on a dead connection still shows up (nothing has to run to update them)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._source: Callable[[], Iterable[InformerLiveness]] | None = None
+        registry.register(self)
+
+    def attach(self, source: Callable[[], Iterable[InformerLiveness]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        heard = GaugeMetricFamily(
+            "aiplane_informer_last_heard_seconds",
+            "Seconds since the informer last heard from the API server (list, event or bookmark).",
+            labels=("informer",),
+        )
+        stale = GaugeMetricFamily(
+            "aiplane_informer_stale",
+            "1 while the informer has heard nothing from the API server for longer than its bound.",
+            labels=("informer",),
+        )
+        seen: set[str] = set()
+        for name, silence, is_stale in self._source() if self._source is not None else ():
+            if name in seen:
+                continue
+            seen.add(name)
+            if silence is not None:
+                heard.add_metric((name,), silence)
+            stale.add_metric((name,), 1.0 if is_stale else 0.0)
+        yield heard
+        yield stale
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
 class Metrics:
     """Every metric of one process, on a private registry (``registry``).
 
@@ -358,6 +404,7 @@ class Metrics:
         self.workqueue = PrometheusWorkQueueMetrics(self.registry)
         self.leader_election = LeaderElectionMetrics(self.registry)
         self.rest_client = RestClientMetrics(self.registry)
+        self.informers = InformerMetrics(self.registry)
         if process_collectors:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)

@@ -364,15 +364,16 @@ class MaxOfRateLimiter(Generic[K]):
 
 
 def default_controller_rate_limiter(
-    *, clock: Callable[[], float] = time.monotonic
+    *, clock: Callable[[], float] = time.monotonic, max_delay: float = 1000.0
 ) -> MaxOfRateLimiter[Hashable]:
     """client-go's ``DefaultControllerRateLimiter``: per-item 5 ms→1000 s backoff, at most 10 retries/s overall (burst 100).
 
     The per-item part stops one broken object from hot-looping; the bucket stops a mass failure
-    (say, the API server was down) from turning into a retry storm when it recovers.
+    (say, the API server was down) from turning into a retry storm when it recovers. ``max_delay``
+    lowers the per-item cap for work that must resume soon after an outage (docs/architecture.md).
     """
     return MaxOfRateLimiter[Hashable](
-        ItemExponentialFailureRateLimiter[Hashable](0.005, 1000.0),
+        ItemExponentialFailureRateLimiter[Hashable](0.005, max_delay),
         BucketRateLimiter(10.0, 100, clock=clock),
     )
 

@@ -212,3 +212,24 @@ async def test_not_admitted_stays_pending_and_untouched(client: InMemoryKubeClie
     await eventually(pending)
     node = await client.get(NODES, "mi300x-0")
     assert not node["spec"].get("unschedulable")
+
+
+async def test_no_cordon_from_a_stale_node_view_until_it_is_fresh_again(
+    client: InMemoryKubeClient, manager: Manager
+) -> None:
+    await manager.cache_synced.wait()
+    nodes = manager.informers.informer(NODES)
+    nodes.stale_after = -1.0  # the Node watch counts as silent for too long (issue 16)
+    assert nodes.stale
+    await client.create(node_partitionings_resource(), np_body())
+    await asyncio.sleep(0.5)  # a measurement window: admitted, but the view it would cordon from is stale
+    node = await client.get(NODES, "mi300x-0")
+    assert not node["spec"].get("unschedulable") and not node["spec"].get("taints")
+    assert await phase(client) in (None, "Pending")
+
+    nodes.stale_after = 90.0  # heard from the server again: the deferred decision goes ahead
+
+    async def cordoned() -> bool:
+        return bool((await client.get(NODES, "mi300x-0"))["spec"].get("unschedulable"))
+
+    await eventually(cordoned, 5)

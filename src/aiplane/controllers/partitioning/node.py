@@ -18,19 +18,25 @@ from typing import Any, Final
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.apimachinery.selectors import compile_selector
-from aiplane.controllers.partitioning.node_actions import Evict, apply_node_actions
+from aiplane.controllers.partitioning.node_actions import Cordon, Evict, Taint, apply_node_actions
 from aiplane.controllers.partitioning.node_machine import decide, observe
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.views import BlockedEviction
-from aiplane.controllers.partitioning.vocabulary import DCM_EVENT_SOURCE, DRAINING, FINALIZER
+from aiplane.controllers.partitioning.vocabulary import (
+    DCM_EVENT_SOURCE,
+    DRAINING,
+    FINALIZER,
+    RETRY_BACKOFF_CAP,
+    STALE_RECHECK,
+)
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
-from aiplane.kube.informer import InformerFactory
+from aiplane.kube.informer import InformerFactory, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS, Resource, resource_for
@@ -155,6 +161,10 @@ class NodePartitioningExecutor:
         blocked = self._blocked_for(request.key, pods)
         seen = observe(np, node, profile, pods, dcm_events, blocked)
         decision = decide(seen, self.clock.now(), self.config)
+        if _disrupts(decision) and not all_fresh((self.nps, self.nodes, self.pods)):
+            # A view that stopped moving (a dead watch, an unreachable API server) may hide a node
+            # already out of service or pods that moved: never start taking a node out on it.
+            return Result(requeue_after=STALE_RECHECK)
         if not (decision.is_noop and not decision.evictions):
             await self._act(request.key, np, node, decision)
         if not decision.evictions:
@@ -227,6 +237,11 @@ class NodePartitioningExecutor:
         memory.pop(pod_key, None)
 
 
+def _disrupts(decision: Decision) -> bool:
+    """Does ``decision`` take a node (further) out of service: a cordon, a taint, an eviction?"""
+    return any(isinstance(action, Cordon | Taint | Evict) for action in decision.node_actions)
+
+
 def _budget_refusal(exc: ApiError, eviction: Evict) -> BlockedEviction | None:
     """The PodDisruptionBudget a 429 names in its ``DisruptionBudget`` cause (None: another 429,
     e.g. a budget still being processed, which says nothing lasting)."""
@@ -276,6 +291,7 @@ def setup_controller(manager: Manager) -> Controller:
         .watches(PDBS, executor.budget_requests)
         .watches(EVENTS, executor.event_requests, field_selector=f"source={DCM_EVENT_SOURCE}")
         .workers(4)
+        .max_backoff(RETRY_BACKOFF_CAP)
         .reconcile(executor.reconcile)
     )
 

@@ -74,12 +74,13 @@ from aiplane.controllers.partitioning.plan_logic import (
 )
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.views import node_partitioning_view, node_view, profile_view
+from aiplane.controllers.partitioning.vocabulary import RETRY_BACKOFF_CAP, STALE_RECHECK
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result, labels_changed
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
-from aiplane.kube.informer import Informer
+from aiplane.kube.informer import Informer, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import NODES, Resource, resource_for
@@ -237,15 +238,16 @@ class PlanReconciler:
     # --- reconcile --------------------------------------------------------------------------------
 
     async def __call__(self, request: Request) -> Result | None:
-        await self.reconcile(request.name)
-        return None
+        deferred = await self.reconcile(request.name)
+        return Result(requeue_after=STALE_RECHECK) if deferred else None
 
-    async def reconcile(self, name: str) -> None:
+    async def reconcile(self, name: str) -> bool:
+        """One reconcile; whether admission was deferred because a view it rests on is stale."""
         plan = self.plan(name)
         if plan is None or objects.is_deleting(plan):
             # Deleted: the garbage collector removes the NodePartitionings (owner references), and
             # their finalizers restore nodes mid-operation. Nothing to admit for a plan going away.
-            return
+            return False
         now = self.clock.now()
         view = plan_view(plan)
         profiles = {p.name: p for p in self.profile_views.all(self.profiles.list())}
@@ -271,7 +273,10 @@ class PlanReconciler:
         # a child is inexact, the informer event of our own write will bring this plan back.
         all_nps = self.np_views.all(self.node_partitionings())
         children = children_by_node(view, all_nps)
-        if all(self.np_writes.exact(np.name) for np in children.values()):
+        # Nor on a stale view (an informer that heard nothing from the API server for too long): it may
+        # hide nodes already out of service, so admitting from it could exceed the limits.
+        deferred = not all_fresh((self.plans, self.nodes, self.nps))
+        if not deferred and all(self.np_writes.exact(np.name) for np in children.values()):
             for node in revoke(view, children, eligible=selection.admissible):
                 await self._annotate(children[node].obj, revocation_patch(children[node]))
                 all_nps = self.np_views.all(self.node_partitionings())
@@ -290,9 +295,10 @@ class PlanReconciler:
 
         status, changed = plan_status(view, selection, all_nps, now, plan.get("status"))
         if not changed:
-            return
+            return deferred
         await self._write_status(plan, status)
         emit_transitions(self.recorder, plan, TRANSITION_EVENTS, plan.get("status"), status)
+        return deferred
 
 
 # --- wiring --------------------------------------------------------------------------------------
@@ -379,6 +385,7 @@ def setup_controller(manager: Manager) -> Controller:
         .watches(NODES, _every_plan(plans), predicates=[labels_changed])
         .watches(profiles_resource(), _plans_using_profile(plans))
         .workers(1, fixed="the plan controller is the single admission point (one admitting actor)")
+        .max_backoff(RETRY_BACKOFF_CAP)
         .reconcile(reconciler)
     )
 

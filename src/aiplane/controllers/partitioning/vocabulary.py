@@ -54,3 +54,12 @@ DCM_STATE_SUCCESS: Final = "success"
 DCM_STATE_FAILURE: Final = "failure"
 DCM_STATE_IN_PROGRESS: Final = "in-progress"
 DCM_EVENT_SOURCE: Final = "amd-device-config-manager"
+
+# --- liveness (docs/architecture.md, "Liveness") -------------------------------------------------
+
+#: The per-item retry backoff cap of both controllers: their pending work holds nodes cordoned and
+#: tainted, so after an API outage it must resume within seconds, not up to the outage's length later
+#: (client-go's 1000 s cap). Each controller's 10 qps bucket still bounds a mass retry.
+RETRY_BACKOFF_CAP: Final = 2.0
+#: How soon a disruption deferred on a stale informer (nothing heard from the API server) looks again.
+STALE_RECHECK: Final = 1.0
