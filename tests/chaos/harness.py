@@ -27,11 +27,14 @@ from typing import Any
 
 import yaml
 
+from aiplane.controllers import registry
 from aiplane.kube.client import ApiError
 from aiplane.kube.resources import resource_for
+from aiplane.sim.apiserver import watch as sim_watch
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests.chaos import hooks
 from tests.chaos.invariants import Checker, operator_writes
 from tests.chaos.network import NetworkChaos, start_proxy
 
@@ -51,6 +54,10 @@ LEASE_TIMING = (
 #: What the injector can do. The network kinds need the proxy (tests/chaos/proxy.py).
 PROCESS_FAULTS = ("kill", "pause")
 API_FAULTS = ("storm-500", "storm-429", "storm-503", "conflict-409", "watch-close", "watch-410")
+#: With the proxy: the server bookmarks every second, the operator's watch read deadline is 4 s and
+#: an informer silent for 3 s is stale (production: 60 s, 120 s, 90 s; docs/architecture.md).
+PROXIED_BOOKMARKS = 1.0
+PROXIED_LIVENESS = (4.0, 3.0)
 TRANSIENT = frozenset({409, 410, 429, 500, 503, 504})
 
 
@@ -114,8 +121,16 @@ def _die_with_parent() -> None:
 class Operator:
     """One ``aiplane run`` process; restarted by :class:`Operators` whenever it exits."""
 
-    def __init__(self, kubeconfig: Path, log: Path, index: int, leader_elect: bool) -> None:
+    def __init__(
+        self,
+        kubeconfig: Path,
+        log: Path,
+        index: int,
+        leader_elect: bool,
+        liveness: tuple[float, float] | None = None,
+    ) -> None:
         self.kubeconfig = kubeconfig
+        self.liveness = liveness
         self.log = log
         self.index = index
         self.leader_elect = leader_elect
@@ -132,7 +147,7 @@ class Operator:
             "--kubeconfig",
             str(self.kubeconfig),
             "--controllers",
-            "all",
+            ",".join([hooks.NAME, *registry.select("all")]) if self.liveness else "all",
             "--metrics-bind-address",
             "0",
             "--health-probe-bind-address",
@@ -147,10 +162,16 @@ class Operator:
                 "chaos",
             ]
             args += list(LEASE_TIMING)
+        env = dict(os.environ)
+        if self.liveness:
+            env[registry.EXTRA_CONTROLLERS_ENV] = f"{hooks.NAME}=tests.chaos.hooks:setup_liveness"
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+            env[hooks.IDLE_ENV], env[hooks.STALE_ENV] = (str(v) for v in self.liveness)
         with self.log.open("ab") as stderr:
             self.proc = subprocess.Popen(
                 args,
                 cwd=ROOT,
+                env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 (see _die_with_parent)
@@ -380,9 +401,14 @@ async def world(
     ``proxied`` they reach it through the chaos proxy (the network fault kinds)."""
     cluster = EmbeddedCluster(fleet=fleet, agents=True, ready_delay=0.05, dcm_delay=0.2)
     url = await cluster.start()
+    bookmarks = sim_watch.BOOKMARK_FREQUENCY
     kubeconfig = tmp / "kubeconfig"
     network = None
+    liveness = None
     if proxied:
+        # Dead connections noticed in seconds (tests/chaos/hooks.py), healthy watches bookmarked
+        # more often than that (restored on the way out: the module is shared).
+        sim_watch.BOOKMARK_FREQUENCY, liveness = PROXIED_BOOKMARKS, PROXIED_LIVENESS
         proxy = await start_proxy(url)
         network = NetworkChaos(proxy)
         config = cluster.kubeconfig()
@@ -392,7 +418,7 @@ async def world(
         cluster.write_kubeconfig(kubeconfig)
     client = InMemoryKubeClient.for_cluster(cluster)
     operators = Operators(
-        [Operator(kubeconfig, tmp / f"operator-{i}.log", i, leader_elect) for i in range(replicas)]
+        [Operator(kubeconfig, tmp / f"operator-{i}.log", i, leader_elect, liveness) for i in range(replicas)]
     )
     operators.start()
     supervisor = asyncio.create_task(operators.supervise())
@@ -407,6 +433,7 @@ async def world(
             await network.proxy.stop()
         await client.close()
         await cluster.stop()
+        sim_watch.BOOKMARK_FREQUENCY = bookmarks
 
 
 def seeds(count: int) -> list[int]:

@@ -85,7 +85,7 @@ class PartitioningInvariants(Checker):
     """One PartitioningPlan: limits on every change, no second drain, no Failed, exact end state."""
 
     plan: str = ""
-    succeeded: set[tuple[str, str]] = field(default_factory=set)  # (NodePartitioning, desiredHash)
+    succeeded: set[tuple[str, int]] = field(default_factory=set)  # (NodePartitioning, its generation)
     phases: dict[str, str] = field(default_factory=dict)
     store: Store | None = None
     worst_in_progress: int = 0
@@ -104,16 +104,19 @@ class PartitioningInvariants(Checker):
         np_name = objects.name(event.obj)
         if event.type == DELETED:
             self.phases.pop(np_name, None)
+            self.succeeded = {s for s in self.succeeded if s[0] != np_name}  # a new one starts at 1
             return
         phase = _phase(event.obj)
         desired = str(objects.spec(event.obj).get("desiredHash", ""))
+        generation = objects.generation(event.obj)
         before = self.phases.get(np_name)
         self.phases[np_name] = phase
-        if phase == "Draining" and before != "Draining" and (np_name, desired) in self.succeeded:
-            self.violate(f"{np_name} drained again after Succeeded (desiredHash {desired}, rv {event.rv})")
-        # Succeeded for THIS desiredHash (a new spec briefly shows the last one's Succeeded).
+        if phase == "Draining" and before != "Draining" and (np_name, generation) in self.succeeded:
+            self.violate(f"{np_name} drained again after Succeeded (generation {generation}, rv {event.rv})")
+        # Succeeded for THIS spec (a new spec briefly shows the last one's Succeeded): a new desired
+        # state is a new generation, which may drain again (CPX, SPX, CPX: the hash comes back).
         if phase == "Succeeded" and objects.status(event.obj).get("currentHash") == desired:
-            self.succeeded.add((np_name, desired))
+            self.succeeded.add((np_name, generation))
         if phase == "Failed" and before != "Failed":
             message = objects.status(event.obj).get("message") or objects.status(event.obj).get("conditions")
             self.violate(f"{np_name} Failed on a transient fault: {message}")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.harness import API_FAULTS, PROCESS_FAULTS, budget, mi300x_fleet, seeds, world
+from tests.chaos.network import NETWORK_FAULTS
 from tests.chaos.scenarios import dynamo_campaign, serving_campaign
 
 pytestmark = pytest.mark.chaos
@@ -59,3 +60,15 @@ async def test_two_leader_elected_operators_killed_and_paused_keep_every_invaria
         kinds = (*PROCESS_FAULTS, "storm-500", "watch-close")
         await serving_campaign(w, kinds, timeout=90, min_faults=int(3 * _scale()))
         assert w.figures.violations == [], w.report()
+
+
+async def test_partitioning_and_serving_survive_black_holes_resets_latency_and_kills(
+    tmp_path: Path, seed: int
+) -> None:
+    """The operator reaches the API through the chaos proxy: open connections go silent (half-open,
+    new ones work), the whole path goes dark for seconds, connections are reset, latency comes and
+    goes; the operator notices dead watches within its (shortened) read deadline and carries on."""
+    async with world(tmp_path, seed, mi300x_fleet(inference=4, training=1), proxied=True) as w:
+        await serving_campaign(w, (*NETWORK_FAULTS, "kill"), timeout=90, min_faults=int(3 * _scale()))
+        assert w.figures.violations == [], w.report()
+        assert w.network is not None and w.network.proxy.accepted > 1, w.report()

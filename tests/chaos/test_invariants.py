@@ -26,9 +26,13 @@ def _plan(max_parallel: int = 2, max_unavailable: int = 2, phase: str = "Complet
     }
 
 
-def _np(node: str, phase: str, desired: str = "h1") -> dict[str, Any]:
+def _np(node: str, phase: str, desired: str = "h1", generation: int = 1) -> dict[str, Any]:
     return {
-        "metadata": {"name": f"{PLAN}-{node}", "labels": {"infrastructure.silogen.ai/plan": PLAN}},
+        "metadata": {
+            "name": f"{PLAN}-{node}",
+            "generation": generation,
+            "labels": {"infrastructure.silogen.ai/plan": PLAN},
+        },
         "spec": {"nodeName": node, "desiredHash": desired, "profileRef": {"name": "cpx"}},
         "status": {"phase": phase, **({"currentHash": desired} if phase == "Succeeded" else {})},
     }
@@ -85,10 +89,12 @@ def test_a_new_desired_state_may_drain_a_node_again() -> None:
     store = Store()
     checker = _checked(store)
     store.put(NP_KEY, _np("a", "Succeeded", "h1"))
-    stale = _np("a", "Succeeded", "h2")  # the new spec, before the status speaks of it
+    stale = _np("a", "Succeeded", "h2", 2)  # the new spec, before the status speaks of it
     stale["status"]["currentHash"] = "h1"
     store.put(NP_KEY, stale)
-    store.put(NP_KEY, _np("a", "Draining", "h2"))
+    store.put(NP_KEY, _np("a", "Draining", "h2", 2))
+    store.put(NP_KEY, _np("a", "Succeeded", "h2", 2))
+    store.put(NP_KEY, _np("a", "Draining", "h1", 3))  # and back: the same hash, a new generation
     assert checker.violations == []
 
 
