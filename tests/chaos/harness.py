@@ -208,6 +208,8 @@ class Operators:
     members: list[Operator]
     restart_delay: float = 0.3
     exits: Counter[int] = field(default_factory=Counter)
+    #: Exits nobody asked for: not our SIGKILL, nor (leader election) the exit 1 of a lost lease.
+    crashes: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         for op in self.members:
@@ -217,7 +219,10 @@ class Operators:
         while True:
             for op in self.members:
                 if op.proc is not None and op.proc.poll() is not None:
-                    self.exits[op.proc.returncode] += 1
+                    code = op.proc.returncode
+                    self.exits[code] += 1
+                    if code != -signal.SIGKILL and not (op.leader_elect and code == 1):
+                        self.crashes.append(f"operator {op.index} exited {code}:\n{op.tail(10)}")
                     await asyncio.sleep(self.restart_delay)
                     op.start()
             await asyncio.sleep(0.1)

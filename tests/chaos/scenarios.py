@@ -53,7 +53,9 @@ async def _settle(world: World, checkers: Sequence[Checker], quiet: float) -> No
     for checker in checkers:
         world.figures.violations += checker.end_state(store)
     writes = await world.writes_at_rest(quiet)
-    world.figures.checks += 1
+    world.figures.checks += 2
+    crashes, world.operators.crashes[:] = list(world.operators.crashes), []
+    world.figures.violations += crashes
     if writes:
         world.figures.violations.append(f"{len(writes)} operator writes at rest: {writes[:5]}")
 
