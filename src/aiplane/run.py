@@ -34,7 +34,7 @@ from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DEFAULT_HOST_SUFFIX, DEFAULT_MPI_SSH_SECRET, DynamoOptions
 from aiplane.controllers.monitoring.options import MonitoringOptions
 from aiplane.controllers.partitioning.options import DEFAULT_DCM_CONFIG, PartitioningOptions
-from aiplane.kube.client import HttpKubeClient
+from aiplane.kube.client import ApiError, HttpKubeClient
 from aiplane.kube.leaderelection import LeaderElectionConfig
 from aiplane.kube.logging import configure_logging, get_logger
 from aiplane.kube.manager import EXIT_FAILURE, ControllerOptions, Manager, parse_bind_address
@@ -50,6 +50,33 @@ DEFAULT_LEADER_ELECTION_ID: Final = "aiplane-controller-manager"
 _SA_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 _log = get_logger("aiplane.run")
+#: How long a controller's start-up requests (its default object, "is this optional API served?") are
+#: retried through transient API errors (a 500 or 503 storm, an API server rolling) before the process
+#: gives up: exiting 1 on the first such error made a crash loop of every storm at start-up (the chaos
+#: suite, tests/chaos). Bounded so that a server that never recovers still ends in a visible failure.
+SETUP_RETRY_SECONDS: Final = 60.0
+SETUP_RETRY_MAX_DELAY: Final = 2.0
+
+
+async def _set_up(manager: Manager, name: str, setup: registry.ControllerSetup) -> None:
+    """Run one controller's setup, again after a transient ``ApiError`` (doubling delays, capped),
+    until ``SETUP_RETRY_SECONDS`` have passed. A setup that registered its controller before failing
+    cannot be run twice: the second registration raises, as any other error it ends the process."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETUP_RETRY_SECONDS
+    delay = 0.1
+    while True:
+        try:
+            result = setup(manager)
+            if inspect.isawaitable(result):
+                await result
+            return
+        except ApiError as exc:
+            if not exc.transient or loop.time() + delay > deadline:
+                raise
+            _log.warning("controller setup retried", controller=name, error=str(exc), retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, SETUP_RETRY_MAX_DELAY)
 
 
 @dataclass(frozen=True)
@@ -257,9 +284,7 @@ async def run(options: RunOptions) -> int:
         manager.set_options(monitoring)
         for name, setup in selected.items():
             try:
-                result = setup(manager)
-                if inspect.isawaitable(result):
-                    await result
+                await _set_up(manager, name, setup)
             except Exception as exc:
                 _log.error("controller setup failed", controller=name, error=f"{type(exc).__name__}: {exc}")
                 return EXIT_FAILURE

@@ -342,6 +342,25 @@ def test_sigterm_drains_in_flight_work_releases_the_lease_and_exits_0(sim: Path,
     assert (api.lease(ns, "probe") or {}).get("holderIdentity") == ""  # released for the next one
 
 
+def test_a_transient_api_error_at_controller_setup_is_retried_not_a_crash(sim: Path, runs: list[Run]) -> None:
+    """The kaiwoconfig controller creates its default KaiwoConfig at start-up; a 500 storm then used to
+    end the process with exit 1 (a crash loop; found by tests/chaos). Now it retries and starts."""
+    api = Api(sim)
+    ns = api.namespace()
+    spec = "verb=create,resource=kaiwoconfigs,error=500,count=3"
+    fault = api.ok("POST", "/_sim/faults", {"spec": spec})
+    try:
+        run = Run(sim, ns, "--controllers", "kaiwoconfig")
+        runs.append(run)
+        run.wait_logged("starting manager", timeout=30)
+        assert len(run.logged("controller setup retried")) == 3
+        assert run.proc.poll() is None and not run.logged("controller setup failed")
+        status, _ = api.call("GET", "/apis/config.kaiwo.silogen.ai/v1alpha1/kaiwoconfigs/kaiwo")
+        assert status == 200
+    finally:
+        api.ok("DELETE", f"/_sim/faults/{fault['id']}")
+
+
 def test_unknown_controllers_are_refused_with_exit_2(sim: Path) -> None:
     proc = subprocess.run(
         [*AIPLANE, "run", "--kubeconfig", str(sim), "--controllers", "echo,nope"],
