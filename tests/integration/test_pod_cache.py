@@ -1,0 +1,86 @@
+"""The drain's Pod cache holds only what the drain reads (issue 17: peak memory at 1,000 nodes).
+
+The NodePartitioning controller caches every Pod of the cluster through a cache transform (as
+controller-runtime's ``TransformFunc``); these tests check that what it decides on is unchanged, that
+the cache really is the stripped form, and that no other reader can silently share that cache.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from aiplane.controllers.partitioning.views import pod_for_drain, pod_view
+from aiplane.controllers.partitioning.vocabulary import MIRROR_ANNOTATION
+from aiplane.kube.informer import Backoff, InformerFactory
+from aiplane.kube.resources import NAMESPACES, NODES, PODS
+from aiplane.sim.client import InMemoryKubeClient
+
+
+def _pod(name: str, **extra: Any) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "work",
+            "labels": {"app": "llm", "modelinfer.volcano.sh/name": "m1"},
+            "annotations": {"big": "x" * 2000},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u1", "controller": True}
+            ],
+        },
+        "spec": {
+            "nodeName": "gpu-0",
+            "containers": [{"name": "c", "image": "busybox", "env": [{"name": "A", "value": "y" * 2000}]}],
+            "tolerations": [{"key": "amd-dcm", "operator": "Exists", "effect": "NoExecute"}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    for path, value in extra.items():
+        section, key = path.split("__")
+        pod[section][key] = value
+    return pod
+
+
+PODS_SEEN = [
+    _pod("plain"),
+    _pod("mirror", metadata__annotations={MIRROR_ANNOTATION: "abc"}),
+    _pod("done", status__phase="Succeeded"),
+    _pod("going", metadata__deletionTimestamp="2026-11-21T12:00:00Z"),
+    _pod("no-toleration", spec__tolerations=[{"key": "amd-dcm", "tolerationSeconds": 5}]),
+    _pod("bare", metadata__ownerReferences=[], metadata__labels={}),
+]
+
+
+@pytest.mark.parametrize("pod", PODS_SEEN, ids=lambda p: p["metadata"]["name"])
+def test_the_drain_decides_the_same_on_the_stripped_pod(pod: dict[str, Any]) -> None:
+    stripped = pod_for_drain(pod)
+    assert pod_view(stripped) == pod_view(pod)
+    assert stripped["metadata"].get("labels") == pod["metadata"].get("labels")  # PDB selectors
+    assert len(json.dumps(stripped)) < len(json.dumps(pod)) / 4
+
+
+async def test_the_pod_informer_caches_the_stripped_form_and_is_not_shared_unstripped() -> None:
+    kube = InMemoryKubeClient.fresh(install_crds=False)
+    factory = InformerFactory(kube, backoff=lambda: Backoff(initial=0.002, cap=0.02))
+    try:
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "work"}})
+        node = (await kube.list(NODES))["items"][0]["metadata"]["name"]
+        # No owner: the embedded garbage collector would remove a pod of a DaemonSet that does not exist.
+        created = await kube.create(PODS, _pod("plain", spec__nodeName=node, metadata__ownerReferences=[]))
+        pods = factory.informer(PODS, transform=pod_for_drain)
+        assert factory.informer(PODS, transform=pod_for_drain) is pods
+        with pytest.raises(ValueError, match="another cache transform"):
+            factory.informer(PODS)
+        factory.start()
+        assert await factory.wait_for_sync(5)
+        (cached,) = pods.list()
+        assert "containers" not in cached["spec"] and "big" not in cached["metadata"].get("annotations", {})
+        assert pod_view(cached) == pod_view(created)
+        assert cached["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    finally:
+        await factory.stop()
+        await kube.close()
