@@ -586,9 +586,10 @@ class InformerFactory:
     ) -> Informer:
         """The shared informer for these arguments (created on first use, not started).
 
-        ``transform``: see :attr:`Informer.transform`. Every user of a shared informer must ask for
-        the same one (a ``ValueError`` otherwise): a reader must never get objects stripped of what
-        it reads."""
+        ``transform``: see :attr:`Informer.transform`; it belongs to the component that set it up
+        (as controller-runtime's per-type transforms), and a caller passing none gets the informer as
+        set up (a controller's watch sources do). Asking for a different transform, or for one after
+        the informer has started, is a ``ValueError``: the cache cannot hold two shapes."""
         key: InformerKey = (
             resource,
             (namespace or None) if resource.namespaced else None,
@@ -609,8 +610,10 @@ class InformerFactory:
                 sleep=self._sleep,
                 transform=transform,
             )
-        elif found.transform is not transform:
-            raise ValueError(f"informer {found.name}: shared with another cache transform")
+        elif transform is not None and found.transform is not transform:
+            if found.transform is not None or found.running or len(found.cache):
+                raise ValueError(f"informer {found.name}: shared with another cache transform")
+            found.transform = transform
         return found
 
     @property

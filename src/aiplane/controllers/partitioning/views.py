@@ -584,6 +584,8 @@ def pod_for_drain(pod: Obj) -> dict[str, Any]:
     The drain caches every Pod of the cluster; containers, volumes and container statuses are most
     of a Pod and nothing here decides on them (issue 17: peak memory at 1,000 nodes). Annotations
     are cut to the mirror-pod marker, which can be all a static pod carries to say what it is.
+    The transform is on the shared all-Pods informer: a controller that needs more of a Pod must
+    watch Pods with a label selector of its own (as the ModelInfer and Dynamo controllers do).
     """
     meta = _mapping(pod.get("metadata"))
     kept: dict[str, Any] = {k: meta[k] for k in _POD_METADATA if k in meta}
