@@ -1,4 +1,5 @@
-"""The drain's Pod cache holds only what the drain reads (issue 17: peak memory at 1,000 nodes).
+"""The drain's Pod cache holds only what the drain reads, and caches fill in small pages (issue 17: peak
+memory at 1,000 nodes).
 
 The NodePartitioning controller caches every Pod of the cluster through a cache transform (as
 controller-runtime's ``TransformFunc``); these tests check that what it decides on is unchanged, that
@@ -15,8 +16,10 @@ import pytest
 from aiplane.controllers.partitioning.views import pod_for_drain, pod_view
 from aiplane.controllers.partitioning.vocabulary import MIRROR_ANNOTATION
 from aiplane.kube.informer import Backoff, InformerFactory
+from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NAMESPACES, NODES, PODS
 from aiplane.sim.client import InMemoryKubeClient
+from aiplane.sim.fleet import Fleet, NodePool
 
 
 def _pod(name: str, **extra: Any) -> dict[str, Any]:
@@ -84,4 +87,21 @@ async def test_the_pod_informer_caches_the_stripped_form_and_is_not_shared_unstr
         assert cached["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     finally:
         await factory.stop()
+        await kube.close()
+
+
+async def test_the_manager_lists_in_pages_of_at_most_100() -> None:
+    """A page is decoded whole (managedFields included) before the cache strips it: pages of 100
+    keep the start-up peak of a 1,000-node cache at a fifth of client-go's pages of 500."""
+    kube = InMemoryKubeClient.fresh(
+        install_crds=False, fleet=Fleet(nodePools=[NodePool(name="n", count=250)])
+    )
+    manager = Manager(kube, handle_signals=False)
+    nodes = manager.informers.informer(NODES)
+    try:
+        manager.informers.start()
+        assert await manager.informers.wait_for_sync(10)
+        assert len(nodes.list()) == 250 and nodes.stats.lists == 3
+    finally:
+        await manager.informers.stop()
         await kube.close()
