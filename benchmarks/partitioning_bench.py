@@ -38,9 +38,7 @@ PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfi
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 
 
-async def measure(
-    kubeconfig: Path, nodes: int, max_parallel: int, profile: Path | None = None
-) -> None:
+async def measure(kubeconfig: Path, nodes: int, max_parallel: int, profile: Path | None = None) -> None:
     client = await simproc.bench_client(kubeconfig)
     try:
         await client.create(
@@ -52,7 +50,9 @@ async def measure(
                 "spec": {"dcmProfileName": "cpx", "expectedResources": {"amd.com/gpu": "64"}},
             },
         )
-        with simproc.running(simproc.operator_command(kubeconfig, "all", 8, log_level="warning", profile=profile)) as operator:
+        with simproc.running(
+            simproc.operator_command(kubeconfig, "all", 8, log_level="warning", profile=profile)
+        ) as operator:
             await _roll_out(client, nodes, max_parallel, operator.pid)
     finally:
         await client.close()
