@@ -11,7 +11,8 @@ WaitingOperator, Verifying, Succeeded), one eviction per pod on the node (here t
 = 14, plus the plan's own status writes, amortised. Events (``kubectl describe`` shows them) are
 best-effort and reported apart, as in ``modelinfer_bench.py``.
 
-Usage: ``.venv/bin/python benchmarks/partitioning_bench.py [--nodes 1000] [--max-parallel 50]``
+Usage: ``.venv/bin/python benchmarks/partitioning_bench.py [--nodes 1000] [--max-parallel 50]
+[--profile FILE] [--profile-sim FILE]`` (the last two: the operator / the sim under cProfile)
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfi
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 
 
-async def measure(kubeconfig: Path, nodes: int, max_parallel: int) -> None:
+async def measure(kubeconfig: Path, nodes: int, max_parallel: int, profile: Path | None = None) -> None:
     client = await simproc.bench_client(kubeconfig)
     try:
         await client.create(
@@ -49,7 +50,9 @@ async def measure(kubeconfig: Path, nodes: int, max_parallel: int) -> None:
                 "spec": {"dcmProfileName": "cpx", "expectedResources": {"amd.com/gpu": "64"}},
             },
         )
-        with simproc.running(simproc.operator_command(kubeconfig, "all", 8, log_level="warning")) as operator:
+        with simproc.running(
+            simproc.operator_command(kubeconfig, "all", 8, log_level="warning", profile=profile)
+        ) as operator:
             await _roll_out(client, nodes, max_parallel, operator.pid)
     finally:
         await client.close()
@@ -115,9 +118,17 @@ def main() -> None:
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--max-parallel", type=int, default=50)
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="run the operator under cProfile, stats to this file"
+    )
+    parser.add_argument(
+        "--profile-sim", type=Path, default=None, help="run the sim under cProfile, stats to this file"
+    )
     args = parser.parse_args()
-    with simproc.sim_running("aiplane-pbench-", nodes=args.nodes, dcm_delay=0, pod_ready_delay=0) as sim:
-        asyncio.run(measure(sim.kubeconfig, args.nodes, args.max_parallel))
+    with simproc.sim_running(
+        "aiplane-pbench-", nodes=args.nodes, dcm_delay=0, pod_ready_delay=0, profile=args.profile_sim
+    ) as sim:
+        asyncio.run(measure(sim.kubeconfig, args.nodes, args.max_parallel, args.profile))
 
 
 if __name__ == "__main__":

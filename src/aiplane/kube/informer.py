@@ -32,7 +32,9 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
   reflector uses 800 ms … 30 s); a watch that delivers events resets it. A 429 re-watches after the
   server's ``Retry-After``; a first 410 relists at once (it is routine, not a failure).
 * **Cache** (:mod:`aiplane.kube.cache`). Objects are stored without ``metadata.managedFields`` (often bigger than the object, and no
-  controller decides on them), keyed ``namespace/name`` (or ``name``), and shared: a cached object, and
+  controller decides on them; an informer may also be given a ``transform``, as controller-runtime's
+  cache ``TransformFunc``, that drops what its readers never read), keyed ``namespace/name`` (or
+  ``name``), and shared: a cached object, and
   every object passed to a handler, must never be mutated (``meta.deep_copy`` first). Indexes — built in:
   ``namespace`` and ``owner`` (the uid of the controller ownerReference); more with :meth:`add_indexer` —
   are maintained incrementally. Each event costs O(1) (a shallow copy of the top level and metadata, one
@@ -88,6 +90,7 @@ __all__ = [
     "Informer",
     "InformerFactory",
     "InformerStats",
+    "Transform",
     "UpdateHandler",
     "all_fresh",
     "diff",
@@ -106,6 +109,7 @@ DeleteHandler = Callable[[Obj], None]
 ObjList = list[Obj]
 StrList = list[str]
 Sleep = Callable[[float], Awaitable[None]]
+Transform = Callable[[Obj], Obj]
 
 #: A watch that ends normally sooner than this without delivering anything counts as a failure
 #: (client-go's "very short watch"), so a server that keeps closing watches is not hammered.
@@ -220,8 +224,12 @@ class Informer:
         backoff: Backoff | None = None,
         sleep: Sleep = asyncio.sleep,
         name: str | None = None,
+        transform: Transform | None = None,
     ) -> None:
         self.client = client
+        #: Applied to every object before it is cached (controller-runtime's cache ``TransformFunc``):
+        #: drops what no reader of this informer decides on, so a big fleet's caches stay small.
+        self.transform = transform
         self.resource = resource
         self.namespace = (namespace or None) if resource.namespaced else None
         self.label_selector = label_selector or None
@@ -388,7 +396,7 @@ class Informer:
             out["apiVersion"] = self.resource.api_version
         if "kind" not in out:
             out["kind"] = self.resource.kind
-        return out
+        return self.transform(out) if self.transform is not None else out
 
     def _apply_event(self, kind: str, raw: Obj) -> None:
         key = cache_key(raw)
@@ -701,8 +709,15 @@ class InformerFactory:
         namespace: str | None = None,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        *,
+        transform: Transform | None = None,
     ) -> Informer:
-        """The shared informer for these arguments (created on first use, not started)."""
+        """The shared informer for these arguments (created on first use, not started).
+
+        ``transform``: see :attr:`Informer.transform`; it belongs to the component that set it up
+        (as controller-runtime's per-type transforms), and a caller passing none gets the informer as
+        set up (a controller's watch sources do). Asking for a different transform, or for one after
+        the informer has started, is a ``ValueError``: the cache cannot hold two shapes."""
         key: InformerKey = (
             resource,
             (namespace or None) if resource.namespaced else None,
@@ -723,7 +738,12 @@ class InformerFactory:
                 stale_after=self.stale_after,
                 backoff=self._backoff(),
                 sleep=self._sleep,
+                transform=transform,
             )
+        elif transform is not None and found.transform is not transform:
+            if found.transform is not None or found.running or len(found.cache):
+                raise ValueError(f"informer {found.name}: shared with another cache transform")
+            found.transform = transform
         return found
 
     @property

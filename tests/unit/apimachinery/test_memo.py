@@ -22,3 +22,21 @@ def test_views_are_reused_by_identity_and_forgotten_with_their_object() -> None:
     a2 = {"metadata": {"name": "a", "resourceVersion": "2"}}  # the cache replaced a
     assert memo.all([a2]) == ["view of a@2"] and built == ["a", "b", "a"]
     assert len(memo) == 1  # b left the collection: its view is gone too
+
+
+def test_a_hit_reads_nothing_of_the_object() -> None:
+    """Issue 17: the plan controller reads every NodePartitioning several times per reconcile; a
+    remembered view must cost no reading of the object (a dict that raises on any read proves it)."""
+
+    class Untouchable(dict[str, Any]):
+        def __getitem__(self, key: str) -> Any:
+            raise AssertionError(f"read {key}")
+
+        def get(self, key: str, default: Any = None) -> Any:
+            raise AssertionError(f"read {key}")
+
+    memo: ViewMemo[int] = ViewMemo(len)
+    fleet = [Untouchable(metadata={"name": f"n{i}"}) for i in range(1000)]
+    memo.all(fleet)
+    assert memo.builds == 1000
+    assert memo.all(fleet) == [1] * 1000 and memo.builds == 1000

@@ -30,8 +30,9 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.quantity import format_resource_list
 from aiplane.controllers.kaiwo import kueue
+from aiplane.controllers.kaiwo.fleet import Fleet
 from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION, node_patch
-from aiplane.controllers.kaiwo.pools import Pool, current_quotas, discover_pools, held_quota, node_view
+from aiplane.controllers.kaiwo.pools import Pool, current_quotas, held_quota
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
@@ -76,6 +77,11 @@ class KaiwoConfigReconciler:
         factory = manager.informers
         self.configs = factory.informer(KAIWOCONFIGS)
         self.nodes = factory.informer(NODES)
+        self.fleet = Fleet()
+        self.nodes.add_handler(
+            on_add=self.fleet.put, on_update=self.fleet.update, on_delete=self.fleet.delete
+        )
+        self._settings: tuple[bool, bool, str] | None = None
         self.workloads = [factory.informer(r) for r in (MODELINFERS, DGDS, AIMNAMESPACECONFIGS)]
         self.kueue_served = kueue_served
         self.topology_served = topology_served
@@ -105,20 +111,11 @@ class KaiwoConfigReconciler:
             where = ".".join(str(p) for p in first["loc"])
             await self._report(config, {}, "False", "InvalidSpec", f"spec.{where}: {first['msg']}")
             return None
-        nodes = [node_view(n) for n in self.nodes.list()]
-        pools = discover_pools(nodes, spec.nodes.excludeMasterNodesFromNodePools)
-        pool_of = {node: pool.name for pool in pools for node in pool.nodes}
-        tainted: list[str] = []
-        for node in nodes:
-            patch = node_patch(
-                node, pool_of.get(node.name), spec.nodes.addTaintsToGpuNodes, spec.nodes.defaultGpuTaintKey
-            )
-            if patch is not None:
-                written = await self.client.patch(NODES, node.name, patch, field_manager=FIELD_MANAGER)
-                if objects.annotations(written).get(TAINTED_ANNOTATION):
-                    tainted.append(node.name)
-            elif node.annotations.get(TAINTED_ANNOTATION):
-                tainted.append(node.name)
+        exclude = spec.nodes.excludeMasterNodesFromNodePools
+        pools = self.fleet.pools(exclude)
+        tainted = await self._patch_nodes(
+            exclude, spec.nodes.addTaintsToGpuNodes, spec.nodes.defaultGpuTaintKey
+        )
         applied: dict[str, Any] = {"taintedNodes": sorted(tainted) or None, "notConsumed": list(NOT_CONSUMED)}
         if not self.kueue_served:
             await self._report(config, applied, "False", "KueueNotInstalled", "Kueue's CRDs are not served")
@@ -133,6 +130,29 @@ class KaiwoConfigReconciler:
         else:
             await self._report(config, applied, "True", "Applied", "queues and taints applied")
         return None
+
+    async def _patch_nodes(self, exclude: bool, add_taints: bool, key: str) -> set[str]:
+        """Pool labels and the GPU taint on the nodes changed since the last check (all of them when
+        the settings changed); the names of the nodes tainted by us."""
+        settings = (exclude, add_taints, key)
+        if settings != self._settings:
+            self.fleet.dirty.update(self.fleet.views)
+            self._settings = settings
+        tainted = self.fleet.tainted()
+        for name in sorted(self.fleet.dirty):
+            node = self.fleet.views.get(name)
+            patch = (
+                None if node is None else node_patch(node, self.fleet.pool_of(name, exclude), add_taints, key)
+            )
+            if patch is not None:
+                written = await self.client.patch(NODES, name, patch, field_manager=FIELD_MANAGER)
+                if objects.annotations(written).get(TAINTED_ANNOTATION):
+                    tainted.add(name)
+                else:
+                    tainted.discard(name)
+            # Checked: a node whose patch failed stays dirty, and one we patched comes back as an event.
+            self.fleet.dirty.discard(name)
+        return tainted
 
     # --- Kueue ------------------------------------------------------------------------------------
 

@@ -127,7 +127,7 @@ def is_gpu_node(node: NodeView) -> bool:
     )
 
 
-def _ninety_percent(q: Quantity | None, unit: int) -> int:
+def ninety_percent(q: Quantity | None, unit: int) -> int:
     if q is None:
         return 0
     return int((q.as_decimal() * Decimal("0.9") / unit).to_integral_value(rounding=ROUND_FLOOR))
@@ -136,8 +136,8 @@ def _ninety_percent(q: Quantity | None, unit: int) -> int:
 def pool_name(node: NodeView) -> str:
     """``<vendor>-<model>-<N>gpu-<cpu>core-<mem>gi`` from 90 % of capacity, as upstream names flavors."""
     gpu = gpu_info(node.labels)
-    cpu = _ninety_percent(node.capacity.get("cpu"), 1)
-    mem = _ninety_percent(node.capacity.get("memory"), 1024**3)
+    cpu = ninety_percent(node.capacity.get("cpu"), 1)
+    mem = ninety_percent(node.capacity.get("memory"), 1024**3)
     name = f"{gpu.vendor}-{gpu.model}-{gpu.count}gpu-{cpu}core-{mem}gi"
     return name[:63].strip("-")
 
@@ -160,7 +160,7 @@ class Pool:
     partitioning: bool  # a node of this pool is being partitioned
 
 
-def _pool_resource(name: str) -> bool:
+def pool_resource(name: str) -> bool:
     return name in ("cpu", "memory") or is_gpu_resource(name)
 
 
@@ -176,15 +176,15 @@ def discover_pools(nodes: Iterable[NodeView], exclude_control_plane: bool) -> li
         quota: dict[str, Quantity] = {}
         for node in group:
             for resource, amount in node.allocatable.items():
-                if _pool_resource(resource):
+                if pool_resource(resource):
                     quota[resource] = quota[resource] + amount if resource in quota else amount
         first = group[0]
         pools.append(
             Pool(
                 name=name,
                 gpu=gpu_info(first.labels),
-                cpu_cores=_ninety_percent(first.capacity.get("cpu"), 1),
-                memory_gi=_ninety_percent(first.capacity.get("memory"), 1024**3),
+                cpu_cores=ninety_percent(first.capacity.get("cpu"), 1),
+                memory_gi=ninety_percent(first.capacity.get("memory"), 1024**3),
                 nodes=tuple(sorted(n.name for n in group)),
                 quota=quota,
                 partitioning=any(n.partitioning for n in group),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from aiplane.apimachinery.meta import controller_owner_reference
+from aiplane.apimachinery.meta import controller_of, controller_owner_reference
 from aiplane.controllers.partitioning.identity import children_by_node, is_child, np_name, plan_label_value
 from aiplane.controllers.partitioning.selection import Selection
 from aiplane.controllers.partitioning.views import (
@@ -73,7 +73,7 @@ def np_needs_update(existing: NodePartitioningView | None, desired: Mapping[str,
     """
     if existing is None:
         return True
-    return _owned_fields(existing) != _owned_fields(node_partitioning_view(desired))
+    return _owned_fields(existing) != _desired_owned_fields(desired)
 
 
 def _owned_fields(np: NodePartitioningView) -> tuple[object, ...]:
@@ -87,6 +87,38 @@ def _owned_fields(np: NodePartitioningView) -> tuple[object, ...]:
         np.plan_label,
         np.controller_uid,
     )
+
+
+def _desired_owned_fields(desired: Mapping[str, Any]) -> tuple[object, ...]:
+    """``_owned_fields(node_partitioning_view(desired))`` for a body :func:`desired_node_partitionings`
+    built, read directly: the plan compares every target on every reconcile, and building a whole
+    view per target per reconcile was a tenth of the operator's CPU at 1,000 nodes (issue 17)."""
+    spec = desired.get("spec")
+    meta = desired.get("metadata")
+    if not isinstance(spec, Mapping) or not isinstance(meta, Mapping):
+        return _owned_fields(node_partitioning_view(dict(desired)))
+    plan_ref = _mapping(spec.get("planRef"))
+    profile_ref = _mapping(spec.get("profileRef"))
+    labels = _mapping(meta.get("labels"))
+    owner = controller_of(desired)
+    return (
+        spec.get("dryRun") is True,
+        _str(spec.get("desiredHash")),
+        _str(spec.get("nodeName")),
+        _str(profile_ref.get("name")),
+        _str(plan_ref.get("name")),
+        plan_ref.get("uid"),
+        labels.get(PLAN_LABEL),
+        owner.get("uid") if owner is not None else None,
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def stale_node_partitionings(

@@ -191,10 +191,14 @@ class PlanReconciler:
 
     def node_partitionings(self) -> list[Obj]:
         """Every NodePartitioning, as cached, overlaid with our writes the cache does not show yet."""
-        cached = {objects.name(np): np for np in self.nps.list()}
+        # Cluster-scoped: the cache key is the name. Only names with an outstanding write need the
+        # overlay; the rest (nearly all, at scale) are taken as cached.
+        get = self.nps.get
+        names = self.nps.keys()
+        pending = set(self.np_writes.keys())
         views = []
-        for name in sorted(set(cached) | set(self.np_writes.keys())):
-            view = self.np_writes.view(name, cached.get(name))
+        for name in sorted(pending.union(names) if pending else names):
+            view = self.np_writes.view(name, get(name)) if name in pending else get(name)
             if view is not None:
                 views.append(view)
         return views

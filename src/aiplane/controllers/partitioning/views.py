@@ -56,6 +56,7 @@ __all__ = [
     "node_view",
     "node_views",
     "plan_view",
+    "pod_for_drain",
     "pod_tolerates_dcm_taint",
     "pod_view",
     "pod_views",
@@ -558,6 +559,44 @@ def pod_view(pod: Obj) -> PodView:
 
 def pod_views(pods: Iterable[Obj]) -> tuple[PodView, ...]:
     return tuple(pod_view(p) for p in pods)
+
+
+#: What the drain reads of a Pod (:func:`pod_view`, the by-node index, PodDisruptionBudget selectors).
+_POD_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "ownerReferences",
+    "deletionTimestamp",
+    "creationTimestamp",
+)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def pod_for_drain(pod: Obj) -> dict[str, Any]:
+    """The Pod informer's cache transform: only what :func:`pod_view` and the drain's mappers read.
+
+    The drain caches every Pod of the cluster; containers, volumes and container statuses are most
+    of a Pod and nothing here decides on them (issue 17: peak memory at 1,000 nodes). Annotations
+    are cut to the mirror-pod marker, which can be all a static pod carries to say what it is.
+    The transform is on the shared all-Pods informer: a controller that needs more of a Pod must
+    watch Pods with a label selector of its own (as the ModelInfer and Dynamo controllers do).
+    """
+    meta = _mapping(pod.get("metadata"))
+    kept: dict[str, Any] = {k: meta[k] for k in _POD_METADATA if k in meta}
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and MIRROR_ANNOTATION in annotations:
+        kept["annotations"] = {MIRROR_ANNOTATION: annotations[MIRROR_ANNOTATION]}
+    spec, status = _mapping(pod.get("spec")), _mapping(pod.get("status"))
+    out: dict[str, Any] = {"apiVersion": pod.get("apiVersion"), "kind": pod.get("kind"), "metadata": kept}
+    out["spec"] = {k: spec[k] for k in ("nodeName", "tolerations") if k in spec}
+    out["status"] = {"phase": status["phase"]} if "phase" in status else {}
+    return out
 
 
 # --- DCM Events ----------------------------------------------------------------------------------

@@ -1,0 +1,78 @@
+"""The KaiwoConfig controller's incremental fleet view: the same pools as ``discover_pools``, O(1) per event.
+
+Issue 17: the singleton controller rebuilt every node view and every pool sum on each Node event, so
+a rollout cost it O(fleet²). These tests hold the incremental sums to the pure specification after
+any sequence of adds, updates and deletes, and count the work one event costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aiplane.controllers.kaiwo.fleet import Fleet
+from aiplane.controllers.kaiwo.pools import discover_pools, node_view
+from tests.unit.test_kaiwo_pools import MIXES, node
+
+CONTROL = {"node-role.kubernetes.io/control-plane": ""}
+CPU_ONLY: dict[str, str] = {}
+
+# One event: (node index, None to delete it, or (mix, cordoned by partitioning, cordoned by someone
+# else, labels)).
+states = st.tuples(
+    st.sampled_from(MIXES),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([None, CONTROL, CPU_ONLY]),
+)
+events = st.lists(st.tuples(st.integers(0, 5), st.none() | states), max_size=40)
+
+
+def _node(i: int, state: tuple[tuple[str, int], bool, bool, dict[str, str] | None]) -> dict[str, Any]:
+    (resource, count), partitioning, cordoned, labels = state
+    return node(
+        f"n{i}",
+        resource,
+        count,
+        cordoned_by="np/x" if partitioning else None,
+        unschedulable=cordoned,
+        labels=labels,
+    )
+
+
+@given(events, st.booleans())
+def test_incremental_pools_equal_the_pure_discovery(script: list[Any], exclude: bool) -> None:
+    fleet = Fleet()
+    nodes: dict[str, dict[str, Any]] = {}
+    for i, state in script:
+        name = f"n{i}"
+        if state is None:
+            if name in nodes:
+                fleet.delete(nodes.pop(name))
+            continue
+        obj = _node(i, state)
+        if name in nodes:
+            fleet.update(nodes[name], obj)
+        else:
+            fleet.put(obj)
+        nodes[name] = obj
+    expected = discover_pools([node_view(n) for n in nodes.values()], exclude)
+    assert fleet.pools(exclude) == expected
+    members = {n: p.name for p in expected for n in p.nodes}
+    assert {n: fleet.pool_of(n, exclude) for n in nodes} == {n: members.get(n) for n in nodes}
+
+
+def test_one_node_event_builds_one_view_whatever_the_fleet() -> None:
+    fleet = Fleet()
+    for i in range(500):
+        fleet.put(node(f"n{i}"))
+    fleet.dirty.clear()
+    before = fleet.builds
+    fleet.update(node("n7"), node("n7", "amd.com/gpu", 64, cordoned_by="np/x"))
+    (pool,) = fleet.pools(False)
+    assert fleet.builds - before == 1
+    assert fleet.dirty == {"n7"}  # the taint/label check then looks at that node only
+    assert str(pool.quota["amd.com/gpu"]) == str(499 * 8 + 64)
+    assert pool.partitioning
