@@ -70,29 +70,22 @@ def load(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text(encoding="utf-8")) if d]
 
 
+def _mi300x_pool(name: str, count: int, pool: str) -> NodePool:
+    return NodePool(
+        name=name,
+        count=count,
+        gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
+        cpu="192",
+        memory="2Ti",
+        labels={"aiplane.io/pool": pool},
+    )
+
+
 def mi300x_fleet(inference: int, training: int = 0, h100: int = 0) -> Fleet:
     """A small fleet: MI300X inference (and training) nodes, H100 nodes, one control-plane node."""
-    pools = [
-        NodePool(
-            name="mi300x",
-            count=inference,
-            gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
-            cpu="192",
-            memory="2Ti",
-            labels={"aiplane.io/pool": "inference"},
-        )
-    ]
+    pools = [_mi300x_pool("mi300x", inference, "inference")]
     if training:
-        pools.append(
-            NodePool(
-                name="mi300x-train",
-                count=training,
-                gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
-                cpu="192",
-                memory="2Ti",
-                labels={"aiplane.io/pool": "training"},
-            )
-        )
+        pools.append(_mi300x_pool("mi300x-train", training, "training"))
     if h100:
         pools.append(
             NodePool(

@@ -18,11 +18,7 @@ from typing import Any
 
 import pytest
 
-from aiplane.controllers.modelinfer import controller as modelinfer_controller
-from aiplane.kube.manager import Manager
-from aiplane.kube.resources import EVENTS, NAMESPACES, NODES, PDBS
-from aiplane.sim.client import InMemoryKubeClient
-from tests.integration import operator_rbac
+from aiplane.kube.resources import EVENTS, NODES, PDBS
 from tests.integration.test_modelinfer_e2e import (
     KUBECTL,
     MI,
@@ -30,8 +26,8 @@ from tests.integration.test_modelinfer_e2e import (
     PODS_PER_GROUP,
     GroupWatch,
     World,
-    _fleet,
     modelinfer,
+    running_world,
 )
 from tests.polling import eventually
 
@@ -40,19 +36,8 @@ FIRST = "mi300x-0"
 
 @pytest.fixture
 async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
-    cluster = operator_rbac.cluster(fleet=_fleet(getattr(request, "param", 3)), agents=True, ready_delay=0.0)
-    await cluster.start()
-    client = InMemoryKubeClient.for_cluster(cluster)
-    operator = operator_rbac.operator_client(cluster)
-    manager = Manager(operator, leader_election=None, handle_signals=False)
-    await modelinfer_controller.setup(manager)
-    task = asyncio.create_task(manager.run())
-    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    yield World(cluster, client, operator)
-    manager.stop()
-    assert await task == 0
-    await client.close()
-    await cluster.stop()
+    async with running_world(getattr(request, "param", 3)) as built:
+        yield built
 
 
 def kubectl(world: World, tmp_path: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

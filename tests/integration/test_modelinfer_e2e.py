@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,9 +202,10 @@ def _fleet(nodes: int) -> Fleet:
     )
 
 
-@pytest.fixture
-async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
-    nodes = getattr(request, "param", 5)
+@asynccontextmanager
+async def running_world(nodes: int) -> AsyncIterator[World]:
+    """The embedded cluster with ``nodes`` MI300X nodes, the ModelInfer controller running as the
+    operator, and the test namespace; shared by every ModelInfer e2e module."""
     cluster = operator_rbac.cluster(fleet=_fleet(nodes), agents=True, ready_delay=0.0)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
@@ -217,6 +219,12 @@ async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
     assert await task == 0
     await client.close()
     await cluster.stop()
+
+
+@pytest.fixture
+async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
+    async with running_world(getattr(request, "param", 5)) as built:
+        yield built
 
 
 async def test_disaggregated_groups_come_up_with_their_objects(world: World) -> None:
