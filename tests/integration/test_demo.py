@@ -124,6 +124,9 @@ def test_demo_keep_leaves_a_cluster_kubectl_can_use_until_sigint(tmp_path: Path)
         # Every hint works exactly as printed, in a shell where neither kubectl nor aiplane is on PATH
         # and no KUBECONFIG is set: the printed export line provides both.
         printed = "".join(seen)
+        # Every section reached its goal (a failed one is named in red in the output, shown here).
+        assert "did not complete" not in printed and "BROKEN" not in printed, printed
+        assert "Profiling → Deploying → Ready" in " ".join(re.sub(r"[│|]", " ", printed).split()), printed
         setup = next(line.strip() for line in seen if line.strip().startswith("export KUBECONFIG="))
         hints = printed.split("then try\n", 1)[1].split("Ctrl-C stops it", 1)[0].splitlines()
         hints = [h.strip() for h in hints if h.strip()]
@@ -139,7 +142,7 @@ def test_demo_keep_leaves_a_cluster_kubectl_can_use_until_sigint(tmp_path: Path)
                 timeout=60,
                 check=False,
             )
-            assert got.returncode == 0, (hint, got.stderr)
+            assert got.returncode == 0, (hint, got.stderr, printed)
         env = {**os.environ, "KUBECONFIG": str(tmp_path / "kubeconfig")}
         got = subprocess.run(
             [KUBECTL, "get", "gpuplan", "-o", "yaml"],
