@@ -8,10 +8,15 @@ operator doing the same, one after the other, in one run:
 - objects/s until every object shows its status,
 - API writes per object (counted by the server, by the client's User-Agent),
 - peak RSS of the operator process (VmHWM),
-- CPU of the operator at steady state over ``--steady`` seconds after convergence (target ~0).
+- CPU of the operator at steady state over ``--steady`` seconds after convergence (target ~0),
+- the operator's CPU per object and the API server's CPU share while converging: the fair
+  comparison when the API server, shared by both contenders, is what limits the rate; and when the
+  first object showed its status (the operator's start-up, included in objects/s).
 
-Usage: ``.venv/bin/python benchmarks/runtime_bench.py [--objects 5000] [--steady 60] [--no-kopf]``
-(kopf is installed on demand: ``pip install 'kopf>=1.45,<1.46'``).
+Usage: ``.venv/bin/python benchmarks/runtime_bench.py [--objects 5000] [--steady 60] [--workers 16]
+[--no-kopf] [--profile DIR]`` (kopf: ``pip install -e '.[bench]'``). ``--profile DIR`` records each
+operator with py-spy (``pip install py-spy``) into ``DIR/<operator>.svg`` (a flame graph; ``--profile-raw``: collapsed stacks, ``.txt``; sampling
+costs the operator a little CPU, so take rates from a run without it).
 """
 
 from __future__ import annotations
@@ -21,9 +26,13 @@ import asyncio
 import contextlib
 import math
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +76,20 @@ class Figures:
     writes: int
     peak_rss_mb: float
     steady_cpu: float
+    operator_cpu: float
+    server_cpu: float
+    #: Seconds from the operator's start until the first object showed its status (start-up).
+    first_seconds: float
+
+    @property
+    def operator_ms(self) -> float:
+        """Operator CPU per object while converging, in milliseconds."""
+        return 1000 * self.operator_cpu / self.objects
+
+    @property
+    def server_share(self) -> float:
+        """The API server's CPU while converging, as a share of one core."""
+        return self.server_cpu / self.seconds
 
     @property
     def rate(self) -> float:
@@ -110,10 +133,119 @@ async def _converged(client: HttpKubeClient, objects: int) -> int:
             return done
 
 
+def _echoed(obj: dict[str, object]) -> bool:
+    status, spec = obj.get("status"), obj.get("spec")
+    return isinstance(status, dict) and isinstance(spec, dict) and status.get("value") == spec.get("value")
+
+
+class _Watcher:
+    """Which objects show their status, from one watch opened before the operator starts: the moment
+    the last one does is seen at once, at the cost of one watch event per write (a LIST of every object
+    four times a second, ``--poll``, costs the API server both contenders share far more)."""
+
+    def __init__(self, client: HttpKubeClient, objects: int, started: float) -> None:
+        self.client = client
+        self.objects = objects
+        self.started = started
+        self.echoed: set[str] = set()
+        self.first: float | None = None
+        self.all_done = asyncio.Event()
+        self.ended = False
+
+    async def run(self, resource_version: str) -> None:
+        try:
+            async for event in self.client.watch(ECHOES, NAMESPACE, resource_version=resource_version):
+                obj = event.get("object") or {}
+                if event.get("type") not in ("ADDED", "MODIFIED") or "metadata" not in obj:
+                    continue
+                if _echoed(obj):
+                    self.echoed.add(obj["metadata"]["name"])
+                    if self.first is None:
+                        self.first = time.monotonic() - self.started
+                    if len(self.echoed) >= self.objects:
+                        self.all_done.set()
+                        return
+                else:
+                    self.echoed.discard(obj["metadata"]["name"])
+        finally:
+            self.ended = True
+
+
+async def _wait_converged(
+    client: HttpKubeClient, objects: int, proc: subprocess.Popen[bytes], name: str, poll: bool
+) -> float | None:
+    """Wait until every object shows its status; returns when the first one did (seconds from now)."""
+    started = time.monotonic()
+    first: list[float] = []
+
+    async def listed() -> bool:
+        done = await _converged(client, objects)
+        if done and not first:
+            first.append(time.monotonic() - started)
+        simproc.check_running(proc, name)
+        return done >= objects
+
+    if poll:
+        await simproc.wait_until(listed, math.inf, f"{objects} objects converged", interval=0.25)
+        return first[0] if first else None
+    rv = (await client.list(ECHOES, NAMESPACE, limit=1))["metadata"]["resourceVersion"]
+    watcher = _Watcher(client, objects, started)
+    task = asyncio.create_task(watcher.run(rv))
+
+    async def watched() -> bool:
+        simproc.check_running(proc, name)
+        if task.done() and not watcher.all_done.is_set():
+            task.result()  # raises what ended the watch
+            raise SystemExit("the benchmark's watch ended early; run with --poll")
+        return watcher.all_done.is_set()
+
+    try:
+        await simproc.wait_until(watched, math.inf, f"{objects} objects converged", interval=0.02)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if await _converged(client, objects) < objects:  # the watch's view, checked once
+        raise SystemExit("the watch saw every object converge, a LIST does not")
+    return watcher.first
+
+
+@dataclass
+class Contender:
+    name: str
+    cmd: list[str]
+    agent: str
+
+
+@contextlib.contextmanager
+def _profiled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy recording ``pid`` into ``out`` for the block (nothing when ``out`` is None)."""
+    if out is None:
+        yield
+        return
+    spy = shutil.which("py-spy") or str(Path(simproc.PY).with_name("py-spy"))
+    fmt = "raw" if out.suffix == ".txt" else "flamegraph"
+    cmd = [spy, "record", "--pid", str(pid), "--rate", "200", "--format", fmt, "--output", str(out)]
+    cmd.append("--nonblocking")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        proc.wait(timeout=60)
+
+
 async def _round(
-    name: str, cmd: list[str], env: dict[str, str], agent: str, kubeconfig: Path, objects: int, steady: float
+    who: Contender,
+    env: dict[str, str],
+    sim: simproc.Sim,
+    objects: int,
+    steady: float,
+    profile: Path | None,
+    poll: bool,
 ) -> Figures:
-    client = await simproc.bench_client(kubeconfig)
+    name, agent = who.name, who.agent
+    client = await simproc.bench_client(sim.kubeconfig)
     try:
         with contextlib.suppress(ApiError):
             await client.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}")
@@ -129,24 +261,29 @@ async def _round(
         await _prepare(client, objects)
         before = await simproc.write_count(client, agent)
         started = time.monotonic()
-        with simproc.running(cmd, env=env) as proc:
-
-            async def converged() -> bool:
-                if await _converged(client, objects) >= objects:
-                    return True
-                simproc.check_running(proc, name)
-                return False
-
-            await simproc.wait_until(converged, math.inf, f"{objects} objects converged", interval=0.25)
+        server_start = cpu_seconds(sim.pid)
+        with simproc.running(who.cmd, env=env) as proc, _profiled(proc.pid, profile):
+            first = await _wait_converged(client, objects, proc, name, poll)
             seconds = time.monotonic() - started
-            writes = await simproc.write_count(client, agent) - before
             cpu_start = cpu_seconds(proc.pid)
+            server_cpu = cpu_seconds(sim.pid) - server_start
+            writes = await simproc.write_count(client, agent) - before
             await asyncio.sleep(steady)
             steady_cpu = (cpu_seconds(proc.pid) - cpu_start) / steady
             steady_writes = await simproc.write_count(client, agent) - before - writes
             if steady_writes:
                 print(f"  {name}: {steady_writes} writes during the steady period", file=sys.stderr)
-            return Figures(name, objects, seconds, writes, peak_rss_mb(proc.pid), steady_cpu)
+            return Figures(
+                name,
+                objects,
+                seconds,
+                writes,
+                peak_rss_mb(proc.pid),
+                steady_cpu,
+                cpu_start,
+                server_cpu,
+                first if first is not None else seconds,
+            )
     finally:
         await client.close()
 
@@ -157,58 +294,54 @@ def main() -> None:
     )
     parser.add_argument("--objects", type=int, default=5000)
     parser.add_argument("--steady", type=float, default=60.0)
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=4, help="aiplane's --max-concurrent-reconciles")
     parser.add_argument("--no-kopf", action="store_true")
+    parser.add_argument(
+        "--poll", action="store_true", help="see convergence by a LIST every 0.25 s (the first version's way)"
+    )
+    parser.add_argument("--profile", type=Path, help="record each operator with py-spy into this directory")
+    parser.add_argument(
+        "--profile-raw", action="store_true", help="collapsed stacks (<operator>.txt) instead of flame graphs"
+    )
     args = parser.parse_args()
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    results: list[Figures] = []
     with simproc.sim_running("aiplane-bench-") as sim:
         env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig)}
-        ours = asyncio.run(
-            _round(
-                "aiplane",
-                simproc.operator_command(sim.kubeconfig, "echo", args.workers),
-                env,
-                "aiplane",
-                sim.kubeconfig,
-                args.objects,
-                args.steady,
-            )
-        )
-        results = [ours]
+        operator = sim.workdir / "kopf_echo.py"
+        operator.write_text(KOPF_OPERATOR, encoding="utf-8")
+        kopf = [simproc.PY, "-m", "kopf", "run", "--standalone", "--namespace", NAMESPACE, str(operator)]
+        contenders = [
+            Contender("aiplane", simproc.operator_command(sim.kubeconfig, "echo", args.workers), "aiplane")
+        ]
         if not args.no_kopf:
-            operator = sim.workdir / "kopf_echo.py"
-            operator.write_text(KOPF_OPERATOR, encoding="utf-8")
-            results.append(
-                asyncio.run(
-                    _round(
-                        "kopf",
-                        [
-                            simproc.PY,
-                            "-m",
-                            "kopf",
-                            "run",
-                            "--standalone",
-                            "--namespace",
-                            NAMESPACE,
-                            str(operator),
-                        ],
-                        env,
-                        "kopf",
-                        sim.kubeconfig,
-                        args.objects,
-                        args.steady,
-                    )
-                )
-            )
-    print(f"{args.objects} Echo objects, operator in its own process, embedded API server, 2 cores")
-    print(f"{'operator':<10}{'objects/s':>12}{'writes/object':>16}{'peak RSS MB':>14}{'steady CPU':>12}")
+            contenders.append(Contender("kopf", kopf, "kopf"))
+        for who in contenders:
+            suffix = ".txt" if args.profile_raw else ".svg"
+            profile = args.profile / f"{who.name}{suffix}" if args.profile is not None else None
+            results.append(asyncio.run(_round(who, env, sim, args.objects, args.steady, profile, args.poll)))
+    _report(args.objects, args.workers, results)
+
+
+def _report(objects: int, workers: int, results: list[Figures]) -> None:
+    print(f"{objects} Echo objects, operator in its own process, embedded API server, 2 cores")
+    print(f"aiplane: {workers} concurrent reconciles")
+    print(
+        f"{'operator':<10}{'objects/s':>11}{'writes/obj':>12}{'peak RSS MB':>13}{'steady CPU':>12}"
+        f"{'op CPU ms/obj':>15}{'server CPU':>12}{'first at':>10}"
+    )
     for r in results:
         print(
-            f"{r.name:<10}{r.rate:>12,.0f}{r.writes_per_object:>16.2f}{r.peak_rss_mb:>14.0f}{r.steady_cpu:>11.1%}"
+            f"{r.name:<10}{r.rate:>11,.0f}{r.writes_per_object:>12.2f}{r.peak_rss_mb:>13.0f}"
+            f"{r.steady_cpu:>11.1%}{r.operator_ms:>15.2f}{r.server_share:>11.0%}{r.first_seconds:>9.1f}s"
         )
     if len(results) == 2:
+        ours, kopf = results
         print(
-            f"aiplane/kopf: throughput x{results[0].rate / results[1].rate:.1f}, "
-            f"writes per object x{results[0].writes_per_object / results[1].writes_per_object:.2f}"
+            f"aiplane/kopf: throughput x{ours.rate / kopf.rate:.2f}, "
+            f"writes per object x{ours.writes_per_object / kopf.writes_per_object:.2f}, "
+            f"operator CPU per object x{ours.operator_ms / kopf.operator_ms:.2f}"
         )
     print(orjson.dumps([r.__dict__ for r in results]).decode())
 
