@@ -15,7 +15,8 @@ operator doing the same, one after the other, in one run:
 
 Usage: ``.venv/bin/python benchmarks/runtime_bench.py [--objects 5000] [--steady 60] [--workers 16]
 [--no-kopf] [--profile DIR]`` (kopf: ``pip install -e '.[bench]'``). ``--profile DIR`` records each
-operator with py-spy (``pip install py-spy``) into ``DIR/<operator>.svg`` (a flame graph; ``--profile-raw``: collapsed stacks, ``.txt``; sampling
+operator with py-spy (``pip install py-spy``) into ``DIR/<operator>.svg``, and the API server while it serves
+that operator into ``DIR/sim-<operator>.svg`` (a flame graph; ``--profile-raw``: collapsed stacks, ``.txt``; sampling
 costs the operator a little CPU, so take rates from a run without it).
 """
 
@@ -262,7 +263,12 @@ async def _round(
         before = await simproc.write_count(client, agent)
         started = time.monotonic()
         server_start = cpu_seconds(sim.pid)
-        with simproc.running(who.cmd, env=env) as proc, _profiled(proc.pid, profile):
+        sim_profile = profile.with_name(f"sim-{profile.name}") if profile is not None else None
+        with (
+            simproc.running(who.cmd, env=env) as proc,
+            _profiled(proc.pid, profile),
+            _profiled(sim.pid, sim_profile),
+        ):
             first = await _wait_converged(client, objects, proc, name, poll)
             seconds = time.monotonic() - started
             cpu_start = cpu_seconds(proc.pid)

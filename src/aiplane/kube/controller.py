@@ -434,7 +434,10 @@ class Controller:
     async def process(self, request: Request) -> str:
         """One reconcile of ``request`` with its bookkeeping; returns the result label for metrics."""
         with reconcile_context(controller=self.name, key=request.key) as reconcile_id:
-            bound = self._log.bind(key=request.key, reconcile_id=reconcile_id)
+
+            def bound() -> Any:  # built only for a line to log: most reconciles log none
+                return self._log.bind(key=request.key, reconcile_id=reconcile_id)
+
             if self.observer is not None:
                 self.observer.reconcile_started(self.name)
             started = time.perf_counter()
@@ -447,17 +450,17 @@ class Controller:
             except TerminalError as exc:
                 label = "error"
                 self.queue.forget(request)
-                bound.error("reconcile failed; not retried until the object changes", error=str(exc))
+                bound().error("reconcile failed; not retried until the object changes", error=str(exc))
             except ApiError as exc:
                 label = "error"
                 self.queue.add_rate_limited(request)
                 if expected_race(exc):
                     label = "requeue"
-                    bound.debug("requeue after a race", reason=exc.reason, message=exc.message)
+                    bound().debug("requeue after a race", reason=exc.reason, message=exc.message)
                 elif exc.status == 403:
-                    await self._forbidden(request, exc, bound)
+                    await self._forbidden(request, exc, bound())
                 else:
-                    bound.error(
+                    bound().error(
                         "reconcile failed",
                         error=f"{type(exc).__name__}: {exc}",
                         retries=self.queue.num_requeues(request),
@@ -465,7 +468,7 @@ class Controller:
             except Exception as exc:
                 label = "error"
                 self.queue.add_rate_limited(request)
-                bound.error(
+                bound().error(
                     "reconcile failed",
                     error=f"{type(exc).__name__}: {exc}",
                     retries=self.queue.num_requeues(request),

@@ -57,6 +57,7 @@ and host but no duration. It would need the observer to carry the elapsed time.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
@@ -145,6 +146,16 @@ RECONCILE_TIME_BUCKETS: Final = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _ReconcileSeries:
+    """One controller's reconcile metric children (:meth:`ControllerMetrics._series`)."""
+
+    active: Gauge
+    total: dict[str, Counter]
+    errors: Counter
+    time: Histogram
+
+
 class ControllerMetrics:
     """controller-runtime's per-controller reconcile metrics (label ``controller``).
 
@@ -196,6 +207,7 @@ class ControllerMetrics:
             ("controller",),
             registry=registry,
         )
+        self._children: dict[str, _ReconcileSeries] = {}
 
     def init_controller(self, controller: str, max_concurrent_reconciles: int) -> None:
         """Create every series at zero (controller-runtime's ``initMetrics``).
@@ -220,9 +232,22 @@ class ControllerMetrics:
         """
         self.init_controller(controller, n)
 
+    def _series(self, controller: str) -> _ReconcileSeries:
+        """The controller's children, looked up once: ``labels()`` validates and locks on every call,
+        which is most of what a metric costs on a reconcile."""
+        series = self._children.get(controller)
+        if series is None:
+            series = self._children[controller] = _ReconcileSeries(
+                self.active_workers.labels(controller=controller),
+                {r: self.reconcile_total.labels(controller=controller, result=r) for r in RECONCILE_RESULTS},
+                self.reconcile_errors.labels(controller=controller),
+                self.reconcile_time.labels(controller=controller),
+            )
+        return series
+
     def reconcile_started(self, controller: str) -> None:
         """A worker took a key: ``controller_runtime_active_workers += 1``."""
-        self.active_workers.labels(controller=controller).inc()
+        self._series(controller).active.inc()
 
     def reconcile_finished(self, controller: str, result: str, seconds: float) -> None:
         """Record one finished reconcile that took ``seconds`` (see the module docstring).
@@ -230,13 +255,15 @@ class ControllerMetrics:
         Every :meth:`reconcile_started` must be matched by exactly one call, whatever the outcome,
         or ``active_workers`` drifts. ``result`` must be one of :data:`RECONCILE_RESULTS`.
         """
-        if result not in RECONCILE_RESULTS:
+        series = self._series(controller)
+        total = series.total.get(result)
+        if total is None:
             raise ValueError(f"unknown reconcile result {result!r}; expected one of {RECONCILE_RESULTS}")
-        self.active_workers.labels(controller=controller).dec()
-        self.reconcile_total.labels(controller=controller, result=result).inc()
+        series.active.dec()
+        total.inc()
         if result == "error":
-            self.reconcile_errors.labels(controller=controller).inc()
-        self.reconcile_time.labels(controller=controller).observe(max(0.0, seconds))
+            series.errors.inc()
+        series.time.observe(max(0.0, seconds))
 
     def reconcile_panic(self, controller: str) -> None:
         """``controller_runtime_reconcile_panics_total``; still call :meth:`reconcile_finished` with ``error``."""
@@ -335,11 +362,17 @@ class RestClientMetrics:
             ("code", "method", "host"),
             registry=registry,
         )
+        self._children: dict[tuple[str, int, str], Counter] = {}
 
     def observe(self, verb: str, code: int, host: str) -> None:
-        method = "GET" if verb.upper() == "WATCH" else verb.upper()
-        netloc = urlsplit(host).netloc if "://" in host else host
-        self.requests.labels(code=str(code) if code else "<error>", method=method, host=netloc).inc()
+        key = (verb, code, host)
+        child = self._children.get(key)  # labels() validates and locks: once per series, not per request
+        if child is None:
+            method = "GET" if verb.upper() == "WATCH" else verb.upper()
+            netloc = urlsplit(host).netloc if "://" in host else host
+            child = self.requests.labels(code=str(code) if code else "<error>", method=method, host=netloc)
+            self._children[key] = child
+        child.inc()
 
 
 #: One informer's liveness for :class:`InformerMetrics`: (name, seconds since heard or None, stale,

@@ -89,6 +89,48 @@ async def test_a_key_is_never_reconciled_concurrently(client: InMemoryKubeClient
     assert calls < 41  # events for one key coalesce in the queue
 
 
+async def test_k_workers_reconcile_k_different_keys_at_once(
+    client: InMemoryKubeClient, running: Running
+) -> None:
+    """An I/O-bound controller's throughput is its concurrency (controller-runtime's
+    MaxConcurrentReconciles): with K workers and more than K keys waiting, K reconciles are in flight
+    together, never more, and no successful one builds a logger (the hot path stays lean)."""
+    in_flight = 0
+    peak = 0
+    release = asyncio.Event()
+
+    async def reconcile(request: Request) -> Result | None:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await release.wait()
+        in_flight -= 1
+        return None
+
+    for i in range(10):
+        await client.create(CONFIGMAPS, cm(f"c{i}"))
+    controller = Controller.build("c").for_(CONFIGMAPS).workers(4).reconcile(reconcile)
+    logger = controller._log
+    binds: list[dict[str, Any]] = []
+
+    class CountingLogger:
+        def bind(self, **kw: Any) -> Any:
+            binds.append(kw)
+            return logger.bind(**kw)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(logger, name)
+
+    controller._log = CountingLogger()
+    await running.start(controller)
+    await eventually(lambda: peak == 4)
+    assert controller.queue.num_processing == 4 and len(controller.queue) >= 6
+    release.set()
+    await eventually(lambda: len(controller.queue) == 0 and controller.queue.num_processing == 0)
+    assert peak == 4
+    assert binds == []
+
+
 async def test_errors_requeue_with_growing_backoff_and_success_forgets(
     client: InMemoryKubeClient, running: Running
 ) -> None:

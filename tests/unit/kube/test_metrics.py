@@ -177,3 +177,39 @@ def test_openmetrics_is_served_when_asked_for() -> None:
     body, content_type = m.exposition("application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text")
     assert body.decode().rstrip().endswith("# EOF")
+
+
+def test_a_reconcile_and_a_request_look_their_series_up_once_not_every_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``labels()`` validates and takes a lock: on the hot path (every reconcile, every API request)
+    the children are looked up once per series, and the counts stay exact."""
+    m = Metrics(process_collectors=False)
+    looked_up: list[str] = []
+    for name in ("reconcile_total", "active_workers", "reconcile_time", "reconcile_errors"):
+        vec = getattr(m.controllers, name)
+        original = vec.labels
+
+        def counting(*args: str, _original: object = original, _name: str = name, **kw: str) -> object:
+            looked_up.append(_name)
+            return _original(*args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(vec, "labels", counting)
+    original_requests = m.rest_client.requests.labels
+
+    def counting_requests(*args: str, **kw: str) -> object:
+        looked_up.append("rest_client_requests_total")
+        return original_requests(*args, **kw)
+
+    monkeypatch.setattr(m.rest_client.requests, "labels", counting_requests)
+    for _ in range(100):
+        m.controllers.reconcile_started("echo")
+        m.controllers.reconcile_finished("echo", "success", 0.001)
+        m.rest_client.observe("PATCH", 200, "https://api.example:6443")
+    assert len(looked_up) <= 4 + 4 + 1  # once per result of reconcile_total, once per other series
+    text = exposition(m)
+    assert sample(text, "controller_runtime_reconcile_total", controller="echo", result="success") == 100
+    assert sample(text, "controller_runtime_active_workers", controller="echo") == 0
+    assert (
+        sample(text, "rest_client_requests_total", code="200", method="PATCH", host="api.example:6443") == 100
+    )
