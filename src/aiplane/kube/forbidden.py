@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from aiplane.api.crdgen import crd_for
-from aiplane.api.registry import model_for
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import get_condition, remove_condition
 from aiplane.kube.client import ApiError, KubeClient
@@ -130,7 +128,14 @@ def forbidden_message(missing: MissingPermission) -> str:
 @functools.cache
 def accepts_permission_condition(resource: Resource) -> bool:
     """Whether ``resource`` is a kind we serve whose status subresource holds ``metav1.Condition``
-    conditions (checked on its generated CRD, so a kind without them is skipped, not broken)."""
+    conditions (checked on its generated CRD, so a kind without them is skipped, not broken).
+
+    The API models are imported here, not with this module: every controller imports the runtime,
+    and one that serves none of our kinds (``echo``) need not pay a fifth of a second of start-up
+    for all of them."""
+    from aiplane.api.crdgen import crd_for  # noqa: PLC0415
+    from aiplane.api.registry import model_for  # noqa: PLC0415
+
     model = model_for(resource.api_version, resource.kind)
     if model is None:
         return False

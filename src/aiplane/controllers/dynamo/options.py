@@ -13,9 +13,10 @@ controllers read one :class:`DynamoOptions` through ``manager.options(DynamoOpti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from aiplane.controllers.dynamo.podtemplate import PodTemplateOptions
+if TYPE_CHECKING:  # imported when used: ``aiplane run`` reads the defaults below for every controller
+    from aiplane.controllers.dynamo.podtemplate import PodTemplateOptions
 
 __all__ = ["DEFAULT_HOST_SUFFIX", "DEFAULT_MPI_SSH_SECRET", "DynamoOptions"]
 
@@ -54,6 +55,8 @@ class DynamoOptions:
 
     def pod_template_options(self) -> PodTemplateOptions:
         """The env every component pod gets from these flags (unset flags add nothing)."""
+        from aiplane.controllers.dynamo.podtemplate import PodTemplateOptions  # noqa: PLC0415
+
         return PodTemplateOptions(
             nats_server=self.nats_server or None,
             etcd_endpoints=self.etcd_endpoints or None,
