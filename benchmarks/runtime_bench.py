@@ -14,7 +14,7 @@ operator doing the same, one after the other, in one run:
   first object showed its status (the operator's start-up, included in objects/s).
 
 Usage: ``.venv/bin/python benchmarks/runtime_bench.py [--objects 5000] [--steady 60] [--workers 16]
-[--no-kopf] [--profile DIR]`` (kopf: ``pip install -e '.[bench]'``). ``--profile DIR`` records each
+[--rounds 3] [--no-kopf] [--profile DIR]`` (kopf: ``pip install -e '.[bench]'``). ``--profile DIR`` records each
 operator with py-spy (``pip install py-spy``) into ``DIR/<operator>.svg``, and the API server while it serves
 that operator into ``DIR/sim-<operator>.svg`` (a flame graph; ``--profile-raw``: collapsed stacks, ``.txt``; sampling
 costs the operator a little CPU, so take rates from a run without it).
@@ -29,6 +29,7 @@ import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -300,7 +301,7 @@ def main() -> None:
     )
     parser.add_argument("--objects", type=int, default=5000)
     parser.add_argument("--steady", type=float, default=60.0)
-    parser.add_argument("--workers", type=int, default=4, help="aiplane's --max-concurrent-reconciles")
+    parser.add_argument("--workers", type=int, default=16, help="aiplane's --max-concurrent-reconciles")
     parser.add_argument("--no-kopf", action="store_true")
     parser.add_argument(
         "--poll", action="store_true", help="see convergence by a LIST every 0.25 s (the first version's way)"
@@ -308,6 +309,12 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="record each operator with py-spy into this directory")
     parser.add_argument(
         "--profile-raw", action="store_true", help="collapsed stacks (<operator>.txt) instead of flame graphs"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="alternate the contenders this many times and compare medians (a shared machine's load drifts)",
     )
     args = parser.parse_args()
     if args.profile is not None:
@@ -323,10 +330,14 @@ def main() -> None:
         ]
         if not args.no_kopf:
             contenders.append(Contender("kopf", kopf, "kopf"))
-        for who in contenders:
-            suffix = ".txt" if args.profile_raw else ".svg"
-            profile = args.profile / f"{who.name}{suffix}" if args.profile is not None else None
-            results.append(asyncio.run(_round(who, env, sim, args.objects, args.steady, profile, args.poll)))
+        for r in range(args.rounds):
+            for who in contenders:
+                suffix = ".txt" if args.profile_raw else ".svg"
+                name = f"{who.name}-{r}{suffix}" if args.rounds > 1 else f"{who.name}{suffix}"
+                profile = args.profile / name if args.profile is not None else None
+                results.append(
+                    asyncio.run(_round(who, env, sim, args.objects, args.steady, profile, args.poll))
+                )
     _report(args.objects, args.workers, results)
 
 
@@ -342,13 +353,20 @@ def _report(objects: int, workers: int, results: list[Figures]) -> None:
             f"{r.name:<10}{r.rate:>11,.0f}{r.writes_per_object:>12.2f}{r.peak_rss_mb:>13.0f}"
             f"{r.steady_cpu:>11.1%}{r.operator_ms:>15.2f}{r.server_share:>11.0%}{r.first_seconds:>9.1f}s"
         )
-    if len(results) == 2:
-        ours, kopf = results
+    ours = [r for r in results if r.name == "aiplane"]
+    kopf = [r for r in results if r.name == "kopf"]
+    if ours and kopf:
+        rate = statistics.median(r.rate for r in ours) / statistics.median(r.rate for r in kopf)
+        ms = statistics.median(r.operator_ms for r in ours) / statistics.median(r.operator_ms for r in kopf)
+        writes = ours[0].writes_per_object / kopf[0].writes_per_object
+        each = ", ".join(f"x{a.rate / k.rate:.2f}" for a, k in zip(ours, kopf, strict=True))
+        median = " (medians)" if len(ours) > 1 else ""
         print(
-            f"aiplane/kopf: throughput x{ours.rate / kopf.rate:.2f}, "
-            f"writes per object x{ours.writes_per_object / kopf.writes_per_object:.2f}, "
-            f"operator CPU per object x{ours.operator_ms / kopf.operator_ms:.2f}"
+            f"aiplane/kopf{median}: throughput x{rate:.2f}, writes per object x{writes:.2f}, "
+            f"operator CPU per object x{ms:.2f}"
         )
+        if len(ours) > 1:
+            print(f"throughput ratio by round: {each}")
     print(orjson.dumps([r.__dict__ for r in results]).decode())
 
 

@@ -404,6 +404,25 @@ def _kubernetes_config() -> tuple[Any, Any]:
     return config, Configuration()
 
 
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The non-blank lines of a byte stream (a watch: one JSON event per line). A chunk holding many
+    events (a busy watch) is split once, not once per event (which copied its tail every time)."""
+    parts: list[bytes] = []  # an unfinished line, possibly over many chunks (a large object)
+    async for chunk in chunks:
+        if b"\n" not in chunk:
+            parts.append(chunk)
+            continue
+        parts.append(chunk)
+        lines = b"".join(parts).split(b"\n")
+        parts = [lines.pop()]
+        for line in lines:
+            if line.strip():
+                yield line
+    tail = b"".join(parts)
+    if tail.strip():
+        yield tail
+
+
 def _proxy_for(configuration: Any, host: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
     """The proxy every request to ``host`` goes through (module docstring): resolved once."""
     if getattr(configuration, "proxy", None):
@@ -564,15 +583,8 @@ class HttpKubeClient(KubeClient):
                 self._observe("WATCH", resp.status)
                 if resp.status >= 400:
                     raise ApiError.from_response(resp.status, await resp.read(), resp.headers)
-                buffer = b""
-                async for chunk in resp.content.iter_any():
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        if line.strip():
-                            yield orjson.loads(line)
-                if buffer.strip():
-                    yield orjson.loads(buffer)
+                async for line in _lines(resp.content.iter_any()):
+                    yield orjson.loads(line)
         except (TimeoutError, aiohttp.ClientError) as exc:
             self._observe("WATCH", 0)
             raise ApiError(0, "ConnectionError", f"watch {path}: {type(exc).__name__}: {exc}") from exc
