@@ -14,7 +14,7 @@ operator doing the same, one after the other, in one run:
   first object showed its status (the operator's start-up, included in objects/s).
 
 Usage: ``.venv/bin/python benchmarks/runtime_bench.py [--objects 5000] [--steady 60] [--workers 16]
-[--rounds 3] [--no-kopf] [--profile DIR]`` (kopf: ``pip install -e '.[bench]'``). ``--profile DIR`` records each
+[--rounds 3] [--no-kopf] [--baseline SRC] [--profile DIR]`` (kopf: ``pip install -e '.[bench]'``). ``--profile DIR`` records each
 operator with py-spy (``pip install py-spy``) into ``DIR/<operator>.svg``, and the API server while it serves
 that operator into ``DIR/sim-<operator>.svg`` (a flame graph; ``--profile-raw``: collapsed stacks, ``.txt``; sampling
 costs the operator a little CPU, so take rates from a run without it).
@@ -217,6 +217,14 @@ class Contender:
     name: str
     cmd: list[str]
     agent: str
+    #: Put before the package on the operator's path (``--baseline``: another checkout's ``src``).
+    pythonpath: str | None = None
+
+
+def _env(env: dict[str, str], pythonpath: str | None) -> dict[str, str]:
+    if pythonpath is None:
+        return env
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH")) if p)}
 
 
 @contextlib.contextmanager
@@ -266,7 +274,7 @@ async def _round(
         server_start = cpu_seconds(sim.pid)
         sim_profile = profile.with_name(f"sim-{profile.name}") if profile is not None else None
         with (
-            simproc.running(who.cmd, env=env) as proc,
+            simproc.running(who.cmd, env=_env(env, who.pythonpath)) as proc,
             _profiled(proc.pid, profile),
             _profiled(sim.pid, sim_profile),
         ):
@@ -316,6 +324,13 @@ def main() -> None:
         default=1,
         help="alternate the contenders this many times and compare medians (a shared machine's load drifts)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SRC",
+        help="also run aiplane from another checkout's src directory (a git worktree of main), in the same run",
+    )
+    parser.add_argument("--baseline-workers", type=int, help="the baseline's concurrent reconciles")
     args = parser.parse_args()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -328,6 +343,9 @@ def main() -> None:
         contenders = [
             Contender("aiplane", simproc.operator_command(sim.kubeconfig, "echo", args.workers), "aiplane")
         ]
+        if args.baseline is not None:
+            cmd = simproc.operator_command(sim.kubeconfig, "echo", args.baseline_workers or args.workers)
+            contenders.append(Contender("baseline", cmd, "aiplane", str(args.baseline.resolve())))
         if not args.no_kopf:
             contenders.append(Contender("kopf", kopf, "kopf"))
         for r in range(args.rounds):
@@ -338,12 +356,15 @@ def main() -> None:
                 results.append(
                     asyncio.run(_round(who, env, sim, args.objects, args.steady, profile, args.poll))
                 )
-    _report(args.objects, args.workers, results)
+    workers = f"aiplane: {args.workers} concurrent reconciles"
+    if args.baseline is not None:
+        workers += f"; baseline ({args.baseline}): {args.baseline_workers or args.workers}"
+    _report(args.objects, workers, results)
 
 
-def _report(objects: int, workers: int, results: list[Figures]) -> None:
+def _report(objects: int, workers: str, results: list[Figures]) -> None:
     print(f"{objects} Echo objects, operator in its own process, embedded API server, 2 cores")
-    print(f"aiplane: {workers} concurrent reconciles")
+    print(workers)
     print(
         f"{'operator':<10}{'objects/s':>11}{'writes/obj':>12}{'peak RSS MB':>13}{'steady CPU':>12}"
         f"{'op CPU ms/obj':>15}{'server CPU':>12}{'first at':>10}"
@@ -353,8 +374,13 @@ def _report(objects: int, workers: int, results: list[Figures]) -> None:
             f"{r.name:<10}{r.rate:>11,.0f}{r.writes_per_object:>12.2f}{r.peak_rss_mb:>13.0f}"
             f"{r.steady_cpu:>11.1%}{r.operator_ms:>15.2f}{r.server_share:>11.0%}{r.first_seconds:>9.1f}s"
         )
-    ours = [r for r in results if r.name == "aiplane"]
     kopf = [r for r in results if r.name == "kopf"]
+    for name in ("aiplane", "baseline"):
+        _compare(name, [r for r in results if r.name == name], kopf)
+    print(orjson.dumps([r.__dict__ for r in results]).decode())
+
+
+def _compare(name: str, ours: list[Figures], kopf: list[Figures]) -> None:
     if ours and kopf:
         rate = statistics.median(r.rate for r in ours) / statistics.median(r.rate for r in kopf)
         ms = statistics.median(r.operator_ms for r in ours) / statistics.median(r.operator_ms for r in kopf)
@@ -362,12 +388,11 @@ def _report(objects: int, workers: int, results: list[Figures]) -> None:
         each = ", ".join(f"x{a.rate / k.rate:.2f}" for a, k in zip(ours, kopf, strict=True))
         median = " (medians)" if len(ours) > 1 else ""
         print(
-            f"aiplane/kopf{median}: throughput x{rate:.2f}, writes per object x{writes:.2f}, "
+            f"{name}/kopf{median}: throughput x{rate:.2f}, writes per object x{writes:.2f}, "
             f"operator CPU per object x{ms:.2f}"
         )
         if len(ours) > 1:
-            print(f"throughput ratio by round: {each}")
-    print(orjson.dumps([r.__dict__ for r in results]).decode())
+            print(f"{name}/kopf throughput by round: {each}")
 
 
 if __name__ == "__main__":
