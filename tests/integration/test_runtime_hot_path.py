@@ -8,6 +8,7 @@ workers reconcile concurrently. Counts, never timings.
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -126,3 +127,7 @@ async def test_the_proxy_is_resolved_once_from_the_environment(
     async with http_client(cluster) as direct:
         assert direct.proxy is None
         assert (await direct.request("GET", "/version"))["major"]
+    kubeconfig = copy.deepcopy(cluster.kubeconfig())
+    kubeconfig["clusters"][0]["cluster"]["proxy-url"] = "http://kubeconfig-proxy.example:8080"
+    async with http_client(cluster, kubeconfig) as configured:  # the kubeconfig's proxy-url wins
+        assert configured.proxy == "http://kubeconfig-proxy.example:8080"
