@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import resource_for
 from benchmarks import simproc
-from benchmarks.procstats import cpu_seconds, peak_rss_mb
+from benchmarks.procstats import cpu_seconds, peak_rss_mb, rss_mb
 
 MIN_WRITES_PER_NODE = 14
 COMPONENTS = {"partitioningprofile-controller", "partitioningplan-controller", "nodepartitioning-controller"}
@@ -79,6 +79,8 @@ async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, opera
 
     await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
     before, cpu0 = await simproc.write_count(client), cpu_seconds(operator_pid)
+    # Caches synced, nothing rolled out yet: what start-up (imports, lists) cost, apart from the rollout.
+    rss0, peak0 = rss_mb(operator_pid), peak_rss_mb(operator_pid)
     started = time.monotonic()
     await client.create(
         PLANS,
@@ -119,6 +121,9 @@ async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, opera
         f"{writes / nodes / MIN_WRITES_PER_NODE:.2f} with)",
     )
     simproc.operator_figures(cpu, peak_rss_mb(operator_pid))
+    simproc.figure(
+        "operator RSS before plan", f"{rss0:.0f}", "MB", f"(peak so far {peak0:.0f} MB: start-up and lists)"
+    )
 
 
 def main() -> None:
