@@ -12,7 +12,8 @@ WaitingOperator, Verifying, Succeeded), one eviction per pod on the node (here t
 best-effort and reported apart, as in ``modelinfer_bench.py``.
 
 Usage: ``.venv/bin/python benchmarks/partitioning_bench.py [--nodes 1000] [--max-parallel 50]
-[--profile FILE] [--profile-sim FILE]`` (the last two: the operator / the sim under cProfile)
+[--profile FILE] [--profile-sim FILE] [--memtrace FILE]`` (the operator / the sim under cProfile; the
+operator under tracemalloc, its largest allocations by file:line to FILE)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import resource_for
 from benchmarks import simproc
-from benchmarks.procstats import cpu_seconds, peak_rss_mb
+from benchmarks.procstats import cpu_seconds, peak_rss_mb, rss_mb
 
 MIN_WRITES_PER_NODE = 14
 COMPONENTS = {"partitioningprofile-controller", "partitioningplan-controller", "nodepartitioning-controller"}
@@ -38,7 +39,13 @@ PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfi
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 
 
-async def measure(kubeconfig: Path, nodes: int, max_parallel: int, profile: Path | None = None) -> None:
+async def measure(
+    kubeconfig: Path,
+    nodes: int,
+    max_parallel: int,
+    profile: Path | None = None,
+    memtrace: Path | None = None,
+) -> None:
     client = await simproc.bench_client(kubeconfig)
     try:
         await client.create(
@@ -51,7 +58,9 @@ async def measure(kubeconfig: Path, nodes: int, max_parallel: int, profile: Path
             },
         )
         with simproc.running(
-            simproc.operator_command(kubeconfig, "all", 8, log_level="warning", profile=profile)
+            simproc.operator_command(
+                kubeconfig, "all", 8, log_level="warning", profile=profile, memtrace=memtrace
+            )
         ) as operator:
             await _roll_out(client, nodes, max_parallel, operator.pid)
     finally:
@@ -70,6 +79,8 @@ async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, opera
 
     await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
     before, cpu0 = await simproc.write_count(client), cpu_seconds(operator_pid)
+    # Caches synced, nothing rolled out yet: what start-up (imports, lists) cost, apart from the rollout.
+    rss0, peak0 = rss_mb(operator_pid), peak_rss_mb(operator_pid)
     started = time.monotonic()
     await client.create(
         PLANS,
@@ -110,6 +121,9 @@ async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, opera
         f"{writes / nodes / MIN_WRITES_PER_NODE:.2f} with)",
     )
     simproc.operator_figures(cpu, peak_rss_mb(operator_pid))
+    simproc.figure(
+        "operator RSS before plan", f"{rss0:.0f}", "MB", f"(peak so far {peak0:.0f} MB: start-up and lists)"
+    )
 
 
 def main() -> None:
@@ -122,13 +136,19 @@ def main() -> None:
         "--profile", type=Path, default=None, help="run the operator under cProfile, stats to this file"
     )
     parser.add_argument(
+        "--memtrace",
+        type=Path,
+        default=None,
+        help="run the operator under tracemalloc, what holds memory to this file (benchmarks/memtrace.py)",
+    )
+    parser.add_argument(
         "--profile-sim", type=Path, default=None, help="run the sim under cProfile, stats to this file"
     )
     args = parser.parse_args()
     with simproc.sim_running(
         "aiplane-pbench-", nodes=args.nodes, dcm_delay=0, pod_ready_delay=0, profile=args.profile_sim
     ) as sim:
-        asyncio.run(measure(sim.kubeconfig, args.nodes, args.max_parallel, args.profile))
+        asyncio.run(measure(sim.kubeconfig, args.nodes, args.max_parallel, args.profile, args.memtrace))
 
 
 if __name__ == "__main__":

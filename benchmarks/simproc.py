@@ -38,8 +38,11 @@ WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 OPERATOR_AGENT = "aiplane"
 
 
-def aiplane_command(*args: str, profile: Path | None = None) -> list[str]:
-    """``python -m aiplane.cli ARGS``, under cProfile (stats to ``profile``) if given."""
+def aiplane_command(*args: str, profile: Path | None = None, memtrace: Path | None = None) -> list[str]:
+    """``python -m aiplane.cli ARGS``, under cProfile (stats to ``profile``) or tracemalloc (what holds
+    memory to ``memtrace``: :mod:`benchmarks.memtrace`) if given."""
+    if memtrace is not None:
+        return [PY, str(Path(__file__).with_name("memtrace.py")), str(memtrace), "--", *args]
     prefix = [PY, "-m", "cProfile", "-o", str(profile)] if profile else [PY]
     return [*prefix, "-m", "aiplane.cli", *args]
 
@@ -83,6 +86,7 @@ def operator_command(
     *,
     log_level: str | None = None,
     profile: Path | None = None,
+    memtrace: Path | None = None,
 ) -> list[str]:
     """``aiplane run``: ``controllers``, ``workers`` reconciles at once, no client-side rate limit (the
     runtime is what is measured, not the default 200 QPS budget), no metrics or health listener."""
@@ -105,7 +109,7 @@ def operator_command(
     ]
     if log_level is not None:
         args += ["--log-level", log_level]
-    return aiplane_command(*args, profile=profile)
+    return aiplane_command(*args, profile=profile, memtrace=memtrace)
 
 
 def mi300x_fleet(nodes: int) -> dict[str, object]:

@@ -40,6 +40,7 @@ from aiplane.kube.logging import configure_logging, get_logger
 from aiplane.kube.manager import EXIT_FAILURE, ControllerOptions, Manager, parse_bind_address
 from aiplane.kube.metrics import Metrics
 from aiplane.kube.metrics_auth import MetricsAuth
+from aiplane.kube.tls import limit_tls_read_buffer
 
 __all__ = ["EXIT_USAGE", "RunOptions", "main", "run"]
 
@@ -305,4 +306,5 @@ async def run(options: RunOptions) -> int:
 
 def main(options: RunOptions) -> int:
     """Synchronous entry (the CLI's): run on a fresh event loop."""
+    limit_tls_read_buffer()  # a process-wide setting: only the operator's own entry point makes it
     return asyncio.run(run(options))

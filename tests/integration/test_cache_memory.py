@@ -9,15 +9,25 @@ the cache really is the stripped form, and that no reader can ask for another sh
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aiplane.controllers.partitioning.views import pod_for_drain, pod_view
+import aiplane
+from aiplane.apimachinery.meta import deep_copy
+from aiplane.controllers.partitioning.node import _event_node
+from aiplane.controllers.partitioning.views import (
+    dcm_event_for_cache,
+    dcm_event_view,
+    pod_for_drain,
+    pod_view,
+)
 from aiplane.controllers.partitioning.vocabulary import MIRROR_ANNOTATION
-from aiplane.kube.informer import Backoff, InformerFactory
+from aiplane.kube.informer import Backoff, InformerFactory, cache_key, object_rv
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NAMESPACES, NODES, PODS
+from aiplane.kube.transforms import NODE_STATUS_UNREAD
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, NodePool
 
@@ -105,3 +115,87 @@ async def test_the_manager_lists_in_pages_of_at_most_100() -> None:
     finally:
         await manager.informers.stop()
         await kube.close()
+
+
+DCM_EVENTS = [
+    {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "e1", "namespace": "kube-amd-gpu", "uid": "u", "resourceVersion": "9"},
+        "involvedObject": {"kind": "Node", "name": "gpu-0", "uid": "n1", "apiVersion": "v1"},
+        "source": {"component": "amd-device-config-manager", "host": "gpu-0"},
+        "type": "Normal",
+        "reason": "SuccessfullyUpdated",
+        "message": "partition profile applied",
+        "lastTimestamp": "2026-11-21T12:00:00Z",
+        "firstTimestamp": "2026-11-21T11:59:00Z",
+        "count": 3,
+        "reportingInstance": "dcm-gpu-0",
+    },
+    {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "e2", "namespace": "kube-amd-gpu", "creationTimestamp": "2026-11-21T12:00:05Z"},
+        "involvedObject": {"kind": "Pod", "name": "dcm-abc"},
+        "reportingComponent": "amd-device-config-manager",
+        "eventTime": "2026-11-21T12:00:04.000000Z",
+        "type": "Warning",
+        "reason": "Failed",
+        "message": "x" * 300,
+    },
+]
+
+
+@pytest.mark.parametrize("event", DCM_EVENTS, ids=lambda e: e["metadata"]["name"])
+def test_the_node_controller_decides_the_same_on_the_stripped_dcm_event(event: dict[str, Any]) -> None:
+    stripped = dcm_event_for_cache(event)
+    assert dcm_event_view(stripped) == dcm_event_view(event)
+    assert _event_node(stripped) == _event_node(event)
+    assert cache_key(stripped) == cache_key(event) and object_rv(stripped) == object_rv(event)
+    assert "count" not in stripped and "uid" not in stripped["involvedObject"]
+
+
+async def test_cached_nodes_hold_no_managed_fields_nor_unread_status_and_a_put_keeps_them() -> None:
+    """Every informer strips managedFields and the Node status no controller reads; the drain's PUT of a
+    cached Node must not erase that status on the server (status is a subresource of Nodes)."""
+    kube = InMemoryKubeClient.fresh(install_crds=False, fleet=Fleet(nodePools=[NodePool(name="n", count=3)]))
+    factory = InformerFactory(kube, backoff=lambda: Backoff(initial=0.002, cap=0.02))
+    nodes = factory.informer(NODES)
+    try:
+        factory.start()
+        assert await factory.wait_for_sync(5)
+        name = nodes.keys()[0]
+        served = await kube.get(NODES, name)
+        assert served["metadata"].get("managedFields") and "nodeInfo" in served["status"]
+        for cached in nodes.list():
+            assert "managedFields" not in cached["metadata"]
+            assert NODE_STATUS_UNREAD.isdisjoint(cached["status"])
+            assert cached["status"]["allocatable"] and cached["status"]["conditions"]
+        cordoned = deep_copy(nodes.get(name))
+        assert cordoned is not None
+        cordoned["spec"]["unschedulable"] = True
+        await kube.replace(NODES, cordoned)
+        after = await kube.get(NODES, name)
+        assert after["spec"]["unschedulable"] is True
+        assert after["status"]["nodeInfo"] == served["status"]["nodeInfo"]
+    finally:
+        await factory.stop()
+        await kube.close()
+
+
+def test_no_controller_reads_the_node_status_the_cache_drops() -> None:
+    """A guard for :data:`NODE_STATUS_UNREAD`: a controller that starts reading one of these fields must
+    take it out of the set (or it would read nothing from the cache)."""
+    root = Path(aiplane.__file__).parent
+    sources = [p for d in ("controllers", "kube") for p in (root / d).rglob("*.py")]
+    assert len(sources) > 20
+    distinctive = {"nodeInfo", "daemonEndpoints", "volumesInUse", "volumesAttached", "runtimeHandlers"}
+    assert distinctive <= NODE_STATUS_UNREAD
+    for path in sources:
+        if path.name == "transforms.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for name in distinctive:
+            assert f'"{name}"' not in text, (path, name)
+        for name in NODE_STATUS_UNREAD:
+            assert f"status.{name}" not in text, (path, name)

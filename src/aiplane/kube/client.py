@@ -3,9 +3,11 @@
 Controllers observe from informer caches and write little; what they write must be cheap and honest.
 So the client speaks JSON dicts (no model (de)serialisation on hot paths, orjson for encoding), builds
 paths from :class:`~aiplane.kube.resources.Resource`, limits its own request rate (QPS/burst, like
-client-go) and retries 429s after the server's Retry-After. kubernetes_asyncio provides what it is good
-at — kubeconfig and in-cluster configuration, credentials (including exec plugins and refresh), TLS — and
-its aiohttp session is the transport.
+client-go) and retries 429s after the server's Retry-After. In-cluster configuration and the common
+kubeconfigs (token or client certificate) are read by :mod:`aiplane.kube.kubeconfig`; kubernetes_asyncio,
+whose import costs 37 MB, is imported only for kubeconfigs that need what it implements (exec plugins,
+auth providers and their refresh, merged files). An aiohttp session configured as its own is the
+transport.
 
 **Liveness** (issue 16): a connection can die without closing (a NAT or conntrack entry dropped, a load
 balancer failing over: the packets go nowhere, no RST comes back), and a client waiting on it waits
@@ -43,6 +45,7 @@ import orjson
 from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
+from aiplane.kube import kubeconfig
 from aiplane.kube.ratelimit import TokenBucket
 from aiplane.kube.resources import PODS, Resource
 
@@ -397,7 +400,7 @@ class KubeClient(abc.ABC):
 
 def _kubernetes_config() -> tuple[Any, Any]:
     """kubernetes_asyncio's config loaders and a fresh ``Configuration``, imported on first use (see
-    :class:`HttpKubeClient`: the library's import cost is paid only by clients that talk HTTP)."""
+    :mod:`aiplane.kube.kubeconfig`: the library's import cost is paid only for kubeconfigs that need it)."""
     from kubernetes_asyncio import config  # noqa: PLC0415
     from kubernetes_asyncio.client import Configuration  # noqa: PLC0415
 
@@ -489,15 +492,17 @@ class HttpKubeClient(KubeClient):
     async def from_kubeconfig(
         cls, path: str | None = None, *, context: str | None = None, **kw: Any
     ) -> HttpKubeClient:
-        config, configuration = _kubernetes_config()
-        await config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        configuration: Any = kubeconfig.from_kubeconfig(path, context)
+        if configuration is None:  # exec plugins, auth providers, merged files: kubernetes_asyncio's loader
+            config, configuration = _kubernetes_config()
+            await config.load_kube_config(
+                config_file=path, context=context, client_configuration=configuration
+            )
         return cls(configuration, **kw)
 
     @classmethod
     def in_cluster(cls, **kw: Any) -> HttpKubeClient:
-        config, configuration = _kubernetes_config()
-        config.load_incluster_config(client_configuration=configuration)
-        return cls(configuration, **kw)
+        return cls(kubeconfig.in_cluster(), **kw)
 
     @property
     def host(self) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -125,28 +126,53 @@ def forbidden_message(missing: MissingPermission) -> str:
     return f"Forbidden to {missing}: the operator's role needs the rule {{{missing.rule()}}}"
 
 
+#: What a ``conditions`` list of ``metav1.Condition`` declares its items as (``aiplane.api.base``).
+METAV1_CONDITION: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.Condition"
+
+
 @functools.cache
 def accepts_permission_condition(resource: Resource) -> bool:
     """Whether ``resource`` is a kind we serve whose status subresource holds ``metav1.Condition``
-    conditions (checked on its generated CRD, so a kind without them is skipped, not broken).
+    conditions, so that a kind without them is skipped, not broken.
 
-    The API models are imported here, not with this module: every controller imports the runtime,
-    and one that serves none of our kinds (``echo``) need not pay a fifth of a second of start-up
-    for all of them."""
-    from aiplane.api.crdgen import crd_for  # noqa: PLC0415
+    Read from the pydantic model's declared types, not from its generated CRD: generating the CRD at
+    start-up loaded the CRD generator and Kubernetes' OpenAPI definitions into the operator (7 MB that
+    it never used again, issue 17). A test checks the two answers agree for every kind we serve. The
+    API models are imported here, not with this module: every controller imports the runtime, and one
+    that serves none of our kinds (``echo``) need not pay for all of them at start-up."""
     from aiplane.api.registry import model_for  # noqa: PLC0415
 
     model = model_for(resource.api_version, resource.kind)
-    if model is None:
+    if model is None or model.crd.version != resource.version:
         return False
-    for version in crd_for(model)["spec"]["versions"]:
-        if version["name"] != resource.version:
-            continue
-        status = version["schema"]["openAPIV3Schema"].get("properties", {}).get("status", {})
-        conditions = status.get("properties", {}).get("conditions", {})
-        has_subresource = "status" in (version.get("subresources") or {})
-        return has_subresource and "reason" in conditions.get("items", {}).get("properties", {})
+    status = model.model_fields.get("status")  # a status field is what gives the CRD /status
+    if status is None:
+        return False
+    for status_type in _types_in(status.annotation):
+        fields = getattr(status_type, "model_fields", None)
+        conditions = fields.get("conditions") if isinstance(fields, Mapping) else None
+        if conditions is not None and METAV1_CONDITION in _builtin_names(conditions.annotation):
+            return True
     return False
+
+
+def _types_in(annotation: object) -> list[object]:
+    """``annotation`` and every type argument nested in it (``X | None``, ``list[X]``, ``Annotated``)."""
+    found = [annotation]
+    for arg in typing.get_args(annotation):
+        found.extend(_types_in(arg))
+    return found
+
+
+def _builtin_names(annotation: object) -> set[str]:
+    """The ``x-aiplane-builtin`` definitions named by ``Annotated`` JSON schemas in ``annotation``."""
+    names: set[str] = set()
+    for found in _types_in(annotation):
+        for meta in getattr(found, "__metadata__", ()):
+            schema = getattr(meta, "json_schema", None)
+            if isinstance(schema, Mapping) and isinstance(schema.get("x-aiplane-builtin"), str):
+                names.add(schema["x-aiplane-builtin"])
+    return names
 
 
 class PermissionConditions:

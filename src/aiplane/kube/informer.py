@@ -31,8 +31,9 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
 * **Backoff.** Failed attempts wait an exponentially growing, jittered delay capped at 30 s (client-go's
   reflector uses 800 ms … 30 s); a watch that delivers events resets it. A 429 re-watches after the
   server's ``Retry-After``; a first 410 relists at once (it is routine, not a failure).
-* **Cache** (:mod:`aiplane.kube.cache`). Objects are stored without ``metadata.managedFields`` (often bigger than the object, and no
-  controller decides on them; an informer may also be given a ``transform``, as controller-runtime's
+* **Cache** (:mod:`aiplane.kube.cache`). Objects are stored in their cached form
+  (:mod:`aiplane.kube.transforms`: without ``metadata.managedFields``, Secret values or the Node
+  status no controller reads; an informer may also be given a ``transform``, as controller-runtime's
   cache ``TransformFunc``, that drops what its readers never read), keyed ``namespace/name`` (or
   ``name``), and shared: a cached object, and
   every object passed to a handler, must never be mutated (``meta.deep_copy`` first). Indexes — built in:
@@ -59,7 +60,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from aiplane.apimachinery.meta import strip_managed_fields
 from aiplane.kube.cache import (
     NAMESPACE_INDEX,
     OWNER_INDEX,
@@ -75,6 +75,7 @@ from aiplane.kube.cache import (
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.forbidden import MissingPermission, ReportLimiter, missing_permission
 from aiplane.kube.resources import Resource
+from aiplane.kube.transforms import cached_form
 
 # The cache's names are re-exported: callers know the informer, not how it is split.
 __all__ = [
@@ -383,19 +384,9 @@ class Informer:
     # --- applying what the server says --------------------------------------------------------------
 
     def _prepare(self, obj: Mapping[str, Any]) -> Obj:
-        """The cached form: no managedFields, apiVersion/kind even for list items (kube omits them),
-        and for Secrets the data keys with every value emptied."""
-        out = strip_managed_fields(obj)
-        if self.resource.group == "" and self.resource.plural == "secrets":
-            # A Secret's values never enter the cache: controllers need only which keys exist, and a
-            # cache holding values could leak them through any later log, Event or status.
-            for part in ("data", "stringData"):
-                if isinstance(out.get(part), Mapping):
-                    out[part] = dict.fromkeys(out[part], "")
-        if "apiVersion" not in out:
-            out["apiVersion"] = self.resource.api_version
-        if "kind" not in out:
-            out["kind"] = self.resource.kind
+        """The cached form (:func:`aiplane.kube.transforms.cached_form`: no managedFields, no Secret
+        values, no unread Node status), then this informer's own ``transform``."""
+        out = cached_form(self.resource, obj)
         return self.transform(out) if self.transform is not None else out
 
     def _apply_event(self, kind: str, raw: Obj) -> None:

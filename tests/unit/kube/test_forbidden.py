@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from aiplane.api.base import Resource as ApiResource
+from aiplane.api.crdgen import crd_for
 from aiplane.api.registry import RESOURCES
 from aiplane.kube.client import JSON, ApiError, KubeClient
 from aiplane.kube.forbidden import (
@@ -93,11 +95,27 @@ def _np(conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {"metadata": {"name": "np-a", "resourceVersion": "7", "generation": 2}, "status": status}
 
 
+def _crd_accepts_the_condition(model: type[ApiResource], version_name: str) -> bool:
+    """The definition on the generated CRD: a /status subresource whose conditions have a reason."""
+    for version in crd_for(model)["spec"]["versions"]:
+        if version["name"] != version_name:
+            continue
+        status = version["schema"]["openAPIV3Schema"].get("properties", {}).get("status", {})
+        conditions = status.get("properties", {}).get("conditions", {})
+        has_subresource = "status" in (version.get("subresources") or {})
+        return has_subresource and "reason" in conditions.get("items", {}).get("properties", {})
+    return False
+
+
 def test_every_kind_we_serve_accepts_the_condition_and_builtin_kinds_do_not() -> None:
     for model in RESOURCES:
         group, version = model.crd.api_version.split("/")
         resource = Resource(group, version, model.crd.plural, model.crd.kind, True)
         assert accepts_permission_condition(resource), model.crd.kind
+        # The operator reads the model's types (cheap); the generated CRD must say the same.
+        assert _crd_accepts_the_condition(model, version), model.crd.kind
+        other_version = Resource(group, "v0", model.crd.plural, model.crd.kind, True)
+        assert not accepts_permission_condition(other_version)
     assert not accepts_permission_condition(NODES)
 
 

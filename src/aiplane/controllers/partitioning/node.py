@@ -23,7 +23,7 @@ from aiplane.controllers.partitioning.node_machine import decide, observe
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.profile import profiles_resource
-from aiplane.controllers.partitioning.views import BlockedEviction, pod_for_drain
+from aiplane.controllers.partitioning.views import BlockedEviction, dcm_event_for_cache, pod_for_drain
 from aiplane.controllers.partitioning.vocabulary import (
     DCM_EVENT_SOURCE,
     DRAINING,
@@ -92,7 +92,9 @@ class NodePartitioningExecutor:
         self.pods = informers.informer(PODS, transform=pod_for_drain)
         self.pods.add_indexer(BY_NODE, _node_name)
         self.profiles = informers.informer(profiles_resource())
-        self.events = informers.informer(EVENTS, field_selector=f"source={DCM_EVENT_SOURCE}")
+        self.events = informers.informer(
+            EVENTS, field_selector=f"source={DCM_EVENT_SOURCE}", transform=dcm_event_for_cache
+        )
         self.events.add_indexer("node", _event_node)
         self.recorder = EventRecorder(client, COMPONENT)
         self.status = StatusWriter(client, node_partitionings_resource(), FIELD_MANAGER)

@@ -48,6 +48,7 @@ __all__ = [
     "RolloutLimits",
     "RuleSpec",
     "carries_dcm_taint",
+    "dcm_event_for_cache",
     "dcm_event_view",
     "dcm_event_views",
     "is_dcm_taint",
@@ -635,6 +636,26 @@ def dcm_event_view(event: Obj) -> DcmEventView:
         message=_str(event.get("message")),
         time=_event_time(event),
     )
+
+
+_EVENT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+_EVENT_FIELDS = ("type", "reason", "message", "eventTime", "lastTimestamp", "firstTimestamp")
+
+
+def dcm_event_for_cache(event: Obj) -> dict[str, Any]:
+    """The DCM Event informer's cache transform: only what :func:`dcm_event_view` and the node index
+    read. DCM writes a few Events per node per repartition and kube-apiserver keeps them an hour, so
+    at 1,000 nodes this cache is thousands of objects that grow for the whole rollout (issue 17)."""
+    meta, source, involved = (_mapping(event.get(k)) for k in ("metadata", "source", "involvedObject"))
+    out: dict[str, Any] = {
+        "apiVersion": event.get("apiVersion"),
+        "kind": event.get("kind"),
+        "metadata": {k: meta[k] for k in _EVENT_METADATA if k in meta},
+        "source": {k: source[k] for k in ("component", "host") if k in source},
+        "involvedObject": {k: involved[k] for k in ("kind", "name") if k in involved},
+    }
+    out.update((k, event[k]) for k in ("reportingComponent", *_EVENT_FIELDS) if k in event)
+    return out
 
 
 def dcm_event_views(events: Sequence[Any]) -> tuple[DcmEventView, ...]:
