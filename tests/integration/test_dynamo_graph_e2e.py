@@ -239,6 +239,15 @@ async def test_the_hpa_carries_behavior_and_owns_the_workers_replicas(world: Wor
     )
     await eventually(lambda: _replicas(world, "llama-disagg-vllmdecodeworker", 2), 30, "HPA scaled to 2")
     await eventually(world.successful, 30, "graph successful at 2 decode workers")
+
+    async def counts_reported() -> bool:
+        # The DCD reports its Deployment's counts in a status write of its own, which may follow the
+        # graph's "successful": at rest only once it shows both pods ready (a CI run under load once
+        # counted that write inside the quiet window below).
+        dcd = await world.client.get(DCD, "llama-disagg-vllmdecodeworker", NS)
+        return dcd.get("status", {}).get("readyReplicas") == 2 and await world.successful()
+
+    await eventually(counts_reported, 30, "the decode worker's DCD reports 2 ready replicas")
     world.operator.reset_counts()
     await asyncio.sleep(1.0)
     assert (await world.client.get(DEPLOYMENTS, "llama-disagg-vllmdecodeworker", NS))["spec"]["replicas"] == 2
