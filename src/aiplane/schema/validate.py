@@ -437,8 +437,37 @@ def _check_object(value: dict[str, Any], s: Schema, at: _At, corr: Correlation, 
             ctx.emit(corr, ctx.error(at.required(k), fe.REQUIRED, None, "", keyword="required", bad_value=""))
 
 
+#: ``_has_list_map`` by schema node; the node itself is kept so that its id is not reused.
+_LIST_MAP_BELOW: dict[int, tuple[Schema, bool]] = {}
+
+
+def _has_list_map(s: Schema) -> bool:
+    """Whether ``s`` or a schema under it is an ``x-kubernetes-list-type: map`` (cached per node)."""
+    hit = _LIST_MAP_BELOW.get(id(s))
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    children = [*(s.get("properties") or {}).values(), s.get("additionalProperties"), s.get("items")]
+    found = s.get("x-kubernetes-list-type") == "map" or any(
+        _has_list_map(c) for c in children if isinstance(c, Mapping)
+    )
+    if len(_LIST_MAP_BELOW) > 100_000:  # schemas of deleted or updated CRDs
+        _LIST_MAP_BELOW.clear()
+    _LIST_MAP_BELOW[id(s)] = (s, found)
+    return found
+
+
 def _node(value: Any, s: Schema, at: _At, corr: Correlation, ctx: _Ctx) -> None:
-    """kube-openapi ``SchemaValidator.Validate`` for one value."""
+    """kube-openapi ``SchemaValidator.Validate`` for one value.
+
+    With ratcheting, a correlated value equal to its old one is not walked: kube-openapi's
+    ``ratchetingValueValidator`` turns every error found under such a node into a warning, so its
+    subtree can add no error (and the embedded server does not return ratcheting warnings). A status
+    write of a plan with 1,000 ``nodeStatuses`` walked all of them to change one. Not below a keyed
+    list: kube correlates a duplicate item with the first of its key, which can differ, and that
+    inequality reaches every ancestor (``CachedDeepEqual`` asks the explored children first).
+    """
+    if ctx.ratcheting and corr.correlated and value == corr.old and corr.unchanged() and not _has_list_map(s):
+        return  # ``==`` (in C) refutes most changed values before ``deep_equal`` walks them
     if value is None:
         types = _types(s)
         if types and "null" not in types and not s.get("nullable"):
