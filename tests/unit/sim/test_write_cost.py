@@ -205,3 +205,66 @@ def test_managed_fields_compare_only_what_changed(monkeypatch: pytest.MonkeyPatc
     owners = {e["manager"]: e for e in got["metadata"]["managedFields"]}
     assert owners["st"]["fieldsV1"] == {"f:status": {".": {}, "f:phase": {}, "f:ready": {}}}
     assert owners["st"]["subresource"] == "status"
+
+
+NODES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "nodes": {
+            "type": "array",  # atomic: its items never correlate with old ones
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "phase": {"type": "string", "enum": ["Pending", "Done"]},
+                },
+            },
+        }
+    },
+}
+
+
+def test_items_validated_before_are_not_walked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An atomic list's items do not correlate, so ratcheting cannot skip them; an item already
+    found valid against the same schema node is not walked again (a plan's ``nodeStatuses``: one
+    entry changes per write). Errors are still found, in new items and in items seen invalid."""
+    from aiplane.schema import validate
+
+    old = {"nodes": [{"name": f"n{i}", "phase": "Pending"} for i in range(1_000)]}
+    assert validate.validate(old, NODES_SCHEMA) == []
+    checked = 0
+    real = validate._check_type
+
+    def counting(*args: Any) -> None:
+        nonlocal checked
+        checked += 1
+        real(*args)
+
+    monkeypatch.setattr(validate, "_check_type", counting)
+    new = json_copy(old)
+    new["nodes"][500]["phase"] = "Done"
+    assert validate.validate(new, NODES_SCHEMA, old=old) == []
+    assert checked < 20
+    bad = json_copy(new)
+    bad["nodes"][7]["phase"] = "Lost"
+    for _ in range(2):  # an invalid item is never remembered as valid
+        errs = validate.validate(bad, NODES_SCHEMA, old=new)
+        assert [(e.path, e.type) for e in errs] == [("nodes[7].phase", "FieldValueNotSupported")]
+
+
+def test_an_item_ratcheted_whole_is_not_remembered_as_valid() -> None:
+    """A keyed-list item equal to its old self is skipped (its errors would be ratcheted): that does
+    not make it valid, and the same item in a new object is still refused."""
+    from aiplane.schema import validate
+
+    keyed = copy.deepcopy(NODES_SCHEMA)
+    nodes = keyed["properties"]["nodes"]
+    nodes["x-kubernetes-list-type"] = "map"
+    nodes["x-kubernetes-list-map-keys"] = ["name"]
+    nodes["items"]["required"] = ["name"]
+    stored = {"nodes": [{"name": "a", "phase": "Lost"}, {"name": "b", "phase": "Pending"}]}
+    new = json_copy(stored)
+    new["nodes"][1]["phase"] = "Done"
+    assert validate.validate(new, keyed, old=stored) == []  # "Lost" did not change: ratcheted
+    errs = validate.validate({"nodes": [{"name": "a", "phase": "Lost"}]}, keyed)
+    assert [(e.path, e.type) for e in errs] == [("nodes[0].phase", "FieldValueNotSupported")]
