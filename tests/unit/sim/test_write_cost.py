@@ -268,3 +268,33 @@ def test_an_item_ratcheted_whole_is_not_remembered_as_valid() -> None:
     assert validate.validate(new, keyed, old=stored) == []  # "Lost" did not change: ratcheted
     errs = validate.validate({"nodes": [{"name": "a", "phase": "Lost"}]}, keyed)
     assert [(e.path, e.type) for e in errs] == [("nodes[0].phase", "FieldValueNotSupported")]
+
+
+def test_a_patch_copies_the_stored_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PATCH copies the stored object once (the copy it patches is what gets stored); a PUT copies
+    its body once. Copying the plan's 3,000-entry status twice per patch was a tenth of the sim's
+    CPU at 3,000 nodes."""
+    from aiplane.sim.apiserver import rest
+
+    api = make_api()
+    configmap(api)
+    cms = rt_of(api, "v1", "ConfigMap")
+    copies = 0
+
+    def counting(value: Any) -> Any:
+        nonlocal copies
+        if isinstance(value, dict) and "metadata" in value:
+            copies += 1
+        return json_copy(value)
+
+    monkeypatch.setattr(p, "json_copy", counting)
+    monkeypatch.setattr(rest, "json_copy", counting)
+    got = p.patch(api, cms, "default", "cm", MERGE, b'{"data":{"b":"2"}}', WriteOptions()).obj
+    assert got["data"] == {"a": "1", "b": "2"}
+    assert copies == 1
+    body = json_copy(api.find(cms, "default", "cm"))
+    body["data"]["c"] = "3"
+    sent = json_copy(body)
+    api.update(cms, "default", "cm", body, WriteOptions())
+    assert copies == 2
+    assert body == sent  # a PUT's body is the caller's: not kept, not changed

@@ -90,7 +90,9 @@ def patch(
         strict_value = None
     _strict_unknown_fields(rt, patched, opts, strict_value)
     options = ssa.ManagedOptions.of(opts, subresource=subresource)
-    return api.update(rt, namespace, name, patched, options, subresource=subresource, operation="Update")
+    return api.update(
+        rt, namespace, name, patched, options, subresource=subresource, operation="Update", owned=True
+    )
 
 
 def _validate_patch_options(opts: WriteOptions, content_type: str) -> None:

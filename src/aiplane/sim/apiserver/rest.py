@@ -278,14 +278,19 @@ class Api:
         *,
         subresource: str | None = None,
         operation: str = "Update",
+        owned: bool = False,
     ) -> Result:
-        """PUT (also the final step of PATCH and apply, with ``operation`` set accordingly)."""
+        """PUT (also the final step of PATCH and apply, with ``operation`` set accordingly).
+
+        ``owned``: ``body`` is the caller's own copy, shared with nothing, which the store may keep
+        (PATCH builds one from the stored object: copying it again doubled the copying of a write).
+        """
         opts = opts or WriteOptions()
         ns = self._ns(rt, namespace)
         current = self.store.get(rt.storage_key, ns, name)
         if current is None:
             raise errors.not_found(rt.plural, rt.group, name)
-        obj = json_copy(body)
+        obj = body if owned else json_copy(body)
         check_type_meta(rt, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
