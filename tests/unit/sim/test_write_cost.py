@@ -298,3 +298,27 @@ def test_a_patch_copies_the_stored_object_once(monkeypatch: pytest.MonkeyPatch) 
     api.update(cms, "default", "cm", body, WriteOptions())
     assert copies == 2
     assert body == sent  # a PUT's body is the caller's: not kept, not changed
+
+
+def test_decoding_managed_fields_walks_each_node_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``FieldSet.from_json`` decodes the stored managedFields on every write; it asked each child
+    whether it was empty, which walked the child's subtree again at every level above it."""
+    from aiplane.sim.apiserver.smd import fieldpath
+
+    deep: dict[str, Any] = {}
+    node = deep
+    for i in range(30):
+        node[f"f:a{i}"] = {}
+        node = node[f"f:a{i}"]
+    calls = 0
+    real = fieldpath.FieldSet.empty
+
+    def counting(self: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        return bool(real(self))
+
+    monkeypatch.setattr(fieldpath.FieldSet, "empty", counting)
+    decoded = fieldpath.FieldSet.from_json(deep)
+    assert calls <= 30
+    assert decoded.to_json() == deep
