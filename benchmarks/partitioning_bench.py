@@ -3,7 +3,8 @@
 ``aiplane sim`` with N simulated MI300X nodes (DCM delay 0), and the operator (``aiplane run
 --controllers all``) in its own process; one plan rolls CPX over every node with ``maxParallel: 50``.
 Reported: time until the plan is Completed, API writes per node (counted by the server, by the
-operator's User-Agent) against the minimum the state machine needs, operator CPU seconds and peak RSS.
+operator's User-Agent) against the minimum the state machine needs, operator CPU seconds and peak RSS,
+and the sim's CPU seconds over the same span (the embedded cluster's cost, issue #17).
 
 Minimum writes per node: create the NodePartitioning, admit it, add and remove its finalizer, five Node
 updates (cordon, taint, DCM profile label, untaint, uncordon), four status updates (Draining,
@@ -43,6 +44,7 @@ async def measure(
     kubeconfig: Path,
     nodes: int,
     max_parallel: int,
+    sim_pid: int,
     profile: Path | None = None,
     memtrace: Path | None = None,
 ) -> None:
@@ -62,12 +64,14 @@ async def measure(
                 kubeconfig, "all", 8, log_level="warning", profile=profile, memtrace=memtrace
             )
         ) as operator:
-            await _roll_out(client, nodes, max_parallel, operator.pid)
+            await _roll_out(client, nodes, max_parallel, operator.pid, sim_pid)
     finally:
         await client.close()
 
 
-async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, operator_pid: int) -> None:
+async def _roll_out(
+    client: HttpKubeClient, nodes: int, max_parallel: int, operator_pid: int, sim_pid: int
+) -> None:
     """Once the profile is Ready, one plan to CPX over every node; report when it is Completed."""
 
     async def ready() -> bool:
@@ -78,7 +82,11 @@ async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, opera
         )
 
     await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
-    before, cpu0 = await simproc.write_count(client), cpu_seconds(operator_pid)
+    before, cpu0, sim_cpu0 = (
+        await simproc.write_count(client),
+        cpu_seconds(operator_pid),
+        cpu_seconds(sim_pid),
+    )
     # Caches synced, nothing rolled out yet: what start-up (imports, lists) cost, apart from the rollout.
     rss0, peak0 = rss_mb(operator_pid), peak_rss_mb(operator_pid)
     started = time.monotonic()
@@ -107,6 +115,7 @@ async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, opera
     seconds = time.monotonic() - started
     writes = await simproc.write_count(client) - before
     cpu = cpu_seconds(operator_pid) - cpu0
+    sim_cpu = cpu_seconds(sim_pid) - sim_cpu0
     event_creates, event_patches, _ = await simproc.event_writes(client, COMPONENTS)
     needed = writes - event_creates - event_patches
     print(
@@ -124,6 +133,7 @@ async def _roll_out(client: HttpKubeClient, nodes: int, max_parallel: int, opera
     simproc.figure(
         "operator RSS before plan", f"{rss0:.0f}", "MB", f"(peak so far {peak0:.0f} MB: start-up and lists)"
     )
+    simproc.figure("sim CPU", f"{sim_cpu:.1f}", "s", "(the embedded cluster, from the plan's create)")
 
 
 def main() -> None:
@@ -148,7 +158,9 @@ def main() -> None:
     with simproc.sim_running(
         "aiplane-pbench-", nodes=args.nodes, dcm_delay=0, pod_ready_delay=0, profile=args.profile_sim
     ) as sim:
-        asyncio.run(measure(sim.kubeconfig, args.nodes, args.max_parallel, args.profile, args.memtrace))
+        asyncio.run(
+            measure(sim.kubeconfig, args.nodes, args.max_parallel, sim.pid, args.profile, args.memtrace)
+        )
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ wire agree on what a merge patch means.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
+
+from aiplane.apimachinery.values import json_copy
 
 __all__ = ["create_merge_patch", "merge_patch", "prune_nulls"]
 
@@ -25,11 +26,11 @@ def merge_patch(doc: Obj, patch_doc: Mapping[str, Any]) -> Obj:
             continue
         cur = doc.get(key)
         if cur is None:
-            doc[key] = prune_nulls(copy.deepcopy(value))
+            doc[key] = prune_nulls(json_copy(value))
         elif isinstance(cur, dict):
-            doc[key] = merge_patch(cur, value) if isinstance(value, dict) else copy.deepcopy(value)
+            doc[key] = merge_patch(cur, value) if isinstance(value, dict) else json_copy(value)
         else:
-            doc[key] = prune_nulls(copy.deepcopy(value))
+            doc[key] = prune_nulls(json_copy(value))
     return doc
 
 
@@ -45,18 +46,18 @@ def prune_nulls(value: Any) -> Any:
 def create_merge_patch(original: Any, target: Any) -> Any:
     """A merge patch that turns ``original`` into ``target`` (the inverse of :func:`merge_patch`)."""
     if not isinstance(original, dict) or not isinstance(target, dict):
-        return copy.deepcopy(target)
+        return json_copy(target)
     out: Obj = {}
     for key in original:
         if key not in target:
             out[key] = None
     for key, value in target.items():
         if key not in original:
-            out[key] = copy.deepcopy(value)
+            out[key] = json_copy(value)
         elif isinstance(value, dict) and isinstance(original[key], dict):
             sub = create_merge_patch(original[key], value)
             if sub:
                 out[key] = sub
         elif original[key] != value or type(original[key]) is not type(value):
-            out[key] = copy.deepcopy(value)
+            out[key] = json_copy(value)
     return out

@@ -18,13 +18,12 @@ Intended differences are listed in ``docs/sim.md`` ("Patch and server-side apply
 from __future__ import annotations
 
 import contextvars
-import copy
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING, Any, Final
 
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.values import go_json
+from aiplane.apimachinery.values import go_json, json_copy
 from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.managedfields import (
@@ -164,7 +163,7 @@ def apply(
     if problems:
         text = problems[0] if len(problems) == 1 else "errors:\n" + "\n".join("  " + p for p in problems)
         raise UnknownReasonError(f"failed to create typed patch object ({_object_gvknn(config)}): {text}")
-    base: Obj = copy.deepcopy(_without_managed(live)) if live is not None else {}
+    base: Obj = json_copy(_without_managed(live)) if live is not None else {}
     try:
         managed = decode_managed_fields(objects.meta(live).get("managedFields"))
     except ManagedFieldsError as exc:
@@ -179,7 +178,7 @@ def apply(
             raise conflict_error(remaining or exc.conflicts) from exc
         result, out = _apply_once(ctx, base, config, managed.copy(), key, True, subresource, now)
     changed = result is not ABSENT
-    obj = result if changed else copy.deepcopy(base)
+    obj = result if changed else json_copy(base)
     assert isinstance(obj, dict)
     if manager == "kubectl" and _has_last_applied(obj):
         obj.setdefault("metadata", {}).setdefault("annotations", {})[LAST_APPLIED_ANNOTATION] = _last_applied(
@@ -239,7 +238,7 @@ def _has_last_applied(obj: Obj) -> bool:
 
 def _last_applied(config: Obj) -> str:
     """``buildLastApplied``: the applied configuration without the annotation, as kubectl encodes it."""
-    obj = copy.deepcopy(config)
+    obj = json_copy(config)
     meta = obj.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
         meta["annotations"].pop(LAST_APPLIED_ANNOTATION, None)
@@ -313,7 +312,7 @@ class FieldManager:
         if isinstance(opts, ManagedOptions) and opts.apply:
             meta = new.setdefault("metadata", {})
             if opts.applied_fields:
-                meta["managedFields"] = copy.deepcopy(opts.applied_fields)
+                meta["managedFields"] = json_copy(opts.applied_fields)
             else:
                 meta.pop("managedFields", None)
             return

@@ -166,23 +166,40 @@ class DisruptionController(OwnerGraph):
 
     # --- the disruption controller -----------------------------------------------------------------
 
-    def _sync_pdbs(self, namespace: str) -> None:
-        """``DisruptionController.sync`` for every PDB of ``namespace``."""
-        members = self._members(namespace)
-        pdbs = members.get(PDBS, [])
-        if not pdbs:
-            return
-        pods = members.get(PODS, [])
-        now = self.api.clock()
-        for pdb in pdbs:
-            rt = self._rt_for(PDBS, pdb)
-            if rt is None:
+    def _pdbs_for_pod(self, namespace: str, pod: Obj, old: Obj | None) -> list[str]:
+        """``getPdbForPod``, for the Pod before and after the event: the PDBs of its namespace whose
+        selector matches its labels. A PDB whose selector does not parse is synced too (its status
+        says so). kube's controller queues only these; the embedded one synced every PDB of the
+        namespace, each over every object of the namespace, on every Pod event."""
+        label_sets = [objects.meta(pod).get("labels")]
+        if old is not None:
+            label_sets.append(objects.meta(old).get("labels"))
+        names = []
+        for pdb in self._of_kind(PDBS, namespace):
+            try:
+                selector = pdb_selector((pdb.get("spec") or {}).get("selector"))
+            except PdbError:
+                names.append(objects.meta(pdb)["name"])
                 continue
-            new_status, recheck = self._pdb_status(pdb, pods, now)
-            if recheck is not None:
-                self.later((recheck - now).total_seconds() + 0.01, ("pdb", namespace))
-            if new_status is not None:
-                self._update(rt, {**pdb, "status": new_status}, subresource="status")
+            if any(selector.matches(labels) for labels in label_sets):
+                names.append(objects.meta(pdb)["name"])
+        return names
+
+    def _sync_pdbs(self, key: str) -> None:
+        """``DisruptionController.sync`` for the PDB ``namespace/name``."""
+        namespace, _, name = key.partition("/")
+        pdb = self.store.get(PDBS, namespace, name)
+        if pdb is None:
+            return
+        rt = self._rt_for(PDBS, pdb)
+        if rt is None:
+            return
+        now = self.api.clock()
+        new_status, recheck = self._pdb_status(pdb, self._of_kind(PODS, namespace), now)
+        if recheck is not None:
+            self.later((recheck - now).total_seconds() + 0.01, ("pdb", key))
+        if new_status is not None:
+            self._update(rt, {**pdb, "status": new_status}, subresource="status")
 
     def _pdb_status(self, pdb: Obj, pods: list[Obj], now: datetime) -> tuple[Obj | None, datetime | None]:
         """The PDB's new status (``None`` if up to date) and when to look again (expiring disruptions)."""

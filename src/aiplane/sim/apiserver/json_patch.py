@@ -7,13 +7,12 @@ Warn first decodes the body into its own ``jsonPatchOp`` struct, whose type erro
 
 from __future__ import annotations
 
-import copy
 from types import MappingProxyType
 from typing import Any, Final
 
 import jsonpatch
 
-from aiplane.apimachinery.values import go_json
+from aiplane.apimachinery.values import go_json, json_copy
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.gojson import MAP_TARGET, GoJSONError, go_json_decode, json_kind, undecodable_patch
@@ -41,7 +40,7 @@ class _ReplaceOperation(jsonpatch.ReplaceOperation):
         if isinstance(subobj, dict) and part is not None and part not in subobj:
             if "value" not in self.operation:
                 raise jsonpatch.InvalidJsonPatch("The operation does not contain a 'value' member", op=self)
-            subobj[part] = copy.deepcopy(self.operation["value"])
+            subobj[part] = json_copy(self.operation["value"])
             return obj
         return super().apply(obj)
 
@@ -72,7 +71,7 @@ def apply_json_patch(current: Obj, raw: bytes, validation: str) -> Obj:
             f"{MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}",
         )
     try:
-        result = _KubeJsonPatch(ops).apply(current)
+        result = _KubeJsonPatch(ops).apply(current, in_place=True)  # current is the caller's copy
     except (
         jsonpatch.JsonPatchException,
         jsonpatch.JsonPointerException,

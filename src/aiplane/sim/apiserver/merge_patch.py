@@ -12,22 +12,23 @@ from typing import Any
 from aiplane.apimachinery.mergepatch import merge_patch, prune_nulls
 from aiplane.apimachinery.values import go_json
 from aiplane.sim.apiserver import errors
-from aiplane.sim.apiserver.gojson import MAP_TARGET, GoJSONError, go_json_decode, undecodable_patch
+from aiplane.sim.apiserver.gojson import MAP_TARGET, GoJSONError, go_json_decode, json_kind, undecodable_patch
 
 Obj = dict[str, Any]
 
 
 def apply_merge_patch(current: Obj, raw: bytes, validation: str) -> Obj:
     """``current`` patched in place by the merge patch ``raw`` (``validation`` adds Go's strict decode)."""
-    if validation in ("Strict", "Warn"):
-        try:
-            go_json_decode(raw, MAP_TARGET)
-        except GoJSONError as exc:
-            raise errors.bad_request(f"error decoding patch: {exc}") from exc
+    strict = validation in ("Strict", "Warn")
     try:
+        # Decoded once: the strict decode into a map and evanphx's decode see the same document.
         doc = go_json_decode(raw)
     except GoJSONError as exc:
-        raise errors.bad_request("Invalid JSON Patch") from exc
+        raise errors.bad_request(f"error decoding patch: {exc}" if strict else "Invalid JSON Patch") from exc
+    if strict and doc is not None and not isinstance(doc, dict):
+        raise errors.bad_request(
+            f"error decoding patch: json: cannot unmarshal {json_kind(doc)} into Go value of type {MAP_TARGET}"
+        )
     if doc is None or not isinstance(doc, dict | list):
         raise errors.bad_request("Invalid JSON Patch")
     if isinstance(doc, list):

@@ -50,6 +50,9 @@ class OwnerGraph(WorkLoop[Work]):
         self._in_ns: dict[str, set[str]] = defaultdict(set)  # namespace -> uids of its objects
         self._terminating: set[str] = set()  # namespaces with a deletionTimestamp
         self._pdbs: Counter[str] = Counter()  # namespace -> number of PodDisruptionBudgets
+        #: namespace -> uids of its Pods / its PodDisruptionBudgets: what the disruption controller reads
+        #: (it read every object of the namespace, Events and all, for every PDB on every Pod event).
+        self._kind_in_ns: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._crd_cleanup: dict[str, str] = {}  # storage key -> name of the CRD being deleted
         self._unresolved: set[str] = set()  # dependents waiting for their owners' kinds to be served
         for key in list(self.store.storage_keys()):
@@ -79,8 +82,11 @@ class OwnerGraph(WorkLoop[Work]):
             self.enqueue(("namespace", namespace))
         if event.key in self._crd_cleanup:
             self.enqueue(("crd", self._crd_cleanup[event.key]))
-        if event.key in (PODS, PDBS) and self._pdbs[namespace] > 0:
-            self.enqueue(("pdb", namespace))
+        if event.key == PDBS and event.type != DELETED:
+            self.enqueue(("pdb", f"{namespace}/{meta['name']}"))
+        elif event.key == PODS and self._pdbs[namespace] > 0:
+            for name in self._pdbs_for_pod(namespace, obj, event.old):
+                self.enqueue(("pdb", f"{namespace}/{name}"))
 
     def _index(self, key: str, obj: Obj) -> None:
         meta = objects.meta(obj)
@@ -90,6 +96,8 @@ class OwnerGraph(WorkLoop[Work]):
         self._where[uid] = (key, namespace, meta["name"])
         if namespace:
             self._in_ns[namespace].add(uid)
+            if key in (PODS, PDBS):
+                self._kind_in_ns[(key, namespace)].add(uid)
         if key == PDBS and new_object:
             self._pdbs[namespace] += 1
         refs = tuple(
@@ -130,6 +138,11 @@ class OwnerGraph(WorkLoop[Work]):
                 members.discard(uid)
                 if not members:
                     del self._in_ns[namespace]
+            same_kind = self._kind_in_ns.get((key, namespace))
+            if same_kind is not None:
+                same_kind.discard(uid)
+                if not same_kind:
+                    del self._kind_in_ns[(key, namespace)]
         if key == PDBS:
             self._pdbs[namespace] -= 1
             if self._pdbs[namespace] <= 0:
@@ -261,6 +274,15 @@ class OwnerGraph(WorkLoop[Work]):
         if not finalizers:
             meta.pop("finalizers")
         self._update(rt, {**obj, "metadata": meta})
+
+    def _of_kind(self, key: str, namespace: str) -> list[Obj]:
+        """The Pods or PodDisruptionBudgets stored in ``namespace``."""
+        found = (self._get_uid(uid) for uid in list(self._kind_in_ns.get((key, namespace), ())))
+        return [obj for obj in found if obj is not None]
+
+    def _pdbs_for_pod(self, namespace: str, pod: Obj, old: Obj | None) -> list[str]:
+        """Overridden by the disruption controller: the PDBs a Pod event concerns."""
+        return []
 
     def _members(self, namespace: str) -> dict[str, list[Obj]]:
         """The objects stored in ``namespace``, by storage key."""

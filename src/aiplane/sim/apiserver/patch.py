@@ -20,7 +20,6 @@ The mechanisms themselves live in :mod:`~aiplane.sim.apiserver.merge_patch`,
 from __future__ import annotations
 
 import contextlib
-import copy
 from typing import TYPE_CHECKING, Any, Final
 
 import yaml
@@ -28,7 +27,7 @@ import yaml
 from aiplane.apimachinery import boundedyaml
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
-from aiplane.apimachinery.values import go_json
+from aiplane.apimachinery.values import go_json, json_copy
 from aiplane.schema.prune import prune_with_field_paths
 from aiplane.sim.apiserver import apply as ssa
 from aiplane.sim.apiserver import errors, gojson
@@ -80,7 +79,7 @@ def patch(
     current = api.find(rt, namespace, name)
     if current is None:
         raise errors.not_found(rt.plural, rt.group, name)
-    current = copy.deepcopy(current)
+    current = json_copy(current)
     if content_type == STRATEGIC_MERGE_PATCH:
         patched, strict_value = apply_strategic_patch(rt, current, raw)
     elif content_type == MERGE_PATCH:
@@ -91,7 +90,9 @@ def patch(
         strict_value = None
     _strict_unknown_fields(rt, patched, opts, strict_value)
     options = ssa.ManagedOptions.of(opts, subresource=subresource)
-    return api.update(rt, namespace, name, patched, options, subresource=subresource, operation="Update")
+    return api.update(
+        rt, namespace, name, patched, options, subresource=subresource, operation="Update", owned=True
+    )
 
 
 def _validate_patch_options(opts: WriteOptions, content_type: str) -> None:
@@ -117,7 +118,7 @@ def _strict_unknown_fields(rt: ResourceType, patched: Obj, opts: WriteOptions, v
     schema = ssa.kind_schema(rt)
     if schema is None:
         return
-    unknown = [kube for kube, _ in prune_with_field_paths(copy.deepcopy(patched), schema)]
+    unknown = [kube for kube, _ in prune_with_field_paths(json_copy(patched), schema)]
     if not unknown:
         return
     detail = "strict decoding error: " + ", ".join(f'unknown field "{path}"' for path in unknown)

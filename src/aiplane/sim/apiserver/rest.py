@@ -10,7 +10,6 @@ semantics, generation, then a single commit to the store.
 from __future__ import annotations
 
 import base64
-import copy
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -20,7 +19,7 @@ from typing import Any
 
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
-from aiplane.apimachinery.values import GoLiteral
+from aiplane.apimachinery.values import GoLiteral, json_copy
 from aiplane.schema.prune import prune_with_field_paths
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.defaults import admit_claim_class, apply_defaults
@@ -215,7 +214,7 @@ class Api:
         self, rt: ResourceType, namespace: str | None, body: dict[str, Any], opts: WriteOptions | None = None
     ) -> Result:
         opts = opts or WriteOptions()
-        obj = copy.deepcopy(body)
+        obj = json_copy(body)
         check_type_meta(rt, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -279,14 +278,19 @@ class Api:
         *,
         subresource: str | None = None,
         operation: str = "Update",
+        owned: bool = False,
     ) -> Result:
-        """PUT (also the final step of PATCH and apply, with ``operation`` set accordingly)."""
+        """PUT (also the final step of PATCH and apply, with ``operation`` set accordingly).
+
+        ``owned``: ``body`` is the caller's own copy, shared with nothing, which the store may keep
+        (PATCH builds one from the stored object: copying it again doubled the copying of a write).
+        """
         opts = opts or WriteOptions()
         ns = self._ns(rt, namespace)
         current = self.store.get(rt.storage_key, ns, name)
         if current is None:
             raise errors.not_found(rt.plural, rt.group, name)
-        obj = copy.deepcopy(body)
+        obj = body if owned else json_copy(body)
         check_type_meta(rt, obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):

@@ -6,7 +6,6 @@ the paths come from the CRD's ``subresources.scale``.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import jsonpatch
@@ -14,6 +13,7 @@ import jsonpatch
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.mergepatch import merge_patch
+from aiplane.apimachinery.values import json_copy
 from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.resources import ResourceType
 from aiplane.sim.apiserver.rest import Api, WriteOptions
@@ -133,7 +133,7 @@ def handle(
     rv = (wanted.get("metadata") or {}).get("resourceVersion")
     if rv and rv != current["metadata"]["resourceVersion"]:
         raise errors.conflict(rt.plural, rt.group, name, errors.MODIFIED)
-    updated = copy.deepcopy(current)
+    updated = json_copy(current)
     _write(updated, _paths(rt)["specReplicasPath"], replicas)
     opts = WriteOptions(field_manager=field_manager)
     result = api.update(rt, namespace, name, updated, opts, operation="Update")

@@ -4,13 +4,13 @@ per-kind strategies and apiextensions check before a write is stored, with kube'
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
 from aiplane.apimachinery.selectors import dns1123_subdomain_errors, label_key_errors, label_value_errors
+from aiplane.apimachinery.values import json_copy
 from aiplane.schema.defaults import apply_defaults
 from aiplane.schema.structural import structural_field_errors
 from aiplane.schema.validate import validate
@@ -76,8 +76,8 @@ def check_type_meta(rt: ResourceType, obj: dict[str, Any]) -> None:
 
 
 def check_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
-    old_spec = copy.deepcopy(old.get("spec", {}))
-    new_spec = copy.deepcopy(new.get("spec", {}))
+    old_spec = json_copy(old.get("spec", {}))
+    new_spec = json_copy(new.get("spec", {}))
     for spec in (old_spec, new_spec):
         for key in _POD_MUTABLE:
             spec.pop(key, None)

@@ -307,6 +307,8 @@ class FieldSet:
             grandchildren = {k: v for k, v in sub.items() if k != "."}
             if grandchildren:
                 child = cls.from_json(grandchildren)
-                if not child.empty():
+                # from_json keeps no empty child, so this is ``not child.empty()`` without walking
+                # the child again at every level (decoding managedFields on every write).
+                if child.members or child.children:
                     out.children[pe] = child
         return out
