@@ -39,7 +39,17 @@ from tests.unit.partitioning.test_plan_logic import (
 )
 
 NODES = [f"gpu-{i}" for i in range(5)]
-PHASES = ["", "Pending", "Draining", "Applying", "WaitingOperator", "Verifying", "Succeeded", "Failed", "Skipped"]
+PHASES = [
+    "",
+    "Pending",
+    "Draining",
+    "Applying",
+    "WaitingOperator",
+    "Verifying",
+    "Succeeded",
+    "Failed",
+    "Skipped",
+]
 
 
 def _node(name: str, variant: int) -> dict[str, Any]:
@@ -152,7 +162,9 @@ def test_the_index_says_what_the_pure_functions_say_after_any_events(events: lis
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(_event, max_size=20), st.lists(st.booleans(), min_size=20, max_size=20))
-def test_node_statuses_are_restamped_as_from_scratch(events: list[tuple[Any, ...]], writes: list[bool]) -> None:
+def test_node_statuses_are_restamped_as_from_scratch(
+    events: list[tuple[Any, ...]], writes: list[bool]
+) -> None:
     """The index restamps only changed entries when the previous status is the one it last made; the
     from-scratch ``node_statuses`` over the same entries and previous status must agree exactly."""
     world = World(make_plan())

@@ -419,6 +419,9 @@ class PlanIndex:
     def written(self, resource_version: str, listed: list[dict[str, Any]]) -> None:
         """``listed`` (from the last :meth:`node_statuses`) is what the plan's status shows at
         ``resource_version``, written by us (or found equal, nothing written)."""
+        if self._basis is not None and not self._fresh and len(listed) == self._prior_len:
+            self._basis = resource_version  # the same list: what it was compared against still holds
+            return
         self._basis = resource_version
         self._basis_multi = bool(self._multi)
         prior: dict[str, dict[str, Any]] = {}
