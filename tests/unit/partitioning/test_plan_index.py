@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -262,3 +262,123 @@ def test_the_admission_annotation_moves_a_node_out_of_the_candidates() -> None:
     assert index.awaiting == ["gpu-0000", "gpu-0002"]
     assert index.revocable == {"gpu-0001"}
     assert index.slots.in_progress == 1
+
+
+# --- the controller: a NodePartitioning event costs its plan reconcile O(1) ----------------------
+
+
+class EventInformer:
+    """An informer the test feeds: it keeps objects and calls the handlers, as a watch would."""
+
+    def __init__(self, objects: list[dict[str, Any]] | None = None) -> None:
+        self.objects = {o["metadata"]["name"]: o for o in objects or []}
+        self.handlers: list[dict[str, Any]] = []
+        self.stale = False
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.objects.get(key)
+
+    def list(self) -> list[dict[str, Any]]:
+        return list(self.objects.values())
+
+    def keys(self) -> list[str]:
+        return list(self.objects)
+
+    def add_handler(self, **handlers: Any) -> None:
+        self.handlers.append(handlers)
+        for obj in self.objects.values():
+            if handlers.get("on_add"):
+                handlers["on_add"](obj)
+
+    def put(self, obj: dict[str, Any]) -> None:
+        old = self.objects.get(obj["metadata"]["name"])
+        self.objects[obj["metadata"]["name"]] = obj
+        for handlers in self.handlers:
+            if old is None and handlers.get("on_add"):
+                handlers["on_add"](obj)
+            elif old is not None and handlers.get("on_update"):
+                handlers["on_update"](old, obj)
+
+
+async def _work_of_one_status_change(size: int) -> tuple[int, int, int]:
+    """(index visits, NodePartitioning views built, index rebuilds) of the plan reconcile that follows
+    one NodePartitioning's phase change, on a fleet of ``size`` nodes the plan selects."""
+    from aiplane.controllers.partitioning import plan as plan_module
+    from aiplane.kube.clock import FakeClock
+    from aiplane.kube.events import EventRecorder
+    from aiplane.kube.resources import NODES
+    from aiplane.sim.client import InMemoryKubeClient
+    from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+    from tests.unit.partitioning.test_plan_controller import NPS, PLANS, PROFILE_DOCS, PROFILES, make_ready
+
+    fleet = Fleet(
+        nodePools=[NodePool(name="gpu", count=size, gpu=GpuSpec(vendor="amd", product="MI300X", count=8))]
+    )
+    client = InMemoryKubeClient.fresh(fleet=fleet)
+    try:
+        await client.create(PROFILES, PROFILE_DOCS["mi300x-cpx"])
+        await make_ready(client, "mi300x-cpx")
+        body = {
+            "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+            "kind": "PartitioningPlan",
+            "metadata": {"name": "rollout"},
+            "spec": {
+                "rollout": {"maxParallel": 2, "maxUnavailable": 2},
+                "rules": [{"selector": {"matchLabels": {}}, "profileRef": {"name": "mi300x-cpx"}}],
+            },
+        }
+        plans = EventInformer([await client.create(PLANS, body)])
+        nodes = EventInformer((await client.list(NODES))["items"])
+        profiles = EventInformer([await client.get(PROFILES, "mi300x-cpx")])
+        nps = EventInformer()
+        reconciler = plan_module.PlanReconciler(
+            client,
+            cast(Any, plans),
+            cast(Any, nodes),
+            cast(Any, profiles),
+            cast(Any, nps),
+            EventRecorder(client, "test"),
+            FakeClock(T0),
+        )
+
+        async def settle() -> None:
+            for _ in range(4):  # the controller writes, the "watch" delivers, until nothing moves
+                await reconciler.reconcile("rollout")
+                for np in (await client.list(NPS))["items"]:
+                    if nps.get(np["metadata"]["name"]) != np:
+                        nps.put(np)
+                plans.put(await client.get(PLANS, "rollout"))
+
+        await settle()
+        admitted = [np for np in nps.list() if np["metadata"].get("annotations")]
+        assert len(admitted) == 2 and len(nps.list()) == size
+        index = reconciler.indexes["rollout"]
+        visits, rebuilds = index.visits, reconciler.rebuilds
+        built: list[Any] = []
+        real = plan_module.node_partitioning_view
+        plan_module.node_partitioning_view = lambda obj: built.append(obj) or real(obj)  # type: ignore[assignment]
+        try:
+            # The NodePartitioning controller takes the first admitted node: Draining.
+            np = admitted[0]
+            np = await client.patch(
+                NPS, np["metadata"]["name"], {"status": {"phase": "Draining"}}, subresource="status"
+            )
+            nps.put(np)
+            await reconciler.reconcile("rollout")
+        finally:
+            plan_module.node_partitioning_view = real  # type: ignore[assignment]
+        status = (await client.get(PLANS, "rollout"))["status"]
+        assert status["summary"]["applying"] == 1  # it did see the change
+        return index.visits - visits, len(built), reconciler.rebuilds - rebuilds
+    finally:
+        await client.close()
+
+
+async def test_a_node_partitioning_event_costs_the_plan_the_same_on_10_and_100_nodes() -> None:
+    small = await _work_of_one_status_change(10)
+    large = await _work_of_one_status_change(100)
+    assert small == large
+    visits, views, rebuilds = large
+    assert rebuilds == 0  # no pass over the caches
+    assert views <= 2  # the changed object (and the status write's own overlay at most)
+    assert visits <= 4

@@ -4,9 +4,11 @@ All decisions live in :mod:`aiplane.controllers.partitioning.plan_logic` (pure; 
 docstring, in particular the admission contract). This module observes, acts and reports::
 
     observe   plan, Nodes, PartitioningProfiles and *all* NodePartitionings, from informer caches,
-              overlaid with this controller's own writes the caches have not shown yet (Expectations)
-    decide    select_nodes → desired_node_partitionings / stale_node_partitionings → revoke → admit
-              → plan_status
+              overlaid with this controller's own writes the caches have not shown yet (Expectations),
+              fed per event into the plan's PlanIndex (plan_index: only what changed is recomputed)
+    decide    selection → desired_node_partitionings / stale_node_partitionings (of the nodes that
+              changed) → revoke → admit_from → status_of (the index equals the from-scratch
+              select_nodes / rollup, a property test holds them together)
     act       server-side apply of new or changed NodePartitionings (field manager FIELD_MANAGER,
               never carrying the admission annotation); delete stale ones (uid precondition); merge
               patches of the admission annotation carrying the resourceVersion they decided on (field
@@ -368,6 +370,7 @@ class PlanReconciler:
             # Deleted: the garbage collector removes the NodePartitionings (owner references), and
             # their finalizers restore nodes mid-operation. Nothing to admit for a plan going away.
             self.indexes.pop(name, None)
+            self._dirty.pop(name, None)
             return False
         now = self.clock.now()
         view = plan_view(plan)

@@ -62,7 +62,7 @@ from aiplane.controllers.partitioning.views import (
 )
 from aiplane.controllers.partitioning.vocabulary import FAILED, PENDING
 
-__all__ = ["PlanIndex", "index_key"]
+__all__ = ["PlanIndex", "build_index", "index_key"]
 
 Obj = dict[str, Any]
 

@@ -42,8 +42,18 @@ __all__ = [
     "ROLLOUT_COMPLETED",
     "ROLLOUT_DEGRADED",
     "ROLLOUT_PROGRESSING",
+    "Rollup",
+    "child_order",
+    "desired_hashes",
+    "done_phases",
     "effective_phase",
+    "node_entries",
+    "node_status_entry",
+    "node_statuses",
     "plan_status",
+    "rollup",
+    "status_of",
+    "this_plans",
 ]
 
 # Plan condition types (upstream names) and ours.

@@ -35,6 +35,7 @@ __all__ = [
     "profile_state",
     "rule_views",
     "select_nodes",
+    "selection_of",
 ]
 
 
