@@ -36,6 +36,7 @@ from aiplane.controllers.partitioning.views import (
     carries_dcm_taint,
     dcm_event_view,
     pod_tolerates_dcm_taint,
+    pod_view,
     pod_views,
 )
 from aiplane.controllers.partitioning.vocabulary import (
@@ -578,8 +579,26 @@ def test_the_taint_comes_once_the_workload_is_gone_and_moves_daemonset_pods() ->
     rest = [p for p in ALL_PODS if p["metadata"]["name"] not in ("llama-70b-0", "llama-70b-1")]
     d = run(np, node, pods=rest, now=NOW + timedelta(seconds=5))
     assert d.node_mutations == (Taint(NP_NAME),)
-    assert [e.name for e in d.evictions] == ["amd-gpu-device-plugin-x7k2p"]
+    # The DaemonSet controller deletes the device plugin once the taint is there: it is waited for,
+    # not evicted (an eviction racing that delete was answered 404 every time, issue 17).
+    assert d.evictions == ()
     assert reason_of(d, "NodeTainted") == ("True", "TaintApplied")
+    assert reason_of(d, "DrainCompleted") == ("False", "DrainInProgress")
+
+
+def test_a_daemonset_pod_tolerating_the_taint_for_a_while_is_evicted_once_tainted() -> None:
+    """Its controller keeps it running until the taint manager's timer runs out: evicting is faster."""
+    timed = pod(
+        "node-exporter-abcde",
+        "monitoring",
+        owner_kind="DaemonSet",
+        tolerations=[
+            {"key": "amd-dcm", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        ],
+    )
+    np = make_np(phase="Draining", conditions=draining_conditions(), finalizer=True)
+    d = run(np, ours(make_node()), pods=[DEVICE_PLUGIN, timed])
+    assert [e.name for e in d.evictions] == ["node-exporter-abcde"]
 
 
 def applied(np: Mapping[str, Any], d: Decision) -> dict[str, Any]:
@@ -1125,6 +1144,18 @@ def execute(world: World, d: Decision, fail_at: int | None) -> None:
     _apply_np_writes(world, np, d, fail_at)
 
 
+def _daemonset_controller(world: World) -> None:
+    """kube's DaemonSet controller: a daemon pod without any toleration of a NoExecute taint of its node
+    is deleted (``NodeShouldRunDaemonPod``)."""
+    if not carries_dcm_taint(world.node):
+        return
+    for p in world.pods:
+        view = pod_view(p.obj)
+        if view.removed_by_taint and p.terminating_for is None:
+            p.obj["metadata"]["deletionTimestamp"] = format_time(world.now)
+            p.terminating_for = p.grace_steps
+
+
 def _terminate_pods(world: World) -> None:
     for p in list(world.pods):
         if p.terminating_for is not None:
@@ -1193,6 +1224,7 @@ def _step_device_plugin(world: World) -> None:
 def evolve(world: World, advance: int) -> None:
     """Everything that is not the controller: pods terminate, DCM and the device plugin act."""
     _terminate_pods(world)
+    _daemonset_controller(world)
     labels = world.node["metadata"].setdefault("labels", {})
     _start_dcm_on_label_change(world, labels)
     _step_dcm_job(world, labels)

@@ -64,8 +64,13 @@ __all__ = [
     "admission_capacity",
     "admission_patch",
     "admit",
+    "admit_from",
+    "admitted_not_started",
+    "awaiting_admission",
+    "capacity_for",
     "is_admitted",
     "np_phase",
+    "occupies_slot",
     "revocation_patch",
     "revoke",
     "rollout_counts",
@@ -143,9 +148,28 @@ def rollout_counts(nps: Iterable[NodePartitioningView]) -> RolloutCounts:
 
 def admission_capacity(plan: PlanView, nps: Iterable[NodePartitioningView]) -> int:
     """How many more nodes may be admitted now (≥ 0), ignoring pause and dry-run."""
+    return capacity_for(plan, rollout_counts(nps))
+
+
+def capacity_for(plan: PlanView, counts: RolloutCounts) -> int:
+    """:func:`admission_capacity` from counts already made (the plan controller keeps them per event)."""
     limits = plan.limits
-    counts = rollout_counts(nps)
     return max(0, min(limits.max_parallel - counts.in_progress, limits.max_unavailable - counts.unavailable))
+
+
+def occupies_slot(np: NodePartitioningView) -> bool:
+    """Does ``np`` hold a ``maxParallel`` slot (in progress, or admitted but still Pending)?"""
+    return _occupies_slot(np)
+
+
+def awaiting_admission(np: NodePartitioningView) -> bool:
+    """Is ``np`` a candidate for :func:`admit` (Pending, not dry-run, not admitted, not deleting)?"""
+    return _awaiting_admission(np)
+
+
+def admitted_not_started(np: NodePartitioningView) -> bool:
+    """Is ``np`` a candidate for :func:`revoke` (admitted, still Pending, not deleting)?"""
+    return np.counted_phase == PENDING and np.admitted and not np.deleting
 
 
 def _awaiting_admission(np: NodePartitioningView) -> bool:
@@ -172,17 +196,36 @@ def admit(
     invalid plan and leaves out held nodes). The limits count *every* NodePartitioning in
     ``nps_by_node``, eligible or not: a held node that is mid-operation still occupies its slot.
     """
+    return admit_from(
+        plan,
+        rollout_counts(nps_by_node.values()),
+        sorted(node for node, np in nps_by_node.items() if _awaiting_admission(np)),
+        eligible=eligible,
+    )
+
+
+def admit_from(
+    plan: PlanView,
+    counts: RolloutCounts,
+    awaiting: Iterable[str],
+    *,
+    eligible: Collection[str] | None = None,
+) -> list[str]:
+    """:func:`admit` from the rollout counts and the nodes awaiting admission in node-name order
+    (what the plan controller's index keeps per event): it reads only as many candidates as it
+    admits, skipping ineligible ones."""
     if plan.paused or plan.dry_run:
         return []
-    capacity = admission_capacity(plan, nps_by_node.values())
+    capacity = capacity_for(plan, counts)
     if capacity <= 0:
         return []
-    candidates = sorted(
-        node
-        for node, np in nps_by_node.items()
-        if (eligible is None or node in eligible) and _awaiting_admission(np)
-    )
-    return candidates[:capacity]
+    chosen: list[str] = []
+    for node in awaiting:
+        if eligible is None or node in eligible:
+            chosen.append(node)
+            if len(chosen) == capacity:
+                break
+    return chosen
 
 
 def revoke(
@@ -202,8 +245,5 @@ def revoke(
     return sorted(
         node
         for node, np in nps_by_node.items()
-        if np.counted_phase == PENDING
-        and np.admitted
-        and not np.deleting
-        and (stop_all or (eligible is not None and node not in eligible))
+        if admitted_not_started(np) and (stop_all or (eligible is not None and node not in eligible))
     )

@@ -28,8 +28,12 @@ def desired_node_partitionings(
     plan: PlanView,
     selection: Selection,
     profiles_by_name: Mapping[str, ProfileView],
+    *,
+    nodes: Iterable[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The NodePartitioning each target node should have, for server-side apply, keyed by node.
+    """The NodePartitioning each target node should have, for server-side apply, keyed by node
+    (only the target nodes among ``nodes`` when given: the plan controller asks for the nodes an
+    event touched).
 
     Empty for an invalid plan ("nothing is applied"). Held and mismatched nodes get nothing, so
     their existing objects keep their old hash (a profile edit that is not validated yet does not
@@ -40,7 +44,11 @@ def desired_node_partitionings(
     owner = controller_owner_reference(plan.obj)
     label = plan_label_value(plan.name)
     result: dict[str, dict[str, Any]] = {}
-    for node, index in sorted(selection.targets.items()):
+    targets = selection.targets
+    chosen = (
+        sorted(targets.items()) if nodes is None else sorted((n, targets[n]) for n in nodes if n in targets)
+    )
+    for node, index in chosen:
         profile_name = selection.rules[index].profile_name
         profile = profiles_by_name.get(profile_name)
         if profile is None or profile.desired_hash is None:

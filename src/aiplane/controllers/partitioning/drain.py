@@ -6,7 +6,12 @@ a cordon cannot remove DaemonSet pods (they tolerate unschedulable) such as the 
 must restart to publish the new partitions.
 
 Terminating pods are not evicted again but are waited for: a pod in its grace period can still hold
-``/dev/kfd`` and make DCM fail with "Device busy". Pods that finished (phase Succeeded / Failed) hold
+``/dev/kfd`` and make DCM fail with "Device busy". So are DaemonSet pods without any toleration of the
+taint, once the node is tainted: kube's DaemonSet controller deletes a daemon pod that does not
+tolerate a NoExecute taint of its node (``NodeShouldRunDaemonPod``; the taint manager would evict it
+too), so evicting it as well only raced that delete (a 1,000-node rollout's evictions all answered 404,
+issue 17). A daemon pod whose toleration has ``tolerationSeconds`` is still evicted: its controller
+keeps it running until the taint manager's timer runs out. Pods that finished (phase Succeeded / Failed) hold
 nothing and are ignored. A toleration with ``tolerationSeconds`` does not count as tolerating (the
 taint manager would evict the pod anyway, ignoring its PodDisruptionBudget).
 
@@ -170,7 +175,10 @@ def draining(run: Run) -> bool:
     if run.now >= deadline:
         return _timed_out(run, remaining)
     for pod in remaining:
-        if not pod.terminating:
+        # Here the node carries the taint (or gets it in this step): a DaemonSet pod that does not
+        # tolerate it is deleted by the DaemonSet controller, so it is waited for like a terminating
+        # pod. Evicting it too raced that delete and lost every time (404: a write for nothing).
+        if not (pod.terminating or pod.removed_by_taint):
             run.act(Evict(pod.namespace, pod.name, pod.uid))
     if _report_blocked(run, remaining):
         run.wait_until(deadline, run.config.eviction_retry)

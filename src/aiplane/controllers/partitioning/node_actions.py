@@ -39,6 +39,7 @@ __all__ = [
     "UnmarkApplied",
     "Untaint",
     "apply_node_actions",
+    "writable_copy",
 ]
 
 
@@ -213,13 +214,36 @@ NodeMutation: TypeAlias = (
 NodeAction: TypeAlias = NodeMutation | Evict
 
 
+def writable_copy(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``node`` that the actions may mutate without touching ``node``: fresh containers
+    along every path an action writes (``metadata.labels``, ``metadata.annotations``,
+    ``spec.unschedulable``, ``spec.taints``), everything else (status, images, conditions) shared.
+
+    A deep copy of a whole Node (~10 kB of JSON, mostly status) per NodePartitioning reconcile was a
+    tenth of the operator's CPU at 1,000 nodes (issue 17).
+    """
+    result = dict(node)
+    meta = node.get("metadata")
+    if isinstance(meta, Mapping):
+        meta = result["metadata"] = dict(meta)
+        for key in ("labels", "annotations"):
+            if isinstance(meta.get(key), Mapping):
+                meta[key] = dict(meta[key])
+    spec = node.get("spec")
+    if isinstance(spec, Mapping):
+        spec = result["spec"] = dict(spec)
+        if isinstance(spec.get("taints"), list):
+            spec["taints"] = [dict(t) if isinstance(t, Mapping) else copy.deepcopy(t) for t in spec["taints"]]
+    return result
+
+
 def apply_node_actions(node: Mapping[str, Any], actions: Sequence[NodeAction]) -> dict[str, Any]:
     """The Node after ``actions`` (evictions ignored): a new dict, the input is never mutated.
 
     The executor writes the result in one update guarded by the observed ``resourceVersion``; tests
     use it as the model of what the API server would store.
     """
-    result = copy.deepcopy(dict(node))
+    result = writable_copy(node)
     for action in actions:
         if not isinstance(action, Evict):
             action.mutate(result)

@@ -69,7 +69,6 @@ Decisions where the issue (silogen/kaiwo#334) and upstream were silent
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -85,6 +84,7 @@ from aiplane.controllers.partitioning.node_actions import (
     RemoveLabels,
     Uncordon,
     Untaint,
+    writable_copy,
 )
 from aiplane.controllers.partitioning.node_run import (
     DEFAULT_CONFIG,
@@ -257,7 +257,8 @@ def _start(
     profile = seen.profile
     return Run(
         np=seen.np,
-        work=copy.deepcopy(dict(node.obj)),
+        work=writable_copy(node.obj),
+        observed=node,
         profile=profile if profile is not None and profile.unusable is None else None,
         profile_error=profile.unusable if profile is not None else None,
         pods=seen.pods,
@@ -348,7 +349,7 @@ def _decide_deletion(np: NodePartitioningView, node: NodeView | None) -> Decisio
     nobody reads the status of an object on its way out."""
     actions: list[NodeAction] = []
     if node is not None:
-        work = copy.deepcopy(dict(node.obj))
+        work = writable_copy(node.obj)
         candidates: list[NodeMutation] = [Untaint(np.name), Uncordon(np.name)]
         if np.phase in (APPLYING, WAITING_OPERATOR):
             candidates.append(RemoveLabels((APPLY_TRIGGER_LABEL,)))

@@ -10,7 +10,7 @@ condition, start or read a clock, fail, release the node, wait.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
@@ -158,6 +158,7 @@ class Run:
     phase: str
     conditions: list[dict[str, Any]]
     current_hash: str | None
+    observed: InitVar[NodeView | None] = None
     node: NodeView = field(init=False)
     actions: list[NodeAction] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
@@ -166,8 +167,9 @@ class Run:
     drop_trigger: bool = False
     blocked_by: str | None = None  # status.blockedBy: the budgets holding the drain (None: nothing)
 
-    def __post_init__(self) -> None:
-        self.node = node_view(self.work)
+    def __post_init__(self, observed: NodeView | None) -> None:
+        # The view of the Node as observed (the work copy starts equal to it); rebuilt on each mutation.
+        self.node = observed if observed is not None else node_view(self.work)
 
     @property
     def owner(self) -> str:
@@ -191,7 +193,8 @@ class Run:
                 self.actions.append(action)
         elif action.mutate(self.work):
             self.actions.append(action)
-            self.node = node_view(self.work)
+            # Actions write labels, annotations and spec only: the parsed allocatable is still right.
+            self.node = node_view(self.work, allocatable=self.node.allocatable)
 
     def cond(self, type_: str, status: str, reason: str, message: str) -> None:
         self.conditions, _ = set_condition(

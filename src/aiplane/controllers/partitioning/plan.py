@@ -4,9 +4,11 @@ All decisions live in :mod:`aiplane.controllers.partitioning.plan_logic` (pure; 
 docstring, in particular the admission contract). This module observes, acts and reports::
 
     observe   plan, Nodes, PartitioningProfiles and *all* NodePartitionings, from informer caches,
-              overlaid with this controller's own writes the caches have not shown yet (Expectations)
-    decide    select_nodes → desired_node_partitionings / stale_node_partitionings → revoke → admit
-              → plan_status
+              overlaid with this controller's own writes the caches have not shown yet (Expectations),
+              fed per event into the plan's PlanIndex (plan_index: only what changed is recomputed)
+    decide    selection → desired_node_partitionings / stale_node_partitionings (of the nodes that
+              changed) → revoke → admit_from → status_of (the index equals the from-scratch
+              select_nodes / rollup, a property test holds them together)
     act       server-side apply of new or changed NodePartitionings (field manager FIELD_MANAGER,
               never carrying the admission annotation); delete stale ones (uid precondition); merge
               patches of the admission annotation carrying the resourceVersion they decided on (field
@@ -50,8 +52,11 @@ from typing import Any, Final
 import structlog
 
 from aiplane.apimachinery import objects
+from aiplane.apimachinery.conditions import semantic_equal
 from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
+from aiplane.controllers.partitioning.admission import admit_from
+from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
 from aiplane.controllers.partitioning.plan_logic import (
     API_VERSION,
     NODE_PARTITIONING_KIND,
@@ -61,19 +66,25 @@ from aiplane.controllers.partitioning.plan_logic import (
     ROLLOUT_COMPLETED,
     ROLLOUT_DEGRADED,
     admission_patch,
-    admit,
-    children_by_node,
     desired_node_partitionings,
     np_needs_update,
-    plan_status,
     plan_view,
     revocation_patch,
     revoke,
-    select_nodes,
     stale_node_partitionings,
 )
+from aiplane.controllers.partitioning.plan_status import status_of
 from aiplane.controllers.partitioning.profile import profiles_resource
-from aiplane.controllers.partitioning.views import node_partitioning_view, node_view, profile_view
+from aiplane.controllers.partitioning.selection import Selection
+from aiplane.controllers.partitioning.views import (
+    NodePartitioningView,
+    NodeView,
+    PlanView,
+    ProfileView,
+    node_partitioning_view,
+    node_view,
+    profile_view,
+)
 from aiplane.controllers.partitioning.vocabulary import RETRY_BACKOFF_CAP, STALE_RECHECK
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
@@ -84,7 +95,7 @@ from aiplane.kube.informer import Informer, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import NODES, Resource, resource_for
-from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
+from aiplane.kube.status import ConditionEvent, emit_transitions
 from aiplane.kube.status import transition_events as status_events
 
 __all__ = [
@@ -174,20 +185,107 @@ class PlanReconciler:
         self.nps = nps
         self.recorder = recorder
         self.clock = clock
-        self.status = StatusWriter(client, plans_resource(), FIELD_MANAGER)
         self.plan_writes = Expectations()
         self.np_writes = Expectations()
-        # Views built once per cached object (every reconcile reads every Node and NodePartitioning).
-        self.node_views = ViewMemo(node_view)
-        self.np_views = ViewMemo(node_partitioning_view)
         self.profile_views = ViewMemo(profile_view)
+        # Each plan's index, and per plan the Nodes and NodePartitionings changed since it was fed:
+        # a reconcile costs O(changed), not O(fleet) (plan_index's module docstring).
+        self.indexes: dict[str, PlanIndex] = {}
+        self._dirty: dict[str, tuple[set[str], set[str]]] = {}
+        self._node_memo: dict[str, NodeView] = {}
+        self._np_memo: dict[str, NodePartitioningView] = {}
+        #: Indexes built from the whole caches so far: what a test counts.
+        self.rebuilds = 0
         nps.add_handler(on_delete=lambda obj: self.np_writes.deleted(objects.name(obj), obj))
+        nps.add_handler(
+            on_add=self._np_event,
+            on_update=lambda _old, new: self._np_event(new),
+            on_delete=self._np_event,
+        )
+        nodes.add_handler(
+            on_add=self._node_event,
+            on_update=lambda old, new: self._node_event(new, old),
+            on_delete=self._node_deleted,
+        )
         plans.add_handler(on_delete=lambda obj: self.plan_writes.deleted(objects.name(obj), obj))
 
     # --- observe ----------------------------------------------------------------------------------
 
     def plan(self, name: str) -> Obj | None:
         return self.plan_writes.view(name, self.plans.get(name))
+
+    def _index(self, view: PlanView, profiles: Mapping[str, ProfileView]) -> PlanIndex:
+        """The plan's index, fed with what changed since the last reconcile; rebuilt from the caches
+        when the plan's spec or a profile changed (or on the first reconcile)."""
+        key = index_key(view, profiles)
+        index = self.indexes.get(view.name)
+        if index is not None and index.key == key:
+            self._sync(index)
+            return index
+        dirty = self._dirty.setdefault(view.name, (set(), set()))
+        dirty[0].clear()
+        dirty[1].clear()
+        index = build_index(
+            view,
+            profiles,
+            key,
+            ((objects.name(n), self._node_view(objects.name(n), n)) for n in self.nodes.list()),
+            ((objects.name(np), self._np_view(objects.name(np), np)) for np in self.node_partitionings()),
+        )
+        self.indexes[view.name] = index
+        self.rebuilds += 1
+        return index
+
+    def _sync(self, index: PlanIndex) -> None:
+        """Feed ``index`` the Nodes and NodePartitionings that changed since it was last fed, and every
+        NodePartitioning with a write of ours the cache may not show yet (read through the overlay)."""
+        nodes, nps = self._dirty.setdefault(index.plan.name, (set(), set()))
+        for name in nodes:
+            obj = self.nodes.get(name)
+            index.put_node(name, self._node_view(name, obj) if obj is not None else None)
+        nodes.clear()
+        pending = self.np_writes.keys()
+        for name in nps.union(pending) if pending else nps:
+            obj = self.np_writes.view(name, self.nps.get(name))
+            if obj is None:
+                self._np_memo.pop(name, None)
+                index.put_np(name, None)
+                continue
+            seen = index.children.get(name) or index.others.get(name)
+            if seen is None or seen.obj is not obj:
+                index.put_np(name, self._np_view(name, obj))
+        nps.clear()
+
+    def _node_view(self, name: str, obj: Obj) -> NodeView:
+        seen = self._node_memo.get(name)
+        if seen is not None and seen.obj is obj:
+            return seen
+        view = self._node_memo[name] = node_view(obj)
+        return view
+
+    def _np_view(self, name: str, obj: Obj) -> NodePartitioningView:
+        seen = self._np_memo.get(name)
+        if seen is not None and seen.obj is obj:
+            return seen
+        view = self._np_memo[name] = node_partitioning_view(obj)
+        return view
+
+    def _node_event(self, obj: Obj, old: Obj | None = None) -> None:
+        # Selection reads a Node's labels only: heartbeats and cordons change nothing here.
+        if old is not None and objects.labels(old) == objects.labels(obj):
+            return
+        name = objects.name(obj)
+        for nodes, _ in self._dirty.values():
+            nodes.add(name)
+
+    def _node_deleted(self, obj: Obj) -> None:
+        self._node_memo.pop(objects.name(obj), None)
+        self._node_event(obj)
+
+    def _np_event(self, obj: Obj) -> None:
+        name = objects.name(obj)
+        for _, nps in self._dirty.values():
+            nps.add(name)
 
     def node_partitionings(self) -> list[Obj]:
         """Every NodePartitioning, as cached, overlaid with our writes the cache does not show yet."""
@@ -234,10 +332,30 @@ class PlanReconciler:
         )
         self.np_writes.wrote(objects.name(np), np, result, conditional=True)
 
-    async def _write_status(self, plan: Obj, status: Obj) -> None:
-        result = await self.status.write(plan, status)
-        if result is not None:
-            self.plan_writes.wrote(objects.name(plan), plan, result, conditional=True)
+    async def _write_status(self, plan: Obj, status: Obj, *, list_changed: bool) -> Obj:
+        """A merge patch of the status keys that changed, guarded by the plan's resourceVersion.
+
+        ``nodeStatuses`` (one entry per node) goes in only when ``list_changed`` says so: the index
+        knows which entries changed, and comparing a thousand entries to find out again (as
+        ``StatusWriter.write`` would) was a fleet-wide cost on every status write (issue 17).
+        """
+        current = objects.status(plan)
+        patch: Obj = {}
+        for key in current.keys() | status.keys():
+            if key == "nodeStatuses":
+                if list_changed:
+                    patch[key] = status.get(key)
+            elif not semantic_equal(current.get(key), status.get(key)):
+                patch[key] = status.get(key)
+        result = await self.client.patch(
+            plans_resource(),
+            objects.name(plan),
+            {"metadata": {"resourceVersion": objects.resource_version(plan)}, "status": patch},
+            subresource="status",
+            field_manager=FIELD_MANAGER,
+        )
+        self.plan_writes.wrote(objects.name(plan), plan, result, conditional=True)
+        return result
 
     # --- reconcile --------------------------------------------------------------------------------
 
@@ -251,58 +369,99 @@ class PlanReconciler:
         if plan is None or objects.is_deleting(plan):
             # Deleted: the garbage collector removes the NodePartitionings (owner references), and
             # their finalizers restore nodes mid-operation. Nothing to admit for a plan going away.
+            self.indexes.pop(name, None)
+            self._dirty.pop(name, None)
             return False
         now = self.clock.now()
         view = plan_view(plan)
         profiles = {p.name: p for p in self.profile_views.all(self.profiles.list())}
-        all_nps = self.np_views.all(self.node_partitionings())
-        selection = select_nodes(view, self.node_views.all(self.nodes.list()), profiles, all_nps)
+        index = self._index(view, profiles)
+        selection = index.selection()
+        await self._converge_children(view, plan, index, selection, profiles)
 
-        children = children_by_node(view, all_nps)
-        for node, body in desired_node_partitionings(view, selection, profiles).items():
-            existing = children.get(node)
-            if np_needs_update(existing, body):
-                await self._apply(body, existing.obj if existing is not None else None)
-        by_name = {np.name: np for np in all_nps}
-        deleted: list[str] = []
-        for np_name_ in stale_node_partitionings(view, selection, all_nps):
-            if await self._delete(by_name[np_name_].obj):
-                deleted.append(f"{np_name_} (node {by_name[np_name_].node_name})")
+        # Admission and revocation decide on exact views only (see the module docstring). While
+        # a child is inexact, the informer event of our own write will bring this plan back.
+        # Nor on a stale view (an informer that heard nothing from the API server for too long): it may
+        # hide nodes already out of service, so admitting from it could exceed the limits.
+        deferred = not all_fresh((self.plans, self.nodes, self.nps))
+        if not deferred and self._exact(index):
+            await self._admit(view, plan, index, selection)
+
+        previous = plan.get("status")
+        stamped = index.node_statuses(
+            previous if isinstance(previous, Mapping) else {}, objects.resource_version(plan), now
+        )
+        status, changed = status_of(index.rollup(view), now, previous, stamped=stamped)
+        if not changed:
+            index.written(objects.resource_version(plan), stamped[0])
+            return deferred
+        written = await self._write_status(plan, status, list_changed=stamped[1])
+        index.written(objects.resource_version(written), stamped[0])
+        emit_transitions(self.recorder, plan, TRANSITION_EVENTS, plan.get("status"), status)
+        return deferred
+
+    async def _converge_children(
+        self,
+        view: PlanView,
+        plan: Obj,
+        index: PlanIndex,
+        selection: Selection,
+        profiles: Mapping[str, ProfileView],
+    ) -> None:
+        """Apply the desired NodePartitioning of, and delete the stale ones on, the nodes whose
+        place or children changed since the last reconcile (all of them after a rebuild)."""
+        nodes = sorted(index.unchecked)
+        index.unchecked.clear()
+        try:
+            for node, body in desired_node_partitionings(view, selection, profiles, nodes=nodes).items():
+                existing = index.kept.get(node)
+                if np_needs_update(existing, body):
+                    await self._apply(body, existing.obj if existing is not None else None)
+            deleted: list[str] = []
+            for np_name_ in stale_node_partitionings(view, selection, index.children_on(nodes)):
+                np = index.children[np_name_]
+                if await self._delete(np.obj):
+                    deleted.append(f"{np_name_} (node {np.node_name})")
+        except BaseException:
+            index.unchecked.update(nodes)  # not done: look again next time
+            raise
+        finally:
+            self._sync(index)
         if deleted:
             self.recorder.emit(
                 plan, NORMAL, "NodePartitioningDeleted", f"Removed NodePartitioning {', '.join(deleted)}"
             )
 
-        # Admission and revocation decide on exact views only (see the module docstring). While
-        # a child is inexact, the informer event of our own write will bring this plan back.
-        all_nps = self.np_views.all(self.node_partitionings())
-        children = children_by_node(view, all_nps)
-        # Nor on a stale view (an informer that heard nothing from the API server for too long): it may
-        # hide nodes already out of service, so admitting from it could exceed the limits.
-        deferred = not all_fresh((self.plans, self.nodes, self.nps))
-        if not deferred and all(self.np_writes.exact(np.name) for np in children.values()):
-            for node in revoke(view, children, eligible=selection.admissible):
-                await self._annotate(children[node].obj, revocation_patch(children[node]))
-                all_nps = self.np_views.all(self.node_partitionings())
-            children = children_by_node(view, all_nps)
-            admitted = admit(view, children, eligible=selection.admissible)
-            for node in admitted:
-                await self._annotate(children[node].obj, admission_patch(children[node]))
-            if admitted:
-                self.recorder.emit(
-                    plan,
-                    NORMAL,
-                    "NodesAdmitted",
-                    f"Admitted {len(admitted)} node(s) to start partitioning: {', '.join(admitted)}",
-                )
-                all_nps = self.np_views.all(self.node_partitionings())
+    def _exact(self, index: PlanIndex) -> bool:
+        """Is the view of every child the plan keeps (one per node) exact? Only names with an
+        outstanding write can be inexact."""
+        pending = self.np_writes.keys()
+        for key in pending:
+            np = index.children.get(key)
+            if np is not None and index.kept.get(np.node_name) is np and not self.np_writes.exact(key):
+                return False
+        return True
 
-        status, changed = plan_status(view, selection, all_nps, now, plan.get("status"))
-        if not changed:
-            return deferred
-        await self._write_status(plan, status)
-        emit_transitions(self.recorder, plan, TRANSITION_EVENTS, plan.get("status"), status)
-        return deferred
+    async def _admit(self, view: PlanView, plan: Obj, index: PlanIndex, selection: Selection) -> None:
+        eligible = selection.admissible
+        revocable = {node: index.kept[node] for node in index.revocable}
+        for node in revoke(view, revocable, eligible=eligible):
+            await self._annotate(revocable[node].obj, revocation_patch(revocable[node]))
+        self._sync(index)
+        admitted = admit_from(view, index.slots, index.awaiting, eligible=eligible)
+        chosen = [index.kept[node] for node in admitted]
+        try:
+            for np in chosen:
+                await self._annotate(np.obj, admission_patch(np))
+        finally:
+            self._sync(index)
+        if admitted:
+            self.recorder.emit(
+                plan,
+                NORMAL,
+                "NodesAdmitted",
+                f"Admitted {len(admitted)} node(s) to start partitioning: {', '.join(admitted)}",
+            )
 
 
 # --- wiring --------------------------------------------------------------------------------------

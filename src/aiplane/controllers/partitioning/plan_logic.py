@@ -26,6 +26,11 @@ Reconcile, in the order the controller should run it::
     status, changed = plan_status(plan, sel, nps, now, plan.status)
     if changed: write status
 
+The controller does not call these over the whole fleet on every event: its
+:class:`~aiplane.controllers.partitioning.plan_index.PlanIndex` keeps the same results up to date
+per Node / NodePartitioning event (``admit_from``, ``status_of`` take what it keeps); the functions
+above are the specification it is tested against.
+
 What upstream did, and the bugs fixed here, are in ``../shared/reference/partitioning-and-kaiwo.md``
 §1-§3.
 """

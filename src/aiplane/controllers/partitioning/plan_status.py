@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from aiplane.apimachinery.conditions import format_time, set_condition, status_changed
-from aiplane.controllers.partitioning.admission import admission_capacity, rollout_counts
+from aiplane.controllers.partitioning.admission import RolloutCounts, capacity_for, rollout_counts
 from aiplane.controllers.partitioning.identity import children_by_node, is_child, np_name
 from aiplane.controllers.partitioning.selection import RuleView, Selection
 from aiplane.controllers.partitioning.views import NodePartitioningView, PlanView
@@ -42,8 +42,18 @@ __all__ = [
     "ROLLOUT_COMPLETED",
     "ROLLOUT_DEGRADED",
     "ROLLOUT_PROGRESSING",
+    "Rollup",
+    "child_order",
+    "desired_hashes",
+    "done_phases",
     "effective_phase",
+    "node_entries",
+    "node_status_entry",
+    "node_statuses",
     "plan_status",
+    "rollup",
+    "status_of",
+    "this_plans",
 ]
 
 # Plan condition types (upstream names) and ours.
@@ -126,8 +136,8 @@ def _node_status(np: NodePartitioningView) -> dict[str, Any]:
     return entry
 
 
-def _node_statuses(
-    children: Sequence[NodePartitioningView], previous: Mapping[str, Any], stamp: str
+def node_statuses(
+    entries: Sequence[Mapping[str, Any]], previous: Mapping[str, Any], stamp: str
 ) -> list[dict[str, Any]]:
     """One entry per NodePartitioning; ``lastUpdateTime`` moves only when the entry changed."""
     before: dict[str, Mapping[str, Any]] = {}
@@ -136,8 +146,8 @@ def _node_statuses(
         if isinstance(item, Mapping) and isinstance(item.get("nodeName"), str):
             before.setdefault(item["nodeName"], item)
     result: list[dict[str, Any]] = []
-    for np in children:
-        entry = _node_status(np)
+    for fresh in entries:
+        entry = dict(fresh)
         prior = before.get(entry["nodeName"])
         kept = stamp
         if prior is not None and {k: v for k, v in prior.items() if k != "lastUpdateTime"} == entry:
@@ -150,84 +160,130 @@ def _node_statuses(
 # --- counts --------------------------------------------------------------------------------------
 
 
+#: Phases a node is done in, for a dry-run plan and for a real one.
+DONE_PHASES: Final = frozenset({SUCCEEDED, SKIPPED})
+DONE_PHASES_REAL: Final = frozenset({SUCCEEDED})
+
+
+def done_phases(plan: PlanView) -> frozenset[str]:
+    return DONE_PHASES if plan.dry_run else DONE_PHASES_REAL
+
+
+def desired_hashes(selection: Selection) -> Mapping[str, str | None]:
+    """Node -> the hash its NodePartitioning is about to get (targets of a valid plan only)."""
+    if not selection.valid:
+        return {}
+    return {n: selection.rules[i].desired_hash for n, i in selection.targets.items()}
+
+
 @dataclass(frozen=True)
-class _Rollup:
-    """This plan's NodePartitionings (by node, then name) and what each counts as."""
+class Rollup:
+    """Everything the status reads of this plan's NodePartitionings, as counts and short lists.
+
+    :func:`rollup` computes it from every NodePartitioning (the specification); the plan
+    controller's :class:`~aiplane.controllers.partitioning.plan_index.PlanIndex` keeps the same
+    numbers up to date per event (a property test holds the two equal), so a reconcile's status
+    costs O(changed) instead of a pass over the fleet (issue 17).
+    """
 
     plan: PlanView
     selection: Selection
-    children: tuple[NodePartitioningView, ...]
-    effective: Mapping[int, str]  # id(child) -> effective phase
-
-    @property
-    def counts(self) -> Counter[str]:
-        return Counter(self.effective.values())
+    counts: Mapping[str, int]  # effective phase -> children in it (no zero entries)
+    total: int  # this plan's NodePartitionings
+    slots: RolloutCounts  # over the one kept child per node, exactly as admission counts
+    failed_nodes: tuple[str, ...]  # nodes of the effectively Failed children, in (node, name) order
+    done_targets: int  # target nodes with a child done (Succeeded; Skipped too for a dry run)
+    pending_targets: int  # target nodes whose kept child is effectively Pending
 
     @property
     def pending(self) -> int:
-        return self.counts[PENDING]
+        return self.counts.get(PENDING, 0)
 
     @property
     def in_progress(self) -> int:
         counts = self.counts
-        return sum(counts[p] for p in APPLYING_PHASES) + counts[VERIFYING]
+        return sum(counts.get(p, 0) for p in APPLYING_PHASES) + counts.get(VERIFYING, 0)
 
     @property
     def failed(self) -> int:
-        return self.counts[FAILED]
-
-    def nodes_in(self, phases: Iterable[str]) -> list[str]:
-        wanted = set(phases)
-        return [np.node_name for np in self.children if self.effective[id(np)] in wanted]
-
-    @property
-    def done_nodes(self) -> set[str]:
-        return set(self.nodes_in({SUCCEEDED, SKIPPED} if self.plan.dry_run else {SUCCEEDED}))
+        return self.counts.get(FAILED, 0)
 
     @property
     def complete(self) -> bool:
         sel = self.selection
+        targets = sel.targets
         return (
             sel.valid
             and not sel.held
-            and bool(sel.targets)
-            and set(sel.targets) <= self.done_nodes
+            and bool(targets)
+            and self.done_targets == len(targets)
             and self.pending == self.in_progress == self.failed == 0
         )
 
     def summary(self) -> dict[str, int]:
         counts = self.counts
-        # What the rollout limit counts (admitted-but-Pending included), so `kubectl get -o wide`
-        # shows the maxParallel slots actually held, not one phase bucket.
-        slots = rollout_counts(children_by_node(self.plan, self.children).values()).in_progress
         return {
-            "totalNodes": len(self.children),
+            "totalNodes": self.total,
             "matchingNodes": len(self.selection.matches),
-            "pending": counts[PENDING],
-            "applying": sum(counts[p] for p in APPLYING_PHASES),
-            "verifying": counts[VERIFYING],
-            "succeeded": counts[SUCCEEDED],
-            "failed": counts[FAILED],
-            "skipped": counts[SKIPPED],
-            "inProgress": slots,
+            "pending": counts.get(PENDING, 0),
+            "applying": sum(counts.get(p, 0) for p in APPLYING_PHASES),
+            "verifying": counts.get(VERIFYING, 0),
+            "succeeded": counts.get(SUCCEEDED, 0),
+            "failed": counts.get(FAILED, 0),
+            "skipped": counts.get(SKIPPED, 0),
+            # What the rollout limit counts (admitted-but-Pending included), so `kubectl get -o wide`
+            # shows the maxParallel slots actually held, not one phase bucket.
+            "inProgress": self.slots.in_progress,
         }
 
 
-def _rollup(plan: PlanView, selection: Selection, nps: Iterable[NodePartitioningView]) -> _Rollup:
-    children = sorted((np for np in nps if is_child(plan, np)), key=lambda np: (np.node_name, np.name))
-    desired_by_node: dict[str, str | None] = (
-        {n: selection.rules[i].desired_hash for n, i in selection.targets.items()} if selection.valid else {}
+def node_status_entry(np: NodePartitioningView) -> dict[str, Any]:
+    """One ``nodeStatuses`` entry, without ``lastUpdateTime``."""
+    return _node_status(np)
+
+
+def child_order(np: NodePartitioningView) -> tuple[str, str]:
+    """The order of ``nodeStatuses``: by node, then by name."""
+    return (np.node_name, np.name)
+
+
+def this_plans(plan: PlanView, nps: Iterable[NodePartitioningView]) -> list[NodePartitioningView]:
+    """This plan's NodePartitionings among ``nps``, in :func:`child_order`."""
+    return sorted((np for np in nps if is_child(plan, np)), key=child_order)
+
+
+def node_entries(children: Iterable[NodePartitioningView]) -> list[dict[str, Any]]:
+    """``nodeStatuses`` without ``lastUpdateTime``, one per child, in the order given."""
+    return [_node_status(np) for np in children]
+
+
+def rollup(plan: PlanView, selection: Selection, children: Sequence[NodePartitioningView]) -> Rollup:
+    """:class:`Rollup` of ``children`` (:func:`this_plans`), from scratch: the specification."""
+    desired_by_node = desired_hashes(selection)
+    effective = [effective_phase(np, desired_by_node.get(np.node_name), plan.dry_run) for np in children]
+    targets = selection.targets
+    done = done_phases(plan)
+    done_nodes = {np.node_name for np, phase in zip(children, effective, strict=True) if phase in done}
+    kept = children_by_node(plan, children)
+    effective_of = {id(np): phase for np, phase in zip(children, effective, strict=True)}
+    return Rollup(
+        plan=plan,
+        selection=selection,
+        counts=dict(Counter(effective)),
+        total=len(children),
+        slots=rollout_counts(kept.values()),
+        failed_nodes=tuple(
+            np.node_name for np, phase in zip(children, effective, strict=True) if phase == FAILED
+        ),
+        done_targets=len(done_nodes & targets.keys()),
+        pending_targets=sum(1 for n, np in kept.items() if n in targets and effective_of[id(np)] == PENDING),
     )
-    effective = {
-        id(np): effective_phase(np, desired_by_node.get(np.node_name), plan.dry_run) for np in children
-    }
-    return _Rollup(plan, selection, tuple(children), effective)
 
 
 # --- phase and conditions ------------------------------------------------------------------------
 
 
-def _phase(r: _Rollup) -> str:
+def _phase(r: Rollup) -> str:
     """Paused, then Degraded (invalid or failures), Progressing, Completed, else Pending."""
     if r.plan.paused:
         return "Paused"
@@ -296,11 +352,11 @@ def _nodes_excluded(selection: Selection) -> _Condition:
     return "True", "TargetSelectorMismatch", "; ".join(parts)
 
 
-def _blocked_why(r: _Rollup, by_node: Mapping[str, NodePartitioningView]) -> str | None:
+def _blocked_why(r: Rollup) -> str | None:
     """Why pending nodes cannot be admitted now, or ``None`` when they can (or one is in flight)."""
     limits = r.plan.limits
-    counts = rollout_counts(by_node.values())
-    if admission_capacity(r.plan, by_node.values()) != 0 or counts.in_progress != 0:
+    counts = r.slots
+    if capacity_for(r.plan, counts) != 0 or counts.in_progress != 0:
         return None
     if limits.max_unavailable == 0:
         return "maxUnavailable is 0, so no node may be taken out of service"
@@ -312,7 +368,7 @@ def _blocked_why(r: _Rollup, by_node: Mapping[str, NodePartitioningView]) -> str
     return f"maxParallel is {limits.max_parallel}"
 
 
-def _pending_progress(r: _Rollup) -> _Condition:
+def _pending_progress(r: Rollup) -> _Condition:
     """RolloutProgressing while nodes are pending and none is in progress: why they are not moving."""
     pending = _plural(r.pending, "node")
     if r.plan.paused:
@@ -321,22 +377,20 @@ def _pending_progress(r: _Rollup) -> _Condition:
         return "False", "PlanNotReady", f"{pending} pending; see PlanReady"
     if r.plan.dry_run:
         return "True", "NodeOperationsInProgress", f"Dry run: {pending} pending"
-    by_node = children_by_node(r.plan, r.children)
-    admissible = r.selection.admissible
-    if not any(n in admissible and r.effective[id(np)] == PENDING for n, np in by_node.items()):
+    if not r.pending_targets:
         return (
             "False",
             "RolloutBlocked",
             f"{pending} pending, none can start: their profile is not Ready or "
             "does not target them (see PlanReady, NodesExcluded)",
         )
-    why = _blocked_why(r, by_node)
+    why = _blocked_why(r)
     if why is not None:
         return "False", "RolloutBlocked", f"{pending} pending: {why}"
     return "True", "NodeOperationsInProgress", f"0 nodes in progress, {r.pending} pending"
 
 
-def _progressing(r: _Rollup) -> _Condition:
+def _progressing(r: Rollup) -> _Condition:
     """Is anything moving, and if pending nodes are not, why."""
     if r.complete:
         return "False", "RolloutComplete", f"All {len(r.selection.targets)} nodes done"
@@ -351,7 +405,7 @@ def _progressing(r: _Rollup) -> _Condition:
     return "False", "NoNodesInProgress", "No node operations in progress"
 
 
-def _completed(r: _Rollup) -> _Condition:
+def _completed(r: Rollup) -> _Condition:
     targets = r.selection.targets
     if r.complete and r.plan.dry_run:
         return "True", "DryRunCompleted", f"Dry run complete: {len(targets)} nodes would be partitioned"
@@ -360,13 +414,13 @@ def _completed(r: _Rollup) -> _Condition:
     matching = len(r.selection.matches)
     if matching == 0:
         return "False", "NoMatchingNodes", "No nodes match the plan's rules"
-    return "False", "RolloutInProgress", f"{len(r.done_nodes & set(targets))}/{matching} nodes done"
+    return "False", "RolloutInProgress", f"{r.done_targets}/{matching} nodes done"
 
 
-def _degraded(r: _Rollup) -> _Condition:
+def _degraded(r: Rollup) -> _Condition:
     if not r.failed:
         return "False", "NoFailures", "No node failures"
-    return "True", "NodeFailures", f"{_plural(r.failed, 'node')} failed: {_listed(r.nodes_in({FAILED}))}"
+    return "True", "NodeFailures", f"{_plural(r.failed, 'node')} failed: {_listed(r.failed_nodes)}"
 
 
 def _paused(plan: PlanView) -> _Condition:
@@ -375,7 +429,7 @@ def _paused(plan: PlanView) -> _Condition:
     return "False", "PlanActive", "Plan is active"
 
 
-def _conditions(r: _Rollup, previous: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
+def _conditions(r: Rollup, previous: Mapping[str, Any], now: datetime) -> list[dict[str, Any]]:
     """Every plan condition, set on the previous ones (``lastTransitionTime`` moves only on a flip)."""
     old = previous.get("conditions")
     conditions = [dict(c) for c in (old if isinstance(old, list) else []) if isinstance(c, Mapping)]
@@ -412,18 +466,40 @@ def plan_status(
     (``lastTransitionTime`` moves only on a flip), all carrying ``observedGeneration``;
     ``lastSyncTime`` moves only when something else changed, so a steady plan is never rewritten.
     """
+    children = this_plans(plan, nps)
+    return status_of(rollup(plan, selection, children), now, previous_status, entries=node_entries(children))
+
+
+def status_of(
+    r: Rollup,
+    now: datetime,
+    previous_status: Mapping[str, Any] | None,
+    *,
+    entries: Sequence[Mapping[str, Any]] | None = None,
+    stamped: tuple[list[dict[str, Any]], bool] | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """:func:`plan_status` of a :class:`Rollup`, with ``nodeStatuses`` made of ``entries`` (see
+    :func:`node_statuses`) or given already ``stamped`` together with whether they differ from
+    ``previous_status``'s (the plan controller's index keeps them per event, so a reconcile does not
+    compare a thousand entries to find the one that changed)."""
     prev: Mapping[str, Any] = previous_status if isinstance(previous_status, Mapping) else {}
     stamp = format_time(now)
-    r = _rollup(plan, selection, nps)
+    plan = r.plan
     status_out: dict[str, Any] = {}
     if plan.generation is not None:
         status_out["observedGeneration"] = plan.generation
     status_out["phase"] = _phase(r)
     status_out["summary"] = r.summary()
     status_out["conditions"] = _conditions(r, prev, now)
-    status_out["nodeStatuses"] = _node_statuses(r.children, prev, stamp)
-
-    without_sync = {k: v for k, v in prev.items() if k != "lastSyncTime"}
-    changed = status_changed(without_sync, status_out) or not prev.get("lastSyncTime")
+    if stamped is None:
+        status_out["nodeStatuses"] = node_statuses(entries or (), prev, stamp)
+        without_sync = {k: v for k, v in prev.items() if k != "lastSyncTime"}
+        changed = status_changed(without_sync, status_out)
+    else:
+        listed, listed_changed = stamped
+        rest = {k: v for k, v in prev.items() if k not in ("lastSyncTime", "nodeStatuses")}
+        changed = listed_changed or status_changed(rest, status_out)
+        status_out["nodeStatuses"] = listed
+    changed = changed or not prev.get("lastSyncTime")
     status_out["lastSyncTime"] = stamp if changed else prev["lastSyncTime"]
     return status_out, changed

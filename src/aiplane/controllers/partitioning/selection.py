@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from aiplane.apimachinery.selectors import Selector
 from aiplane.controllers.partitioning.identity import is_child, np_name
@@ -25,7 +26,17 @@ from aiplane.controllers.partitioning.views import (
     RuleSpec,
 )
 
-__all__ = ["ProfileState", "RuleView", "Selection", "profile_state", "select_nodes"]
+__all__ = [
+    "NodeMatch",
+    "ProfileState",
+    "RuleView",
+    "Selection",
+    "node_match",
+    "profile_state",
+    "rule_views",
+    "select_nodes",
+    "selection_of",
+]
 
 
 # --- profiles ------------------------------------------------------------------------------------
@@ -146,13 +157,18 @@ class Selection:
         """Nodes matched by exactly one rule -> that rule: the nodes whose NodePartitioning is kept."""
         return self._assigned
 
-    @property
-    def targets(self) -> dict[str, int]:
-        """Assigned nodes that may be worked on (profile Ready, targetSelector matched)."""
+    @cached_property
+    def targets(self) -> Mapping[str, int]:
+        """Assigned nodes that may be worked on (profile Ready, targetSelector matched).
+
+        Computed once per selection (a reconcile reads it several times, and the plan controller
+        keeps one selection for as long as no node's place in it changes)."""
         blocked = {n for n, _ in self.held} | {n for n, _ in self.target_mismatches}
+        if not blocked:
+            return dict(self._assigned)
         return {n: i for n, i in self._assigned.items() if n not in blocked}
 
-    @property
+    @cached_property
     def admissible(self) -> frozenset[str]:
         """Nodes ``admit`` may admit: the targets of a valid plan, nothing otherwise."""
         return frozenset(self.targets) if self.valid else frozenset()
@@ -176,72 +192,118 @@ def _rule_view(rule: RuleSpec, profiles_by_name: Mapping[str, ProfileView]) -> R
     )
 
 
-def _matches(plan: PlanView, named: Iterable[NodeView]) -> tuple[dict[str, tuple[int, ...]], list[str]]:
-    """Node -> matching rule indices, and the control-plane nodes left out."""
-    matches: dict[str, tuple[int, ...]] = {}
-    excluded: list[str] = []
-    for node in named:
-        hits = tuple(
-            r.index for r in plan.rules if r.selector is not None and r.selector.matches(node.labels)
-        )
-        if not hits:
-            continue
-        if plan.limits.exclude_control_plane and node.control_plane:
-            excluded.append(node.name)
-            continue
-        matches[node.name] = hits
-    return matches, excluded
+def rule_views(plan: PlanView, profiles_by_name: Mapping[str, ProfileView]) -> tuple[RuleView, ...]:
+    """The plan's rules as evaluated against the profiles they reference."""
+    return tuple(_rule_view(rule, profiles_by_name) for rule in plan.rules)
 
 
 def _ref(np: NodePartitioningView) -> str:
     return f"{np.plan_name or '<no plan>'}/{np.name}"
 
 
-@dataclass
-class _Findings:
-    """What :func:`select_nodes` finds out node by node."""
+@dataclass(frozen=True, slots=True)
+class NodeMatch:
+    """One node's place in a plan's selection: what :func:`select_nodes` finds out node by node.
 
-    overlaps: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
-    conflicts: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
-    collisions: list[tuple[str, str]] = field(default_factory=list)
-    held: list[tuple[str, int]] = field(default_factory=list)
-    mismatched: list[tuple[str, int]] = field(default_factory=list)
-    assigned: dict[str, int] = field(default_factory=dict)
+    A node's place depends only on the node (its labels), the plan's rules and profiles, the other
+    plans' NodePartitionings on the node and the one holding this plan's name for it: so the plan
+    controller recomputes it for the nodes an event touched, not for the fleet.
+    """
+
+    hits: tuple[int, ...]  # indices of the rules matching the node (≥ 1)
+    excluded: bool = False  # a control-plane node left out
+    conflicts: tuple[str, ...] = ()  # "<plan>/<np>" of other plans' NodePartitionings on the node
+    collision: str | None = None  # "<plan>/<np>" of another plan's object holding our name for it
+    held: bool = False  # its rule's profile is not Ready
+    mismatched: bool = False  # its profile's targetSelector does not match it
+
+    @property
+    def assigned(self) -> int | None:
+        """The one rule that assigns the node, if exactly one matches (and it is not excluded)."""
+        return self.hits[0] if len(self.hits) == 1 and not self.excluded else None
+
+    @property
+    def target(self) -> bool:
+        """Assigned, and its profile is Ready and targets it."""
+        return self.assigned is not None and not self.held and not self.mismatched
 
 
-def _classify(
+def node_match(
     plan: PlanView,
-    matches: Mapping[str, tuple[int, ...]],
     rules: tuple[RuleView, ...],
-    labels_by_node: Mapping[str, Mapping[str, str]],
-    others: list[NodePartitioningView],
-) -> _Findings:
-    others_by_node: dict[str, list[str]] = {}
-    others_by_name: dict[str, NodePartitioningView] = {}
-    for np in others:
-        others_by_node.setdefault(np.node_name, []).append(_ref(np))
-        others_by_name[np.name] = np
-    found = _Findings()
-    for node_name, hits in matches.items():
-        if len(hits) > 1:
-            found.overlaps.append((node_name, hits))
-        if node_name in others_by_node:
-            found.conflicts.append((node_name, tuple(sorted(others_by_node[node_name]))))
-        if len(hits) != 1:
+    node: NodeView,
+    others_on_node: Iterable[NodePartitioningView],
+    holder: NodePartitioningView | None,
+) -> NodeMatch | None:
+    """``node``'s place in the plan's selection; ``None`` when no rule matches it.
+
+    ``others_on_node``: other plans' NodePartitionings whose ``spec.nodeName`` is this node;
+    ``holder``: another plan's NodePartitioning named ``np_name(plan, node)``, if any.
+    """
+    hits = tuple(r.index for r in plan.rules if r.selector is not None and r.selector.matches(node.labels))
+    if not hits:
+        return None
+    if plan.limits.exclude_control_plane and node.control_plane:
+        return NodeMatch(hits, excluded=True)
+    conflicts = tuple(sorted(_ref(np) for np in others_on_node))
+    if len(hits) != 1:
+        return NodeMatch(hits, conflicts=conflicts)
+    collision = _ref(holder) if holder is not None and holder.node_name != node.name else None
+    state = rules[hits[0]].profile
+    held = not state.ready
+    mismatched = (
+        not held and state.target_selector is not None and not state.target_selector.matches(node.labels)
+    )
+    return NodeMatch(hits, False, conflicts, collision, held, mismatched)
+
+
+def selection_of(
+    plan: PlanView,
+    rules: tuple[RuleView, ...],
+    node_names: tuple[str, ...],
+    matched: Iterable[tuple[str, NodeMatch]],
+) -> Selection:
+    """The :class:`Selection` made of every matched node's :class:`NodeMatch`, in node-name order."""
+    matches: dict[str, tuple[int, ...]] = {}
+    excluded: list[str] = []
+    overlaps: list[tuple[str, tuple[int, ...]]] = []
+    conflicts: list[tuple[str, tuple[str, ...]]] = []
+    collisions: list[tuple[str, str]] = []
+    held: list[tuple[str, int]] = []
+    mismatched: list[tuple[str, int]] = []
+    assigned: dict[str, int] = {}
+    for name, m in matched:
+        if m.excluded:
+            excluded.append(name)
             continue
-        index = hits[0]
-        found.assigned[node_name] = index
-        holder = others_by_name.get(np_name(plan.name, node_name))
-        if holder is not None and holder.node_name != node_name:
-            found.collisions.append((node_name, _ref(holder)))
-        state = rules[index].profile
-        if not state.ready:
-            found.held.append((node_name, index))
-        elif state.target_selector is not None and not state.target_selector.matches(
-            labels_by_node[node_name]
-        ):
-            found.mismatched.append((node_name, index))
-    return found
+        matches[name] = m.hits
+        if len(m.hits) > 1:
+            overlaps.append((name, m.hits))
+        if m.conflicts:
+            conflicts.append((name, m.conflicts))
+        if len(m.hits) != 1:
+            continue
+        index = m.hits[0]
+        assigned[name] = index
+        if m.collision is not None:
+            collisions.append((name, m.collision))
+        if m.held:
+            held.append((name, index))
+        elif m.mismatched:
+            mismatched.append((name, index))
+    return Selection(
+        plan_name=plan.name,
+        rules=rules,
+        node_names=node_names,
+        matches=matches,
+        control_plane_excluded=tuple(excluded),
+        overlaps=tuple(overlaps),
+        conflicts=tuple(conflicts),
+        name_collisions=tuple(collisions),
+        held=tuple(held),
+        target_mismatches=tuple(mismatched),
+        _assigned=assigned,
+    )
 
 
 def select_nodes(
@@ -262,21 +324,23 @@ def select_nodes(
     * Nodes of a rule whose profile is not Ready are held; nodes that do not match their profile's
       ``targetSelector`` are listed and not touched.
     """
-    rules = tuple(_rule_view(rule, profiles_by_name) for rule in plan.rules)
+    rules = rule_views(plan, profiles_by_name)
     named = sorted((n for n in nodes if n.name), key=lambda n: n.name)
-    matches, excluded = _matches(plan, named)
-    others = [np for np in other_nps if not is_child(plan, np)]
-    found = _classify(plan, matches, rules, {n.name: n.labels for n in named}, others)
-    return Selection(
-        plan_name=plan.name,
-        rules=rules,
-        node_names=tuple(n.name for n in named),
-        matches=matches,
-        control_plane_excluded=tuple(excluded),
-        overlaps=tuple(found.overlaps),
-        conflicts=tuple(found.conflicts),
-        name_collisions=tuple(found.collisions),
-        held=tuple(found.held),
-        target_mismatches=tuple(found.mismatched),
-        _assigned=found.assigned,
-    )
+    others_by_node: dict[str, list[NodePartitioningView]] = {}
+    others_by_name: dict[str, NodePartitioningView] = {}
+    for np in other_nps:
+        if not is_child(plan, np):
+            others_by_node.setdefault(np.node_name, []).append(np)
+            others_by_name[np.name] = np
+    matched = []
+    for node in named:
+        found = node_match(
+            plan,
+            rules,
+            node,
+            others_by_node.get(node.name, ()),
+            others_by_name.get(np_name(plan.name, node.name)),
+        )
+        if found is not None:
+            matched.append((node.name, found))
+    return selection_of(plan, rules, tuple(n.name for n in named), matched)

@@ -58,6 +58,7 @@ __all__ = [
     "node_views",
     "plan_view",
     "pod_for_drain",
+    "pod_has_dcm_toleration",
     "pod_tolerates_dcm_taint",
     "pod_view",
     "pod_views",
@@ -349,7 +350,19 @@ class NodeView:
         return any(key in self.labels for key in CONTROL_PLANE_LABELS)
 
 
-def node_view(node: Obj) -> NodeView:
+def node_view(node: Obj, *, allocatable: Mapping[str, Amount] | None = None) -> NodeView:
+    """``allocatable``: the parsed ``status.allocatable`` when known already (a copy of a Node whose
+    status did not change: the state machine's work copy after each of its actions)."""
+    if allocatable is not None:
+        return NodeView(
+            name=objects.name(node),
+            labels=objects.labels(node),
+            annotations=objects.annotations(node),
+            unschedulable=deep_get(node, "spec.unschedulable") is True,
+            has_dcm_taint=carries_dcm_taint(node),
+            allocatable=allocatable,
+            obj=node,
+        )
     allocatable = deep_get(node, "status.allocatable")
     return NodeView(
         name=objects.name(node),
@@ -466,9 +479,21 @@ def pod_tolerates_dcm_taint(pod: Obj) -> bool:
     (Equal is the default operator). One with ``tolerationSeconds`` only delays the taint manager's
     eviction, so it does not count: we evict that pod ourselves, politely.
     """
+    return _tolerates(pod, timed=False)
+
+
+def pod_has_dcm_toleration(pod: Obj) -> bool:
+    """Does any toleration of the pod match ``amd-dcm=up:NoExecute``, ``tolerationSeconds`` or not?
+
+    What kube's DaemonSet controller asks (``NodeShouldRunDaemonPod``: a daemon pod keeps running
+    while it tolerates every NoExecute taint, a timed toleration included)."""
+    return _tolerates(pod, timed=True)
+
+
+def _tolerates(pod: Obj, *, timed: bool) -> bool:
     tolerations = deep_get(pod, "spec.tolerations") or []
     for t in tolerations:
-        if not isinstance(t, Mapping) or t.get("tolerationSeconds") is not None:
+        if not isinstance(t, Mapping) or (not timed and t.get("tolerationSeconds") is not None):
             continue
         if (t.get("effect") or "") not in ("", TAINT_EFFECT):
             continue
@@ -497,6 +522,10 @@ class PodView:
     terminating: bool
     tolerates_dcm_taint: bool
     workload: str = ""  # "Kind namespace/name" of what keeps the pod alive (empty: a bare pod)
+    #: A DaemonSet pod with no toleration of the taint at all: the DaemonSet controller deletes it as
+    #: soon as the node carries the taint (kube's ``NodeShouldRunDaemonPod``), so the drain waits for
+    #: it instead of evicting it (an eviction racing that delete is a write that ends in 404).
+    removed_by_taint: bool = False
 
     @property
     def key(self) -> str:
@@ -555,6 +584,7 @@ def pod_view(pod: Obj) -> PodView:
         terminating=bool(deep_get(pod, "metadata.deletionTimestamp")),
         tolerates_dcm_taint=pod_tolerates_dcm_taint(pod),
         workload=_workload_of(pod, namespace),
+        removed_by_taint="DaemonSet" in owner_kinds and not pod_has_dcm_toleration(pod),
     )
 
 
