@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiplane.controllers.kaiwo.fleet import Fleet
+from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION
 from aiplane.controllers.kaiwo.pools import discover_pools, node_view
 from tests.unit.test_kaiwo_pools import MIXES, node
 
@@ -58,6 +59,8 @@ def test_incremental_pools_equal_the_pure_discovery(script: list[Any], exclude: 
         else:
             fleet.put(obj)
         nodes[name] = obj
+        # Read between events too: what the fleet keeps between reads must follow every event.
+        assert fleet.pools(exclude) == discover_pools([node_view(n) for n in nodes.values()], exclude)
     expected = discover_pools([node_view(n) for n in nodes.values()], exclude)
     assert fleet.pools(exclude) == expected
     members = {n: p.name for p in expected for n in p.nodes}
@@ -76,3 +79,33 @@ def test_one_node_event_builds_one_view_whatever_the_fleet() -> None:
     assert fleet.dirty == {"n7"}  # the taint/label check then looks at that node only
     assert str(pool.quota["amd.com/gpu"]) == str(499 * 8 + 64)
     assert pool.partitioning
+
+
+def test_events_that_change_no_pool_rebuild_nothing_and_others_rebuild_once() -> None:
+    """A rollout's events mostly leave the pools as they were, and none changes their members: the
+    reconcile each of them wakes must not sort the whole fleet again (issue 17, O(fleet) per event)."""
+    fleet = Fleet()
+    for i in range(200):
+        fleet.put(node(f"n{i}", annotations={TAINTED_ANNOTATION: "true"} if i % 2 else None))
+    (pool,) = fleet.pools(False)
+    tainted = fleet.tainted_names()
+    assert tainted == tuple(sorted(f"n{i}" for i in range(1, 200, 2)))
+    builds = fleet.pool_builds
+    fleet.update(node("n7"), node("n7", annotations={TAINTED_ANNOTATION: "true"}, labels=None))
+    assert fleet.pools(False) == [pool] and fleet.pool_builds == builds  # nothing a pool reads changed
+    assert fleet.tainted_names() is tainted
+    # Cordoned by the partitioning controller: the pool now says so, but its members are not re-sorted.
+    fleet.update(node("n7"), node("n7", cordoned_by="np/x", annotations={TAINTED_ANNOTATION: "true"}))
+    (cordoned,) = fleet.pools(False)
+    assert cordoned.partitioning and cordoned.nodes is pool.nodes
+    fleet.update(node("n7"), node("n7", annotations={TAINTED_ANNOTATION: "true"}))
+    builds = fleet.pool_builds
+    fleet.update(node("n7"), node("n7", "amd.com/gpu", 64, annotations={TAINTED_ANNOTATION: "true"}))
+    (changed,) = fleet.pools(False)
+    fleet.pools(False)
+    assert fleet.pool_builds == builds + 1
+    assert str(changed.quota["amd.com/gpu"]) == str(199 * 8 + 64)
+    fleet.update(node("n8"), node("n8", annotations={TAINTED_ANNOTATION: "true"}))
+    assert "n8" in fleet.tainted_names()
+    fleet.delete(node("n9"))
+    assert "n9" not in fleet.tainted_names() and "n9" not in fleet.pools(False)[0].nodes

@@ -116,7 +116,7 @@ class KaiwoConfigReconciler:
         tainted = await self._patch_nodes(
             exclude, spec.nodes.addTaintsToGpuNodes, spec.nodes.defaultGpuTaintKey
         )
-        applied: dict[str, Any] = {"taintedNodes": sorted(tainted) or None, "notConsumed": list(NOT_CONSUMED)}
+        applied: dict[str, Any] = {"taintedNodes": list(tainted) or None, "notConsumed": list(NOT_CONSUMED)}
         if not self.kueue_served:
             await self._report(config, applied, "False", "KueueNotInstalled", "Kueue's CRDs are not served")
             return None
@@ -131,14 +131,15 @@ class KaiwoConfigReconciler:
             await self._report(config, applied, "True", "Applied", "queues and taints applied")
         return None
 
-    async def _patch_nodes(self, exclude: bool, add_taints: bool, key: str) -> set[str]:
+    async def _patch_nodes(self, exclude: bool, add_taints: bool, key: str) -> tuple[str, ...]:
         """Pool labels and the GPU taint on the nodes changed since the last check (all of them when
-        the settings changed); the names of the nodes tainted by us."""
+        the settings changed); the sorted names of the nodes tainted by us (the fleet's, unless a
+        patch here changed them before its event arrived)."""
         settings = (exclude, add_taints, key)
         if settings != self._settings:
             self.fleet.dirty.update(self.fleet.views)
             self._settings = settings
-        tainted = self.fleet.tainted()
+        written_taints: dict[str, bool] = {}
         for name in sorted(self.fleet.dirty):
             node = self.fleet.views.get(name)
             patch = (
@@ -146,13 +147,15 @@ class KaiwoConfigReconciler:
             )
             if patch is not None:
                 written = await self.client.patch(NODES, name, patch, field_manager=FIELD_MANAGER)
-                if objects.annotations(written).get(TAINTED_ANNOTATION):
-                    tainted.add(name)
-                else:
-                    tainted.discard(name)
+                written_taints[name] = bool(objects.annotations(written).get(TAINTED_ANNOTATION))
             # Checked: a node whose patch failed stays dirty, and one we patched comes back as an event.
             self.fleet.dirty.discard(name)
-        return tainted
+        if not written_taints:
+            return self.fleet.tainted_names()
+        tainted = set(self.fleet.tainted_names())
+        tainted.update(n for n, on in written_taints.items() if on)
+        tainted.difference_update(n for n, on in written_taints.items() if not on)
+        return tuple(sorted(tainted))
 
     # --- Kueue ------------------------------------------------------------------------------------
 

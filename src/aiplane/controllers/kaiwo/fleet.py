@@ -5,7 +5,10 @@ node views (quantity parsing) and the pool sums on each reconcile cost O(fleet) 
 partitioning rollout, which changes each node several times, cost the controller O(fleet²) (issue 17:
 three quarters of the operator's CPU at 300 nodes). Here each Node event costs O(1): the node's view
 is built once, its contribution to its pool's sums is subtracted and the new one added, and the node
-is marked for the taint/label check. A reconcile then costs O(changed nodes + pools).
+is marked for the taint/label check. A reconcile then costs O(changed nodes + pools): the pools
+(with their sorted member names) and the sorted tainted names are kept until an event changes what
+they read, since most Node events of a rollout (cordon, taint, uncordon) change neither, and sorting
+the fleet on every reconcile was again O(fleet) per event (issue 17, second round).
 
 The result is what :func:`~aiplane.controllers.kaiwo.pools.discover_pools` computes from the same
 nodes (a property test holds the two together); that pure function stays the specification.
@@ -45,9 +48,13 @@ class _Sum:
     partitioning: set[str] = field(default_factory=set)
     holders: dict[str, int] = field(default_factory=dict)
     quota: dict[str, Quantity] = field(default_factory=dict)
+    #: ``members`` sorted, kept until a member joins or leaves (most events change neither).
+    sorted_members: tuple[str, ...] | None = None
 
     def add(self, node: NodeView) -> None:
-        self.members.add(node.name)
+        if node.name not in self.members:
+            self.members.add(node.name)
+            self.sorted_members = None
         if node.partitioning:
             self.partitioning.add(node.name)
         for resource, amount in node.allocatable.items():
@@ -56,8 +63,12 @@ class _Sum:
                 self.holders[resource] = held + 1
                 self.quota[resource] = self.quota[resource] + amount if held else amount
 
-    def remove(self, node: NodeView) -> None:
-        self.members.discard(node.name)
+    def remove(self, node: NodeView, *, staying: bool = False) -> None:
+        """Take ``node``'s share out; ``staying`` when the same node is added back at once (an update
+        in the same slot), so the member list is left as it is."""
+        if not staying and node.name in self.members:
+            self.members.discard(node.name)
+            self.sorted_members = None
         self.partitioning.discard(node.name)
         for resource, amount in node.allocatable.items():
             if pool_resource(resource):
@@ -96,13 +107,20 @@ class Fleet:
         self._tainted: set[str] = set()
         #: Nodes changed since the controller last checked their labels and taints.
         self.dirty: set[str] = set()
+        #: Bumped by an event that changes what :meth:`pools` or :meth:`tainted_names` read; what they
+        #: built is kept until then (``pool_builds`` counts the rebuilds, for the tests).
+        self.version = 0
+        self.pool_builds = 0
+        self._keys: dict[str, tuple[Any, ...]] = {}
+        self._pools_memo: dict[bool, tuple[int, list[Pool]]] = {}
+        self._tainted_memo: tuple[int, tuple[str, ...]] = (0, ())
 
     # --- informer handlers --------------------------------------------------------------------------
 
     def put(self, obj: Mapping[str, Any]) -> None:
         name = objects.name(obj)
-        self._forget(name)
         node = node_view(obj)
+        self._forget(name, staying_in=_slot(node))
         self.builds += 1
         self.views[name] = node
         slot = self._slots[name] = _slot(node)
@@ -118,6 +136,10 @@ class Fleet:
         if node.annotations.get(TAINTED_ANNOTATION):
             self._tainted.add(name)
         self.dirty.add(name)
+        key = _key(node, slot)
+        if self._keys.get(name) != key:
+            self._keys[name] = key
+            self.version += 1
 
     def update(self, _old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         self.put(new)
@@ -126,15 +148,17 @@ class Fleet:
         name = objects.name(obj)
         self._forget(name)
         self.dirty.discard(name)
+        if self._keys.pop(name, None) is not None:
+            self.version += 1
 
-    def _forget(self, name: str) -> None:
+    def _forget(self, name: str, staying_in: _Slot = None) -> None:
         node = self.views.pop(name, None)
         if node is None:
             return
         slot = self._slots.pop(name, None)
         if slot is not None:
             found = self._sums[slot]
-            found.remove(node)
+            found.remove(node, staying=slot == staying_in)
             if not found.members:
                 del self._sums[slot]
         self._tainted.discard(name)
@@ -152,15 +176,54 @@ class Fleet:
         """Nodes whose cached state carries the tainted-by-us annotation."""
         return set(self._tainted)
 
+    def tainted_names(self) -> tuple[str, ...]:
+        """:meth:`tainted`, sorted, rebuilt only after an event that changed it."""
+        version, names = self._tainted_memo
+        if version != self.version:
+            names = tuple(sorted(self._tainted))
+            self._tainted_memo = (self.version, names)
+        return names
+
     def pools(self, exclude_control_plane: bool) -> list[Pool]:
-        """What ``discover_pools(all node views, exclude_control_plane)`` returns, from the sums."""
+        """What ``discover_pools(all node views, exclude_control_plane)`` returns, from the sums
+        (rebuilt only after an event that changed a sum)."""
+        memo = self._pools_memo.get(exclude_control_plane)
+        if memo is not None and memo[0] == self.version:
+            return list(memo[1])
+        self.pool_builds += 1
         merged: dict[str, list[_Sum]] = {}
         for (name, control_plane), found in self._sums.items():
             if not (exclude_control_plane and control_plane):
                 merged.setdefault(name, []).append(found)
         pools = [_pool(name, parts) for name, parts in merged.items()]
         pools.sort(key=lambda p: (p.gpu.count > 0, p.gpu.count, p.cpu_cores, p.memory_gi, p.name))
-        return pools
+        self._pools_memo[exclude_control_plane] = (self.version, pools)
+        return list(pools)
+
+
+def _members(parts: list[_Sum]) -> tuple[str, ...]:
+    for part in parts:
+        if part.sorted_members is None:
+            part.sorted_members = tuple(sorted(part.members))
+    if len(parts) == 1:
+        return parts[0].sorted_members or ()
+    return tuple(sorted(n for part in parts for n in part.sorted_members or ()))
+
+
+def _key(node: NodeView, slot: _Slot) -> tuple[Any, ...]:
+    """Everything of ``node`` that the sums, the pools built from them and the tainted set read: an
+    event that leaves it equal leaves both unchanged (a sum's GPU, CPU and memory come from the node
+    that created it, so they are in the key too)."""
+    resources = tuple(sorted((r, str(q)) for r, q in node.allocatable.items() if pool_resource(r)))
+    return (
+        slot,
+        node.partitioning,
+        resources,
+        bool(node.annotations.get(TAINTED_ANNOTATION)),
+        gpu_info(node.labels),
+        str(node.capacity.get("cpu")),
+        str(node.capacity.get("memory")),
+    )
 
 
 def _pool(name: str, parts: Iterable[_Sum]) -> Pool:
@@ -175,7 +238,7 @@ def _pool(name: str, parts: Iterable[_Sum]) -> Pool:
         gpu=first.gpu,
         cpu_cores=first.cpu_cores,
         memory_gi=first.memory_gi,
-        nodes=tuple(sorted(n for part in parts for n in part.members)),
+        nodes=_members(parts),
         quota=quota,
         partitioning=any(part.partitioning for part in parts),
     )
