@@ -109,3 +109,28 @@ def test_events_that_change_no_pool_rebuild_nothing_and_others_rebuild_once() ->
     assert "n8" in fleet.tainted_names()
     fleet.delete(node("n9"))
     assert "n9" not in fleet.tainted_names() and "n9" not in fleet.pools(False)[0].nodes
+
+
+def test_node_events_parse_each_distinct_amount_once(monkeypatch: Any) -> None:
+    """Every Node event builds a view; a fleet repeats the same few amounts, so the quantities are
+    parsed once per distinct amount, not once per event (issue 17: a tenth of the controller's cost)."""
+    from aiplane.controllers.kaiwo import pools
+
+    pools._quantity.cache_clear()
+    parsed: list[str] = []
+    real = pools.parse_resource_list
+
+    def counting(resources: Any) -> Any:
+        parsed.extend(str(v) for v in resources.values())
+        return real(resources)
+
+    monkeypatch.setattr(pools, "parse_resource_list", counting)
+    fleet = Fleet()
+    for i in range(300):
+        fleet.put(node(f"n{i}"))
+    for i in range(300):
+        fleet.update(node(f"n{i}"), node(f"n{i}", cordoned_by="np/x"))
+    # capacity cpu 192, memory 2Ti, GPUs 8; allocatable cpu 190, memory 2000Gi, GPUs 8 (the same pair)
+    assert sorted(parsed) == sorted(["192", "2Ti", "8", "190", "2000Gi"])
+    (pool,) = fleet.pools(False)
+    assert str(pool.quota["amd.com/gpu"]) == str(300 * 8)

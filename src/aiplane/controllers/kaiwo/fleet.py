@@ -120,10 +120,11 @@ class Fleet:
     def put(self, obj: Mapping[str, Any]) -> None:
         name = objects.name(obj)
         node = node_view(obj)
-        self._forget(name, staying_in=_slot(node))
+        slot = _slot(node)
+        self._forget(name, staying_in=slot)
         self.builds += 1
         self.views[name] = node
-        slot = self._slots[name] = _slot(node)
+        self._slots[name] = slot
         if slot is not None:
             found = self._sums.get(slot)
             if found is None:
