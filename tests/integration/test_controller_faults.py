@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -16,22 +15,6 @@ from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.resources import CRDS
 from aiplane.sim.cluster import EmbeddedCluster
-from aiplane.sim.fleet import Fleet
-from tests.integration.sim_helpers import http_client
-
-
-@pytest.fixture
-async def cluster() -> AsyncIterator[EmbeddedCluster]:
-    c = EmbeddedCluster(fleet=Fleet(nodePools=[]), install_crds=False)
-    await c.start()
-    yield c
-    await c.stop()
-
-
-@pytest.fixture
-async def client(cluster: EmbeddedCluster) -> AsyncIterator[HttpKubeClient]:
-    async with http_client(cluster) as c:
-        yield c
 
 
 def _echo(name: str) -> dict[str, Any]:

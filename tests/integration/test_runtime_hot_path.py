@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,25 +20,10 @@ from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.resources import CRDS
 from aiplane.sim.cluster import EmbeddedCluster
-from aiplane.sim.fleet import Fleet
 from tests.integration.sim_helpers import http_client, until
 
 AGENT = "aiplane-test"  # http_client's User-Agent product: what the server counts our requests under
 OBJECTS = 30
-
-
-@pytest.fixture
-async def cluster() -> AsyncIterator[EmbeddedCluster]:
-    c = EmbeddedCluster(fleet=Fleet(nodePools=[]), install_crds=False)
-    await c.start()
-    yield c
-    await c.stop()
-
-
-@pytest.fixture
-async def client(cluster: EmbeddedCluster) -> AsyncIterator[HttpKubeClient]:
-    async with http_client(cluster) as c:
-        yield c
 
 
 def _counts(cluster: EmbeddedCluster) -> dict[str, int]:

@@ -20,6 +20,20 @@ from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.rest import WriteOptions
 from tests.unit.sim.test_patch import configmap, make_api, rt_of, widget
 
+
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """Replace ``module.name`` with a wrapper that counts its calls; the count is ``[0]`` of the result."""
+    count = [0]
+    real = getattr(module, name)
+
+    def counting(*args: Any) -> Any:
+        count[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(module, name, counting)
+    return count
+
+
 MERGE = "application/merge-patch+json"
 
 
@@ -156,20 +170,12 @@ def test_an_update_validates_what_changed_not_the_whole_keyed_list(monkeypatch: 
     items = [{"name": f"n{i}", "size": i, "color": "red"} for i in range(1_000)]
     widget(api, spec={"items": items})
     widgets = rt_of(api, "example.com/v1", "Widget")
-    checked = 0
-    real = validate._check_type
-
-    def counting(*args: Any) -> None:
-        nonlocal checked
-        checked += 1
-        real(*args)
-
-    monkeypatch.setattr(validate, "_check_type", counting)
+    checked = _count_calls(monkeypatch, validate, "_check_type")
     w = json_copy(api.find(widgets, "default", "w"))
     w["spec"]["items"][500]["size"] = 9_999
     api.update(widgets, "default", "w", w, WriteOptions())
     assert api.find(widgets, "default", "w")["spec"]["items"][500]["size"] == 9_999
-    assert checked < 20
+    assert checked[0] < 20
     w = json_copy(api.find(widgets, "default", "w"))
     w["spec"]["items"][700]["size"] = "big"
     with pytest.raises(ApiError) as caught:
@@ -188,20 +194,12 @@ def test_managed_fields_compare_only_what_changed(monkeypatch: pytest.MonkeyPatc
     items = [{"name": f"n{i}", "size": i, "color": "red"} for i in range(1_000)]
     widget(api, spec={"items": items})
     widgets = rt_of(api, "example.com/v1", "Widget")
-    compared = 0
-    real = typed._compare
-
-    def counting(*args: Any) -> None:
-        nonlocal compared
-        compared += 1
-        real(*args)
-
-    monkeypatch.setattr(typed, "_compare", counting)
+    compared = _count_calls(monkeypatch, typed, "_compare")
     body = b'{"status":{"ready":1,"phase":"Up"}}'
     got = p.patch(
         api, widgets, "default", "w", MERGE, body, WriteOptions(field_manager="st"), subresource="status"
     ).obj
-    assert compared < 20
+    assert compared[0] < 20
     owners = {e["manager"]: e for e in got["metadata"]["managedFields"]}
     assert owners["st"]["fieldsV1"] == {"f:status": {".": {}, "f:phase": {}, "f:ready": {}}}
     assert owners["st"]["subresource"] == "status"
@@ -232,19 +230,11 @@ def test_items_validated_before_are_not_walked_again(monkeypatch: pytest.MonkeyP
 
     old = {"nodes": [{"name": f"n{i}", "phase": "Pending"} for i in range(1_000)]}
     assert validate.validate(old, NODES_SCHEMA) == []
-    checked = 0
-    real = validate._check_type
-
-    def counting(*args: Any) -> None:
-        nonlocal checked
-        checked += 1
-        real(*args)
-
-    monkeypatch.setattr(validate, "_check_type", counting)
+    checked = _count_calls(monkeypatch, validate, "_check_type")
     new = json_copy(old)
     new["nodes"][500]["phase"] = "Done"
     assert validate.validate(new, NODES_SCHEMA, old=old) == []
-    assert checked < 20
+    assert checked[0] < 20
     bad = json_copy(new)
     bad["nodes"][7]["phase"] = "Lost"
     for _ in range(2):  # an invalid item is never remembered as valid
