@@ -320,11 +320,53 @@ def test_kubectl_patch_every_type_on_a_deployment(cluster: Cluster, ns: str) -> 
     assert obj["spec"]["replicas"] == 3
     container = obj["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "nginx:1.27"
-    assert [e["name"] for e in container["env"]] == ["A", "B"]
+    # kubectl patch sends no $setElementOrder: kube puts an item the live list lacks before the live ones.
+    assert [e["name"] for e in container["env"]] == ["B", "A"]
     owners = managers(obj)
     assert "f:replicas" in owners["kubectl-patch"]["fieldsV1"]["f:spec"]
     assert "f:replicas" not in owners["kubectl-client-side-apply"]["fieldsV1"]["f:spec"]
     assert obj["metadata"]["generation"] == 4
+
+
+def env_names(cluster: Cluster, ns: str) -> list[str]:
+    container = get(cluster, "deployment", "web", ns)["spec"]["template"]["spec"]["containers"][0]
+    return [e["name"] for e in container.get("env") or []]
+
+
+def smp_env(cluster: Cluster, ns: str, patch: dict[str, Any]) -> None:
+    body = {"spec": {"template": {"spec": {"containers": [{"name": "app", **patch}]}}}}
+    cluster.kubectl("patch", "deployment", "web", "-n", ns, "--type", "strategic", "-p", json.dumps(body))
+
+
+def test_strategic_merge_patch_list_order_is_kubes(cluster: Cluster, ns: str) -> None:
+    """The order of a merged list, as apimachinery's ``mergeSlice`` and ``normalizeElementOrder`` give it."""
+    env = [{"name": n, "value": n} for n in ("A", "X")]
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=deployment("nginx:1.25", env))
+    # Without $setElementOrder, patch items keep the patch's order and a live-only item goes after a
+    # patch item it cannot be ordered against (one the live list lacks): "A" after "C", before "X".
+    smp_env(cluster, ns, {"env": [{"name": "C", "value": "c"}, {"name": "X", "value": "x2"}]})
+    assert env_names(cluster, ns) == ["C", "A", "X"]
+    # With it (client-side apply sends one), patch items take its order, live-only items keep their place.
+    smp_env(
+        cluster,
+        ns,
+        {
+            "$setElementOrder/env": [{"name": "C"}, {"name": "D"}],
+            "env": [{"name": "D", "value": "d"}],
+        },
+    )
+    assert env_names(cluster, ns) == ["C", "D", "A", "X"]
+    # Deleting an item: Go's mergeSlice shifts the live list in place and appends the new item into the
+    # freed slot, which the order then sees as a live item: "E" lands after "X", not first.
+    smp_env(
+        cluster,
+        ns,
+        {
+            "$setElementOrder/env": [{"name": "E"}],
+            "env": [{"name": "E", "value": "e"}, {"$patch": "delete", "name": "A"}],
+        },
+    )
+    assert env_names(cluster, ns) == ["C", "D", "X", "E"]
 
 
 def test_kubectl_patch_on_a_custom_resource(cluster: Cluster) -> None:

@@ -613,7 +613,8 @@ def test_strategic_merge_patch_merges_containers_env_and_ports_by_key(api: Api) 
         },
     )
     containers = pod_spec(obj)["containers"]
-    assert [c["name"] for c in containers] == ["app", "sidecar", "extra"]
+    # kube's normalizeElementOrder: a new item goes before the live items it cannot be ordered against.
+    assert [c["name"] for c in containers] == ["app", "extra", "sidecar"]
     app = containers[0]
     assert app["image"] == "nginx:1.25"
     assert app["env"] == [
@@ -834,5 +835,5 @@ def test_strategic_merge_of_env_is_by_name_and_keeps_patch_order(env: dict[str, 
     }
     result = strategic.strategic_merge_patch(copy.deepcopy(original), patch_doc, schema)
     merged = result["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert merged[0] == {"name": "Z", "value": "z"}
-    assert merged[1:] == patch_env
+    # The live item cannot be ordered against items the live list lacks: kube puts the patch's first.
+    assert merged == [*patch_env, {"name": "Z", "value": "z"}]

@@ -363,7 +363,10 @@ def _merge_patch_into_original(original: Obj, patch_map: Obj, schema: SmpSchema)
             merged = value
         elif found_original and found_patch:
             if strategy == MERGE:
-                merged = _merge_slice(original_value, patch_value, sub, meta.merge_key, False)
+                # Go's mergeSlice writes into the array of the live list this function orders by.
+                shared = list(original_value)
+                merged = _merge_slice(original_value, patch_value, sub, meta.merge_key, False, shared)
+                original_value = shared
             else:
                 merged = patch_value
         else:
@@ -429,13 +432,23 @@ def _slice_element_type(*lists: list[Any]) -> str:
 
 
 def _merge_slice(
-    original: list[Any], patch_list: list[Any], schema: SmpSchema, merge_key: str, is_delete_list: bool
+    original: list[Any],
+    patch_list: list[Any],
+    schema: SmpSchema,
+    merge_key: str,
+    is_delete_list: bool,
+    shared: list[Any] | None = None,
 ) -> list[Any]:
-    """``mergeSlice``."""
+    """``mergeSlice``.
+
+    Items only in the patch go before the live items they cannot be ordered against (kube: ``[A]`` +
+    ``[B]`` is ``[B, A]``): ``normalizeElementOrder`` orders by the live list as it was before the
+    patch's items were appended. ``shared``, when given, is the caller's view of the live list's Go
+    array, written as Go writes it (see :func:`_merge_slice_without_special_elements`).
+    """
     if not original and not patch_list:
         return original
     kind = _slice_element_type(original, patch_list)
-    original = list(original)
     if kind != "map":
         if is_delete_list:
             drop = {_go_key(v) for v in patch_list}
@@ -444,9 +457,16 @@ def _merge_slice(
     else:
         if not merge_key:
             raise SmpError(f"cannot merge lists without merge key for {schema.go_kind()}")
-        original, remaining = _merge_slice_with_special_elements(original, patch_list, merge_key)
-        patch_list = remaining
-        merged = _merge_slice_without_special_elements(original, patch_list, merge_key, schema)
+        backing = shared if shared is not None else list(original)
+        length, patch_list, replaced = _merge_slice_with_special_elements(backing, patch_list, merge_key)
+        if replaced:
+            original, backing, length = patch_list, [], 0
+            patch_list = []
+        else:
+            original = backing[:length]
+        merged = _merge_slice_without_special_elements(
+            original, patch_list, merge_key, schema, backing, length
+        )
     if not merge_key:
         patch_items, server_only = _partition_primitives(merged, patch_list)
     else:
@@ -455,10 +475,13 @@ def _merge_slice(
 
 
 def _merge_slice_with_special_elements(
-    original: list[Any], patch_list: list[Any], merge_key: str
-) -> tuple[list[Any], list[Any]]:
+    backing: list[Any], patch_list: list[Any], merge_key: str
+) -> tuple[int, list[Any], bool]:
+    """``mergeSliceWithSpecialElements``: the live list's new length, the patch without directives,
+    and whether ``$patch: replace`` replaced the list by it."""
     without: list[Any] = []
     replace = False
+    length = len(backing)
     for v in patch_list:
         if DIRECTIVE not in v:
             without.append(v)
@@ -467,22 +490,25 @@ def _merge_slice_with_special_elements(
         if directive == DELETE:
             if merge_key not in v:
                 raise _no_merge_key(v, merge_key)
-            original = [
-                item
-                for item in original
-                if not (
-                    isinstance(item, dict) and merge_key in item and _go_eq(item[merge_key], v[merge_key])
-                )
-            ]
+            length = _delete_matching(backing, length, merge_key, v[merge_key])
         elif directive == REPLACE:
             replace = True
         elif directive == MERGE:
             raise SmpError("merging lists cannot yet be specified in the patch")
         else:
             raise _unknown_patch_type(directive, v)
-    if replace:
-        return without, []
-    return original, without
+    return length, without, replace
+
+
+def _delete_matching(backing: list[Any], length: int, merge_key: str, value: Any) -> int:
+    """``deleteMatchingEntries``: Go's ``append(s[:i], s[i+1:]...)`` shifts the items left inside the
+    array the caller's slice shares, leaving the last one twice; the new length is returned."""
+    while True:
+        i = _find_map(backing[:length], merge_key, value)
+        if i < 0:
+            return length
+        backing[i : length - 1] = backing[i + 1 : length]
+        length -= 1
 
 
 def _find_map(items: list[Any], key: str, value: Any) -> int:
@@ -496,17 +522,32 @@ def _find_map(items: list[Any], key: str, value: Any) -> int:
 
 
 def _merge_slice_without_special_elements(
-    original: list[Any], patch_list: list[Any], merge_key: str, schema: SmpSchema
+    original: list[Any],
+    patch_list: list[Any],
+    merge_key: str,
+    schema: SmpSchema,
+    backing: list[Any],
+    length: int,
 ) -> list[Any]:
+    """``mergeSliceWithoutSpecialElements``: patch items merged into their live item or appended.
+
+    Go appends to the live slice: after deletions, the first appends land in the array the caller's
+    slice still sees (its length is the live list's), so ``$setElementOrder`` later orders server-only
+    items against them. ``backing`` is that array; whatever lands past its end is not seen.
+    """
+    merged = list(original)
     for v in patch_list:
         if merge_key not in v:
             raise _no_merge_key(v, merge_key)
-        i = _find_map(original, merge_key, v[merge_key])
+        i = _find_map(merged, merge_key, v[merge_key])
         if i >= 0:
-            original[i] = _merge_map(original[i], v, schema)
-        else:
-            original.append(v)
-    return original
+            merged[i] = _merge_map(merged[i], v, schema)
+            continue
+        merged.append(v)
+        if length < len(backing):
+            backing[length] = v
+        length += 1
+    return merged
 
 
 def _deduplicate_scalars(s: list[Any]) -> list[Any]:
