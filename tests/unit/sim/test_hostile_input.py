@@ -205,7 +205,8 @@ async def test_json_nested_past_the_limit_is_a_400_not_a_500(http: TestClient[An
     status, answer = await _send(http, "POST", WIDGETS, text)
     assert (status, answer["reason"]) == (400, "BadRequest"), answer
     assert answer["message"].startswith(
-        "the object provided is unrecognized (must be of type Widget): invalid character '{' exceeded max depth"
+        "the object provided is unrecognized (must be of type Widget): "
+        "couldn't get version/kind; json parse error: invalid character '{' exceeded max depth"
     )
     shallow = [
         await _send(http, "POST", WIDGETS, json.dumps(_widget("deep", {}))),

@@ -407,10 +407,13 @@ def _body(request: ApiRequest, t: Target) -> dict[str, Any]:
     try:
         body = gojson.decode_body(raw, ctype)
     except (boundedyaml.ExcessiveAliasingError, boundedyaml.TooDeepError, gojson.GoJSONError) as exc:
-        # kube-apiserver's transformDecodeError: the decoder's words, the kind, the start of the body.
+        # kube-apiserver's transformDecodeError: the decoder's words, the kind, the start of the body. A
+        # JSON body fails first where the serializer looks for its apiVersion and kind (meta.go's
+        # Interpret); a YAML one fails converting to JSON, before that.
         kind = _SUBRESOURCE_KINDS.get(t.subresource or "", t.rt.kind)
+        words = f"couldn't get version/kind; json parse error: {exc}" if ctype != "application/yaml" else exc
         raise errors.bad_request(
-            f"the object provided is unrecognized (must be of type {kind}): {exc} ({summarize_data(raw)})"
+            f"the object provided is unrecognized (must be of type {kind}): {words} ({summarize_data(raw)})"
         ) from exc
     except (ValueError, yaml.YAMLError) as exc:
         raise errors.bad_request(f"error decoding request body: {exc}") from exc
