@@ -14,13 +14,16 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
+
+T = TypeVar("T")
 
 REAL_KUBECONFIG = os.environ.get("AIPLANE_CONFORMANCE_KUBECONFIG")
 KUBECTL = (
@@ -93,6 +96,32 @@ class Cluster:
         return proc
 
 
+def eventually(check: Callable[[], T], *, timeout: float = 15.0, what: str = "condition") -> T:
+    """Poll ``check`` until it returns something truthy, or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def wait_for_namespace_defaults(k8s: Any, namespace: str) -> None:
+    """Until kube-controller-manager (or the embedded cluster, which does the same) has put the
+    ``kube-root-ca.crt`` ConfigMap into a new namespace, so that it never shows up mid-test."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(k8s)
+    eventually(
+        lambda: (
+            core.list_namespaced_config_map(namespace, field_selector="metadata.name=kube-root-ca.crt").items
+        ),
+        what=f"kube-root-ca.crt in {namespace}",
+    )
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if REAL_KUBECONFIG:
@@ -116,10 +145,11 @@ def sim(cluster: Cluster) -> SimThread:
 
 
 @pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards (without waiting)."""
+def namespace(cluster: Cluster, k8s: Any) -> Iterator[str]:
+    """A fresh namespace per test (with its ``kube-root-ca.crt``), deleted afterwards (without waiting)."""
     name = f"conf-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", name)
+    wait_for_namespace_defaults(k8s, name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 

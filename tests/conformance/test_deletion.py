@@ -7,29 +7,15 @@ Objects are made with the official client (or ``kubectl apply -f -``); waiting i
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from tests.conformance.conftest import Cluster
+from tests.conformance.conftest import Cluster, eventually
 
-T = TypeVar("T")
 CANNOT_EVICT = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-def eventually(check: Callable[[], T], *, timeout: float = 15.0, what: str = "condition") -> T:
-    """Poll ``check`` until it returns something truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def core(k8s: Any) -> Any:
@@ -356,27 +342,43 @@ def test_immortal_namespace_cannot_be_deleted(k8s: Any) -> None:
 # --- eviction and disruption budgets -------------------------------------------------------------
 
 
+#: A scheduler nobody runs: kube-scheduler leaves the pods unbound, so no kubelet (kwok's fake nodes on a
+#: real control plane) writes their status, and the tests set it as a kubelet would report it.
+UNSCHEDULED = "conformance-unscheduled"
+
+
 def pod_body(name: str, labels: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
-        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+        "spec": {
+            "schedulerName": UNSCHEDULED,
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+        },
     }
 
 
+def report_status(k8s: Any, ns: str, name: str, *, ready: bool) -> None:
+    """Running, Ready or not, through the status subresource: a merge patch, so no read-then-replace
+    races another writer of the pod (a 409 on a real control plane)."""
+    status = "True" if ready else "False"
+    body = {
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": status, "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        }
+    }
+    core(k8s).patch_namespaced_pod_status(name, ns, body, _content_type="application/merge-patch+json")
+
+
 def running_pods(k8s: Any, ns: str, count: int, labels: dict[str, str], prefix: str = "web") -> list[str]:
-    """Pods made Running and Ready through the status subresource, as a kubelet would report them."""
+    """Pods made Running and Ready, as a kubelet would report them."""
     names = []
     for i in range(count):
         name = f"{prefix}-{i}"
         core(k8s).create_namespaced_pod(ns, pod_body(name, labels))
-        pod = core(k8s).read_namespaced_pod(name, ns)
-        pod.status.phase = "Running"
-        pod.status.conditions = [
-            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-        ]
-        core(k8s).replace_namespaced_pod_status(name, ns, pod)
+        report_status(k8s, ns, name, ready=True)
         names.append(name)
     return names
 
@@ -460,9 +462,10 @@ def test_eviction_respects_the_disruption_budget(cluster: Cluster, k8s: Any, nam
     assert core(k8s).read_namespaced_pod(pods[0], namespace).metadata.deletion_timestamp is None
 
     # Relax the budget: one disruption is allowed, the eviction goes through, and no second one.
-    current = policy(k8s).read_namespaced_pod_disruption_budget("web", namespace)
-    current.spec.min_available = 1
-    policy(k8s).replace_namespaced_pod_disruption_budget("web", namespace, current)
+    # A patch: the disruption controller writes the budget's status meanwhile (read-then-replace may 409).
+    policy(k8s).patch_namespaced_pod_disruption_budget(
+        "web", namespace, {"spec": {"minAvailable": 1}}, _content_type="application/merge-patch+json"
+    )
     settled_pdb(k8s, namespace, "web", desired_healthy=1, disruptions_allowed=1)
     status, body = evict(k8s, namespace, pods[0])
     assert status == 201 and body["status"] == "Success", body
@@ -497,12 +500,7 @@ def test_pending_and_unready_pods_are_evicted_despite_the_budget(k8s: Any, names
     running_pods(k8s, namespace, 2, labels, prefix="ready")
     core(k8s).create_namespaced_pod(namespace, pod_body("pending", labels))
     core(k8s).create_namespaced_pod(namespace, pod_body("unready", labels))
-    unready = core(k8s).read_namespaced_pod("unready", namespace)
-    unready.status.phase = "Running"
-    unready.status.conditions = [
-        {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    ]
-    core(k8s).replace_namespaced_pod_status("unready", namespace, unready)
+    report_status(k8s, namespace, "unready", ready=False)
     make_pdb(k8s, namespace, "mixed", labels, minAvailable=2)
     settled_pdb(
         k8s, namespace, "mixed", current_healthy=2, desired_healthy=2, expected_pods=4, disruptions_allowed=0
