@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from aiplane.apimachinery.builtin import structural
-from tests.conformance.conftest import Cluster
+from tests.conformance.conftest import Cluster, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP, VERSION = "infrastructure.silogen.ai", "v1alpha1"
@@ -190,6 +190,23 @@ def _big_crd() -> dict[str, Any]:
     }
 
 
+def wait_established(cluster: Cluster, crd: str) -> None:
+    """``kubectl wait --for=condition=Established``, once there are conditions to wait on.
+
+    kube answers a new CRD with ``status.conditions: null`` until its establishing controller has run,
+    and ``kubectl wait --for=condition`` fails at once on a null list ("status.conditions accessor
+    error"), so a script first waits for the list to appear.
+    """
+
+    def conditions() -> Any:
+        obj = json.loads(cluster.kubectl("get", "crd", crd, "-o", "json").stdout)
+        return (obj.get("status") or {}).get("conditions")
+
+    eventually(conditions, what=f"{crd} to have conditions")
+    waited = cluster.kubectl("wait", f"crd/{crd}", "--for=condition=Established", "--timeout=30s")
+    assert "condition met" in waited.stdout
+
+
 def test_a_crd_over_256_kib_needs_server_side_apply(cluster: Cluster) -> None:
     crd = json.dumps(_big_crd())
     assert len(crd) > 256 * 1024
@@ -201,9 +218,7 @@ def test_a_crd_over_256_kib_needs_server_side_apply(cluster: Cluster) -> None:
         )
         server_side = cluster.kubectl("apply", "--server-side", "-f", "-", input=crd)
         assert "serverside-applied" in server_side.stdout
-        cluster.kubectl(
-            "wait", "crd/bigs.conformance.aiplane.io", "--for=condition=Established", "--timeout=30s"
-        )
+        wait_established(cluster, "bigs.conformance.aiplane.io")
     finally:
         cluster.kubectl("delete", "crd", "bigs.conformance.aiplane.io", "--ignore-not-found", check=False)
 
