@@ -9,6 +9,7 @@ skipped), so the embedded server is held to kube-apiserver and not to itself.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -122,10 +123,52 @@ def wait_for_namespace_defaults(k8s: Any, namespace: str) -> None:
     )
 
 
+def install_crds(cluster: Cluster) -> None:
+    """What the suite needs of a real cluster, as the embedded one bootstraps it: our CRDs (applied
+    server-side, so they are this checkout's) and the third-party CRDs our controllers write (Volcano,
+    Kueue, …; served with open schemas, as in the embedded cluster) unless the cluster has its own."""
+    from aiplane.api.crdgen import all_crds
+    from aiplane.sim import thirdparty
+
+    present = set(cluster.kubectl("get", "crds", "-o", "name").stdout.split())
+    wanted = all_crds() + [
+        crd
+        for crd in thirdparty.crds()
+        if f"customresourcedefinition.apiextensions.k8s.io/{crd['metadata']['name']}" not in present
+    ]
+    items = json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted})
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=aiplane-conformance",
+        "-f",
+        "-",
+        input=items,
+    )
+    names = {crd["metadata"]["name"] for crd in wanted}
+
+    def established() -> bool:
+        listed = json.loads(cluster.kubectl("get", "crds", "-o", "json").stdout)["items"]
+        ready = {
+            crd["metadata"]["name"]
+            for crd in listed
+            if any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in (crd.get("status") or {}).get("conditions") or []
+            )
+        }
+        return names <= ready
+
+    eventually(established, timeout=60, what="the suite's CRDs to be established")
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if REAL_KUBECONFIG:
-        yield Cluster(Path(REAL_KUBECONFIG), None)
+        real = Cluster(Path(REAL_KUBECONFIG), None)
+        install_crds(real)
+        yield real
         return
     sim = SimThread()
     path = tmp_path_factory.mktemp("sim") / "kubeconfig"
