@@ -136,7 +136,8 @@ def install_crds(cluster: Cluster) -> None:
         for crd in thirdparty.crds()
         if f"customresourcedefinition.apiextensions.k8s.io/{crd['metadata']['name']}" not in present
     ]
-    items = json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted})
+    # A stream of documents (a kind: List would be validated through OpenAPI v2, as protobuf).
+    items = "\n---\n".join(json.dumps(crd) for crd in wanted)
     cluster.kubectl(
         "apply",
         "--server-side",
