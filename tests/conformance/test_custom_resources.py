@@ -234,3 +234,37 @@ def test_request_bodies_over_3_mib_get_413(k8s: Any, namespace: str) -> None:
         )
     assert caught.value.status == 413
     assert json.loads(caught.value.body)["message"] == "Request entity too large: limit is 3145728"
+
+
+def test_a_crd_in_a_kubernetes_group_needs_its_api_review(cluster: Cluster) -> None:
+    group = f"c{time.monotonic_ns() % 10**8}.conformance.k8s.io"
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"gizmos.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": "Gizmo", "plural": "gizmos"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                }
+            ],
+        },
+    }
+    refused = cluster.kubectl("create", "-f", "-", input=json.dumps(crd), check=False)
+    assert refused.returncode != 0
+    assert (
+        f'The CustomResourceDefinition "gizmos.{group}" is invalid: '
+        "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have "
+        'approval annotation "api-approved.kubernetes.io", see https://github.com/kubernetes/enhancements/pull/1111'
+    ) in refused.stderr
+    crd["metadata"]["annotations"] = {"api-approved.kubernetes.io": "unapproved, a conformance test"}
+    try:
+        cluster.kubectl("create", "-f", "-", input=json.dumps(crd))
+    finally:
+        cluster.kubectl("delete", "crd", f"gizmos.{group}", "--ignore-not-found", "--wait=false", check=False)

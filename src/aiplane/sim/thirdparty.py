@@ -108,6 +108,13 @@ _KINDS: list[tuple[str, tuple[str, ...], str, str, str, tuple[str, ...], tuple[s
 ]
 
 
+def _approval(group: str) -> dict[str, str]:
+    """kube refuses a CRD of a ``k8s.io`` group without its API review (Gateway API's CRDs name theirs)."""
+    if group.endswith(".k8s.io"):
+        return {"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/2466"}
+    return {}
+
+
 def crds() -> list[dict[str, Any]]:
     out = []
     for group, versions, kind, plural, scope, short, categories, status, scale in _KINDS:
@@ -144,7 +151,7 @@ def crds() -> list[dict[str, Any]]:
             {
                 "apiVersion": "apiextensions.k8s.io/v1",
                 "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"{plural}.{group}"},
+                "metadata": {"name": f"{plural}.{group}", "annotations": _approval(group)},
                 "spec": {
                     "group": group,
                     "names": names,

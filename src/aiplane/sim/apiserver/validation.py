@@ -5,7 +5,8 @@ per-kind strategies and apiextensions check before a write is stored, with kube'
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Final
+from urllib.parse import urlsplit
 
 from aiplane.apimachinery import field as fe
 from aiplane.apimachinery.field import FieldError
@@ -206,7 +207,45 @@ def _validate_crd(crd: dict[str, Any], old: dict[str, Any] | None) -> list[Field
             out += structural_field_errors(schema, path=f"spec.versions[{i}].schema.openAPIV3Schema")
     if old is not None and old.get("spec", {}).get("scope") != spec.get("scope"):
         out.append(FieldError("spec.scope", fe.INVALID, spec.get("scope"), "field is immutable"))
-    return out
+    return out + _api_approval_errors(crd, old)
+
+
+API_APPROVED: Final = "api-approved.kubernetes.io"
+_APPROVAL_PR: Final = "see https://github.com/kubernetes/enhancements/pull/1111"
+
+
+def _approval_state(annotations: dict[str, Any]) -> tuple[str, str]:
+    """apiextensions' ``GetAPIApprovalState``: (state, reason) of the approval annotation."""
+    value = str(annotations.get(API_APPROVED) or "")
+    parsed = urlsplit(value)
+    if not value:
+        return "missing", f'protected groups must have approval annotation "{API_APPROVED}", {_APPROVAL_PR}'
+    if value.startswith("unapproved"):
+        return "bypassed", ""
+    if parsed.scheme and parsed.netloc and " " not in value:
+        return "approved", ""
+    return "invalid", (
+        f'protected groups must have approval annotation "{API_APPROVED}" with either a URL or a reason '
+        f'starting with "unapproved", {_APPROVAL_PR}'
+    )
+
+
+def _api_approval_errors(crd: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """``validateAPIApproval``: a CRD of a ``k8s.io`` or ``kubernetes.io`` group needs the annotation
+    naming its API review (or a reason starting with "unapproved"), unless an update leaves its state."""
+    group = str((crd.get("spec") or {}).get("group") or "")
+    if not any(group == g or group.endswith("." + g) for g in ("k8s.io", "kubernetes.io")):
+        return []
+    annotations = crd["metadata"].get("annotations") or {}
+    state, reason = _approval_state(annotations)
+    if old is not None and _approval_state(old["metadata"].get("annotations") or {})[0] == state:
+        return []
+    path = f"metadata.annotations[{API_APPROVED}]"
+    if state == "missing":
+        return [FieldError(path, fe.REQUIRED, None, reason)]
+    if state == "invalid":
+        return [FieldError(path, fe.INVALID, annotations.get(API_APPROVED), reason)]
+    return []
 
 
 def _name_errors(kind: tuple[str, str], name: str) -> list[str]:
