@@ -54,7 +54,7 @@ def test_yaml_aliases_that_expand_a_billionfold_are_a_400(cluster: Cluster, k8s:
     )
     assert (status, answer["reason"]) == (400, "BadRequest"), answer
     assert answer["message"] == (
-        "error decoding YAML: error converting YAML to JSON: yaml: document contains excessive aliasing"
+        "error encoding patch: yaml: document contains excessive aliasing"
     )
     # A few aliases are fine, and expanded.
     ok = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\ndata: {a: &v hi, b: *v}\n"
@@ -101,3 +101,94 @@ def test_a_body_over_3_mib_is_413(cluster: Cluster, k8s: Any, namespace: str) ->
     status, answer = raw(k8s, "POST", cms, body, "application/json")
     assert (status, answer["reason"]) == (413, "RequestEntityTooLarge"), answer
     assert answer["message"] == "Request entity too large: limit is 3145728"
+
+
+_FIND_KIND = (
+    'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+_UNRECOGNIZED = "the object provided is unrecognized (must be of type ConfigMap): "
+_INTERPRET = "couldn't get version/kind; json parse error: "
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "message"),
+    [
+        (
+            '{"a":1,}',
+            "application/json",
+            f"{_UNRECOGNIZED}{_INTERPRET}invalid character '}}' looking for beginning of object key string "
+            '({"a":1,})',
+        ),
+        (
+            '{"apiVersion":5}',
+            "application/json",
+            f"{_UNRECOGNIZED}{_INTERPRET}json: cannot unmarshal number into Go struct field .apiVersion of type "
+            'string ({"apiVersion":5})',
+        ),
+        (
+            "[1]",
+            "application/json",
+            f"{_UNRECOGNIZED}{_INTERPRET}json: cannot unmarshal array into Go value of type {_FIND_KIND} (5b315d)",
+        ),
+        (
+            "a: b: c\n",
+            "application/yaml",
+            f"{_UNRECOGNIZED}yaml: mapping values are not allowed in this context (613a20623a20630a)",
+        ),
+    ],
+)
+def test_create_bodies_that_do_not_decode(
+    k8s: Any, namespace: str, body: str, ctype: str, message: str
+) -> None:
+    status, answer = raw(k8s, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body, ctype)
+    assert (status, answer["reason"], answer["message"]) == (400, "BadRequest", message)
+
+
+@pytest.mark.parametrize(
+    ("name", "ctype", "body", "status", "message"),
+    [
+        # Not JSON: refused before the object is looked up (1.37's validateAndTranscodePatch).
+        ("missing", "application/merge-patch+json", "{bad", 400, "invalid JSON patch"),
+        ("missing", "application/strategic-merge-patch+json", "", 400, "invalid JSON patch"),
+        ("cm", "application/json-patch+json", '[{"op":"add"', 400, "invalid JSON patch"),
+        # JSON of the wrong shape: decoded after the lookup.
+        ("missing", "application/merge-patch+json", "[1]", 404, 'configmaps "missing" not found'),
+        (
+            "cm",
+            "application/merge-patch+json",
+            "[1]",
+            400,
+            "error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}",
+        ),
+        # Apply: YAML converted to JSON first, unless it looks like a JSON object.
+        (
+            "missing",
+            "application/apply-patch+yaml",
+            "a: b: c\n",
+            400,
+            "error encoding patch: yaml: mapping values are not allowed in this context",
+        ),
+        (
+            "cm",
+            "application/apply-patch+yaml",
+            "{a: b: c",
+            400,
+            "error decoding patch: error converting YAML to JSON: yaml: did not find expected ',' or '}'",
+        ),
+        (
+            "cm",
+            "application/apply-patch+yaml",
+            "- 1\n",
+            400,
+            "error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array "
+            "into Go value of type map[string]interface {}",
+        ),
+    ],
+)
+def test_patch_bodies_that_do_not_decode(
+    k8s: Any, namespace: str, name: str, ctype: str, body: str, status: int, message: str
+) -> None:
+    cms = f"/api/v1/namespaces/{namespace}/configmaps"
+    assert raw(k8s, "POST", cms, '{"metadata":{"name":"cm"}}', "application/json")[0] == 201
+    got, answer = raw(k8s, "PATCH", f"{cms}/{name}?fieldManager=conformance", body, ctype)
+    assert (got, answer["message"]) == (status, message)

@@ -235,7 +235,7 @@ def test_bookmarks_and_timeout_seconds(k8s: Any, namespace: str) -> None:
     core = core_api(k8s)
     start = core.list_namespaced_config_map(namespace).metadata.resource_version
     started = time.monotonic()
-    events = list(
+    collector = Collector(
         watch.Watch().stream(
             core.list_namespaced_config_map,
             namespace,
@@ -244,8 +244,16 @@ def test_bookmarks_and_timeout_seconds(k8s: Any, namespace: str) -> None:
             timeout_seconds=3,
         )
     )
+    # A write the watch does not see (another namespace) moves the resourceVersion past the watch's:
+    # kube sends a bookmark only then.
+    elsewhere = make_cm(core, "default", f"conf-bookmark-{uuid.uuid4().hex[:8]}")
+    try:
+        assert collector.done.wait(timeout=10), "timeoutSeconds did not end the stream"
+    finally:
+        core.delete_namespaced_config_map(elsewhere.metadata.name, "default")
     elapsed = time.monotonic() - started
-    assert 2 < elapsed < 8  # timeoutSeconds ended the stream
+    assert collector.error is None and 2 < elapsed < 8  # timeoutSeconds ended the stream
+    events = list(collector.events.queue)
     # Only bookmarks: at least the one before the deadline. kube's cacher, whose bookmark timer works
     # in one-second buckets, may send it early and then again until 2 s before the deadline.
     assert events and {e["type"] for e in events} == {"BOOKMARK"}
@@ -254,7 +262,7 @@ def test_bookmarks_and_timeout_seconds(k8s: Any, namespace: str) -> None:
         bookmark = event["raw_object"]
         assert set(bookmark) == {"kind", "apiVersion", "metadata"} and bookmark["kind"] == "ConfigMap"
         rvs.append(int(bookmark["metadata"]["resourceVersion"]))
-    assert rvs == sorted(rvs) and rvs[0] >= int(start)
+    assert rvs == sorted(rvs) and rvs[0] >= int(elsewhere.metadata.resource_version)
 
 
 def test_watch_list_initial_events_end_with_a_bookmark(k8s: Any, namespace: str) -> None:

@@ -257,9 +257,14 @@ def test_patch_options_are_validated_as_kube_does(api: Api) -> None:
 
 
 @pytest.mark.parametrize("ctype", [p.MERGE_PATCH, p.JSON_PATCH, p.STRATEGIC_MERGE_PATCH])
-def test_patching_a_missing_object_is_404_before_the_body_is_read(api: Api, ctype: str) -> None:
-    err = fails(do_patch, api, rt_of(api, "v1", "ConfigMap"), "nope", ctype, b"{not json")
+def test_patching_a_missing_object_is_404_before_the_body_is_decoded(api: Api, ctype: str) -> None:
+    # kube 1.37 checks that the body is JSON first (validateAndTranscodePatch), then looks the object
+    # up, then decodes the body into what the patch type needs.
+    rt = rt_of(api, "v1", "ConfigMap")
+    err = fails(do_patch, api, rt, "nope", ctype, b'"a string"')
     assert (err.code, err.reason, err.message) == (404, "NotFound", 'configmaps "nope" not found')
+    err = fails(do_patch, api, rt, "nope", ctype, b"{not json")
+    assert (err.code, err.reason, err.message) == (400, "BadRequest", "invalid JSON patch")
 
 
 # --- decoding errors --------------------------------------------------------------------------------
@@ -301,14 +306,9 @@ def test_json_syntax_errors_read_like_go(raw: bytes, message: str) -> None:
 @pytest.mark.parametrize(
     ("ctype", "raw", "validation", "code", "message"),
     [
-        (p.MERGE_PATCH, b"{", "Warn", 400, "error decoding patch: unexpected end of JSON input"),
-        (
-            p.MERGE_PATCH,
-            b"{bad",
-            "Strict",
-            400,
-            "error decoding patch: invalid character 'b' looking for beginning of object key string",
-        ),
+        (p.MERGE_PATCH, b"{", "Warn", 400, "invalid JSON patch"),
+        (p.MERGE_PATCH, b"{bad", "Strict", 400, "invalid JSON patch"),
+        (p.MERGE_PATCH, b"", "Warn", 400, "invalid JSON patch"),
         (
             p.MERGE_PATCH,
             b"[1]",
@@ -324,7 +324,6 @@ def test_json_syntax_errors_read_like_go(raw: bytes, message: str) -> None:
             "error decoding patch: json: cannot unmarshal string into Go value of type map[string]interface {}",
         ),
         (p.MERGE_PATCH, b"null", "Warn", 400, "Invalid JSON Patch"),
-        (p.MERGE_PATCH, b"{bad", "Ignore", 400, "Invalid JSON Patch"),
         (p.MERGE_PATCH, b"3", "Ignore", 400, "Invalid JSON Patch"),
         (
             p.JSON_PATCH,
@@ -347,7 +346,7 @@ def test_json_syntax_errors_read_like_go(raw: bytes, message: str) -> None:
             400,
             "error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string",
         ),
-        (p.JSON_PATCH, b'[{"op":"add"', "Strict", 400, "error decoding patch: unexpected end of JSON input"),
+        (p.JSON_PATCH, b'[{"op":"add"', "Strict", 400, "invalid JSON patch"),
         (
             p.JSON_PATCH,
             b'{"op":"add"}',
@@ -369,13 +368,7 @@ def test_json_syntax_errors_read_like_go(raw: bytes, message: str) -> None:
             400,
             "json: cannot unmarshal array into Go value of type map[string]interface {}",
         ),
-        (
-            p.STRATEGIC_MERGE_PATCH,
-            b"{1:2}",
-            "Ignore",
-            400,
-            "invalid character '1' looking for beginning of object key string",
-        ),
+        (p.STRATEGIC_MERGE_PATCH, b"{1:2}", "Ignore", 400, "invalid JSON patch"),
     ],
 )
 def test_malformed_patch_bodies(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import yaml
@@ -39,6 +39,7 @@ from aiplane.sim.apiserver import (
 )
 from aiplane.sim.apiserver.context import ServerContext
 from aiplane.sim.apiserver.errors import ApiError
+from aiplane.sim.apiserver.goyaml import go_yaml_error
 from aiplane.sim.apiserver.messages import JSON, ApiRequest, ApiResponse, error_response, json_response
 from aiplane.sim.apiserver.resources import Registry, ResourceType
 from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, delete_options, rfc3339
@@ -399,24 +400,54 @@ def summarize_data(data: bytes, max_length: int = 30) -> str:
     return text + " ..." if len(data) > max_length else text
 
 
+#: The struct kube's JSON serializer first decodes a body into, to find its kind (meta.go's Interpret).
+_FIND_KIND: Final = (
+    'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }'
+)
+
+
+def _interpret(body: Any) -> None:
+    """``SimpleMetaFactory.Interpret``'s type errors: the body must be an object whose ``apiVersion``
+    and ``kind`` (matched as Go matches JSON keys, case-insensitively) are strings or null."""
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise gojson.GoJSONError(
+            f"json: cannot unmarshal {gojson.json_kind(body)} into Go value of type {_FIND_KIND}"
+        )
+    for key, value in body.items():
+        field = {"apiversion": "apiVersion", "kind": "kind"}.get(str(key).lower())
+        if field is not None and value is not None and not isinstance(value, str):
+            kind = gojson.json_kind(value)
+            raise gojson.GoJSONError(
+                f"json: cannot unmarshal {kind} into Go struct field .{field} of type string"
+            )
+
+
 def _body(request: ApiRequest, t: Target) -> dict[str, Any]:
     raw = _raw(request)
     ctype = request.content_type
     if ctype == PROTOBUF:
         return protobuf.decode_request(raw, t.rt, t.subresource)
+    # kube-apiserver's transformDecodeError: the decoder's words, the kind, the start of the body. A YAML
+    # body fails converting to JSON (go-yaml's words); then the serializer looks for the apiVersion and
+    # kind (meta.go's Interpret: "couldn't get version/kind; json parse error: …").
+    kind = _SUBRESOURCE_KINDS.get(t.subresource or "", t.rt.kind)
+    unrecognized = f"the object provided is unrecognized (must be of type {kind})"
     try:
         body = gojson.decode_body(raw, ctype)
-    except (boundedyaml.ExcessiveAliasingError, boundedyaml.TooDeepError, gojson.GoJSONError) as exc:
-        # kube-apiserver's transformDecodeError: the decoder's words, the kind, the start of the body. A
-        # JSON body fails first where the serializer looks for its apiVersion and kind (meta.go's
-        # Interpret); a YAML one fails converting to JSON, before that.
-        kind = _SUBRESOURCE_KINDS.get(t.subresource or "", t.rt.kind)
-        words = f"couldn't get version/kind; json parse error: {exc}" if ctype != "application/yaml" else exc
-        raise errors.bad_request(
-            f"the object provided is unrecognized (must be of type {kind}): {words} ({summarize_data(raw)})"
-        ) from exc
-    except (ValueError, yaml.YAMLError) as exc:
-        raise errors.bad_request(f"error decoding request body: {exc}") from exc
+    except (boundedyaml.ExcessiveAliasingError, boundedyaml.TooDeepError) as exc:
+        raise errors.bad_request(f"{unrecognized}: {exc} ({summarize_data(raw)})") from exc
+    except yaml.YAMLError as exc:
+        raise errors.bad_request(f"{unrecognized}: {go_yaml_error(exc)} ({summarize_data(raw)})") from exc
+    except gojson.GoJSONError as exc:
+        words = f"couldn't get version/kind; json parse error: {exc}"
+        raise errors.bad_request(f"{unrecognized}: {words} ({summarize_data(raw)})") from exc
+    try:
+        _interpret(body)
+    except gojson.GoJSONError as exc:
+        words = f"couldn't get version/kind; json parse error: {exc}"
+        raise errors.bad_request(f"{unrecognized}: {words} ({summarize_data(raw)})") from exc
     if not isinstance(body, dict):
         raise errors.bad_request("the request body must be a JSON object")
     return body

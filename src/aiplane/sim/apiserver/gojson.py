@@ -258,7 +258,7 @@ def decode_body(raw: bytes, content_type: str) -> Any:
         value = boundedyaml.load(raw)
         boundedyaml.check_depth(value)
         return value
-    return loads(raw)
+    return _decode(raw)
 
 
 def _decode(raw: bytes) -> Any:

@@ -8,8 +8,9 @@ update does. Errors carry the codes and messages kube answers with, which depend
 
 * an unknown content type is 415 with the list of accepted types;
 * bad ``PatchOptions`` (``fieldManager`` missing on apply, ``force`` on a non-apply patch) are 422;
-* a body that does not decode is 400 (Go's ``encoding/json`` wording, from
-  :mod:`aiplane.sim.apiserver.gojson`); a JSON patch that does not apply is kube's generic 422;
+* a body that is not JSON (or, for apply, YAML) is 400 before anything is looked up (1.37's
+  ``validateAndTranscodePatch``); one of the wrong shape is 400 in Go's ``encoding/json`` wording
+  (from :mod:`aiplane.sim.apiserver.gojson`); a JSON patch that does not apply is kube's generic 422;
 * strategic merge patch errors keep apimachinery's ``strategicpatch`` messages and codes;
 * apply errors come from :mod:`aiplane.sim.apiserver.apply`.
 
@@ -32,6 +33,7 @@ from aiplane.schema.prune import prune_with_field_paths
 from aiplane.sim.apiserver import apply as ssa
 from aiplane.sim.apiserver import errors, gojson
 from aiplane.sim.apiserver.gojson import MAP_TARGET, json_kind, undecodable_patch
+from aiplane.sim.apiserver.goyaml import go_yaml_error
 from aiplane.sim.apiserver.json_patch import apply_json_patch
 from aiplane.sim.apiserver.managedfields import field_manager_errors
 from aiplane.sim.apiserver.merge_patch import apply_merge_patch
@@ -74,6 +76,7 @@ def patch(
     if content_type not in accepted:
         raise errors.unsupported_media_type(", ".join(accepted))
     _validate_patch_options(opts, content_type)
+    _validate_and_transcode(raw, content_type)
     if content_type == APPLY_PATCH:
         return _apply(api, rt, namespace, name, raw, opts, subresource)
     current = api.find(rt, namespace, name)
@@ -108,6 +111,25 @@ def _validate_patch_options(opts: WriteOptions, content_type: str) -> None:
         raise errors.invalid("PatchOptions", "meta.k8s.io", "", errs)
 
 
+def _validate_and_transcode(raw: bytes, content_type: str) -> None:
+    """kube 1.37's ``validateAndTranscodePatch``, before the object is looked up (the audit log records
+    the patch as JSON): a JSON, merge or strategic patch must be valid JSON, else 400 "invalid JSON
+    patch"; an apply body that does not start as a JSON object must convert from YAML, else 400
+    "error encoding patch: <go-yaml's words>". What decodes but is the wrong shape fails later."""
+    if content_type != APPLY_PATCH:
+        try:
+            gojson.loads(raw)
+        except ValueError as exc:
+            raise errors.bad_request("invalid JSON patch") from exc
+        return
+    if raw.lstrip()[:1] == b"{":  # apimachinery's ToJSON takes a JSON buffer as it is
+        return
+    try:
+        boundedyaml.check_depth(boundedyaml.load(raw.decode("utf-8", "replace"), _BoundedApplyLoader))
+    except yaml.YAMLError as exc:
+        raise errors.bad_request(f"error encoding patch: {go_yaml_error(exc)}") from exc
+
+
 def _strict_unknown_fields(rt: ResourceType, patched: Obj, opts: WriteOptions, value: str | None) -> None:
     """``fieldValidation=Strict`` on a patch: unknown fields are a 422 on the field ``patch``.
 
@@ -139,12 +161,6 @@ _ApplyLoader.yaml_implicit_resolvers = {
 }
 #: ... and bounded as go-yaml bounds it: a "billion laughs" of aliases fails fast, as does deep nesting.
 _BoundedApplyLoader: Final = boundedyaml.bounded(_ApplyLoader)
-
-_YAML_PROBLEMS: Final = {
-    "mapping values are not allowed here": "mapping values are not allowed in this context",
-    "could not find expected ':'": "could not find expected ':'",
-    "found character that cannot start any token": "found character that cannot start any token",
-}
 
 
 def _stringify_keys(value: Any) -> Any:
@@ -179,19 +195,15 @@ def decode_apply_body(raw: bytes) -> Obj:
         doc = boundedyaml.load(raw.decode("utf-8", "replace"), _BoundedApplyLoader)
         boundedyaml.check_depth(doc)
     except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc)
-        problem = _YAML_PROBLEMS.get(problem, problem)
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
         raise errors.bad_request(
-            f"error decoding YAML: error converting YAML to JSON: yaml: {where}{problem}"
+            f"error decoding patch: error converting YAML to JSON: {go_yaml_error(exc)}"
         ) from exc
     doc = _stringify_keys(doc)
     if doc is None:
         return {}
     if not isinstance(doc, dict):
         raise errors.bad_request(
-            "error decoding YAML: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
+            "error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
             f"{json_kind(doc)} into Go value of type {MAP_TARGET}"
         )
     return doc
