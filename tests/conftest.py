@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import least_privilege
+from aiplane.realcluster import RealCluster, start_real_cluster
+from tests import least_privilege, realtier
 from tests.integration import operator_rbac
 
 _USED: set[least_privilege.Grant] = set()
@@ -23,6 +24,23 @@ _E2E_MODULES = {
 }
 _RAN: set[str] = set()
 _COMPLETE: list[bool] = [True]
+
+
+@pytest.fixture(scope="session")
+def kube_bin() -> Path:
+    """The real control plane's binaries (tests/realtier.py)."""
+    return realtier.kube_bin_dir()
+
+
+@pytest.fixture(scope="session")
+def real_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """One real control plane for the session (the ``real`` tier: tests/real, and the conformance suite's
+    second run); stopped, and its state removed, at the end."""
+    cluster = start_real_cluster(
+        tmp_path_factory.mktemp("real") / "cluster", bin_dir=kube_bin, install_crds=True, tie_to_parent=True
+    )
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(autouse=True)

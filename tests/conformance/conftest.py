@@ -1,9 +1,13 @@
-"""Fixtures for the conformance suite: real clients against the embedded cluster, or a real cluster.
+"""Fixtures for the conformance suite: real clients against the embedded cluster and a real control plane.
 
-By default every test talks to an ``aiplane sim`` cluster served in-process on a background thread, over
-HTTPS with a bearer token, exactly as kubectl would. Set ``AIPLANE_CONFORMANCE_KUBECONFIG`` to run the
-same tests against a real cluster (tests marked ``sim_only`` — fault injection, the fleet — are then
-skipped), so the embedded server is held to kube-apiserver and not to itself.
+Every test talks to an ``aiplane sim`` cluster served in-process on a background thread, over HTTPS with
+a bearer token, exactly as kubectl would (``[sim]``), and again, in the ``real`` tier, to the real
+control plane the session starts (kube-apiserver v1.37.2 and friends with kwok's nodes, tests/realtier.py;
+``[real]``), so the embedded server is held to kube-apiserver and not to itself. Tests marked ``sim_only``
+(fault injection, the fleet, the embedded server's own limits) run on the twin only. ``-m "not real"``
+runs the twin alone. ``AIPLANE_CONFORMANCE_KUBECONFIG`` runs the suite against another cluster instead
+(``[external]``; ``sim_only`` tests are then skipped). On a real cluster the suite first installs what it
+needs: our CRDs and the third-party ones our controllers write.
 """
 
 from __future__ import annotations
@@ -30,6 +34,20 @@ REAL_KUBECONFIG = os.environ.get("AIPLANE_CONFORMANCE_KUBECONFIG")
 KUBECTL = (
     shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl") or "kubectl"
 )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test that uses a cluster runs on the twin and on the real control plane (``real`` tier)."""
+    if "cluster" not in metafunc.fixturenames:
+        return
+    tiers: list[Any]
+    if REAL_KUBECONFIG:
+        tiers = ["external"]
+    elif metafunc.definition.get_closest_marker("sim_only"):
+        tiers = ["sim"]
+    else:
+        tiers = ["sim", pytest.param("real", marks=pytest.mark.real)]
+    metafunc.parametrize("cluster", tiers, indirect=True, scope="session")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -165,9 +183,15 @@ def install_crds(cluster: Cluster) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if REAL_KUBECONFIG:
-        real = Cluster(Path(REAL_KUBECONFIG), None)
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    tier = getattr(request, "param", "sim")
+    if tier != "sim":
+        kubeconfig = (
+            Path(REAL_KUBECONFIG)
+            if tier == "external"
+            else request.getfixturevalue("real_cluster").kubeconfig
+        )
+        real = Cluster(Path(kubeconfig), None)
         install_crds(real)
         yield real
         return

@@ -53,9 +53,7 @@ def test_yaml_aliases_that_expand_a_billionfold_are_a_400(cluster: Cluster, k8s:
         k8s, "PATCH", f"{cms}/lol?fieldManager=conformance", laughs("lol"), "application/apply-patch+yaml"
     )
     assert (status, answer["reason"]) == (400, "BadRequest"), answer
-    assert answer["message"] == (
-        "error encoding patch: yaml: document contains excessive aliasing"
-    )
+    assert answer["message"] == ("error encoding patch: yaml: document contains excessive aliasing")
     # A few aliases are fine, and expanded.
     ok = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ok\ndata: {a: &v hi, b: *v}\n"
     status, answer = raw(k8s, "POST", cms, ok, "application/yaml")

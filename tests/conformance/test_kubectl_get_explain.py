@@ -315,10 +315,26 @@ rules: []
 
 
 def test_get_crd(cluster: Cluster) -> None:
+    # 1.37's CRD table convertor (before it, the default one: NAME, CREATED AT).
     rows = columns(cluster.kubectl("get", "crd", "modelinfers.workload.volcano.sh").stdout)
-    assert rows[0] == ["NAME", "CREATED AT"]
-    assert rows[1][0] == "modelinfers.workload.volcano.sh"
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rows[1][1])
+    assert rows[0] == ["NAME", "SCOPE", "VERSIONS", "CREATED AT"]
+    assert rows[1][:3] == ["modelinfers.workload.volcano.sh", "Namespaced", "v1alpha1(storage)"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rows[1][3])
+    wide = columns(
+        cluster.kubectl("get", "crd", "partitioningplans.infrastructure.silogen.ai", "-o", "wide").stdout
+    )
+    assert wide[0] == [
+        "NAME",
+        "SCOPE",
+        "VERSIONS",
+        "CREATED AT",
+        "GROUP",
+        "KIND",
+        "SHORTNAMES",
+        "ESTABLISHED",
+    ]
+    assert wide[1][:2] == ["partitioningplans.infrastructure.silogen.ai", "Cluster"]
+    assert wide[1][4:6] == ["infrastructure.silogen.ai", "PartitioningPlan"] and wide[1][-1] == "true"
 
 
 def test_printer_columns_of_our_kinds(cluster: Cluster, profiles: list[str]) -> None:

@@ -760,7 +760,6 @@ def test_kinds_without_a_print_handler_use_the_default_convertor() -> None:
     for group, kind in [
         ("rbac.authorization.k8s.io", "Role"),
         ("rbac.authorization.k8s.io", "ClusterRole"),
-        ("apiextensions.k8s.io", "CustomResourceDefinition"),
     ]:
         rt = builtin(group, kind)
         assert [(c["name"], c["type"]) for c in table.columns_for(rt)] == [
@@ -769,6 +768,44 @@ def test_kinds_without_a_print_handler_use_the_default_convertor() -> None:
         ]
         obj = {"metadata": {"name": "x", "creationTimestamp": "2026-11-21T13:00:00+02:00"}}
         assert cells(rt, obj) == ["x", "2026-11-21T11:00:00Z"]
+
+
+def test_crds_print_scope_served_versions_and_whether_established() -> None:
+    rt = builtin("apiextensions.k8s.io", "CustomResourceDefinition")
+    assert [(c["name"], c["type"], c.get("priority", 0)) for c in table.columns_for(rt)] == [
+        ("Name", "string", 0),
+        ("Scope", "string", 0),
+        ("Versions", "string", 0),
+        ("Created At", "date", 0),
+        ("Group", "string", 1),
+        ("Kind", "string", 1),
+        ("ShortNames", "string", 1),
+        ("Established", "boolean", 1),
+    ]
+    crd = {
+        "metadata": {"name": "gs.x.io", "creationTimestamp": "2026-11-21T13:00:00+02:00"},
+        "spec": {
+            "group": "x.io",
+            "scope": "Namespaced",
+            "names": {"kind": "G", "plural": "gs", "shortNames": ["g", "gg"]},
+            "versions": [
+                {"name": "v2", "served": True, "storage": False},
+                {"name": "v1", "served": True, "storage": True},
+                {"name": "v0", "served": False, "storage": False},
+            ],
+        },
+        "status": {"conditions": [{"type": "Established", "status": "True"}]},
+    }
+    assert cells(rt, crd) == [
+        "gs.x.io",
+        "Namespaced",
+        "v1(storage),v2",
+        "2026-11-21T11:00:00Z",
+        "x.io",
+        "G",
+        "g,gg",
+        True,
+    ]
 
 
 def test_every_served_builtin_has_a_column_set_whose_rows_match_it() -> None:

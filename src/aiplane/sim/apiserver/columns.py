@@ -12,6 +12,7 @@ from typing import Any
 from aiplane.sim.apiserver.printers_apis import (
     print_binding,
     print_controller_revision,
+    print_crd,
     print_daemonset,
     print_deployment,
     print_hpa,
@@ -354,4 +355,17 @@ def builtin_printers() -> dict[tuple[str, str], tuple[tuple[dict[str, Any], ...]
         ),
         ("rbac.authorization.k8s.io", "RoleBinding"): (binding_columns, print_binding),
         ("rbac.authorization.k8s.io", "ClusterRoleBinding"): (cluster_binding_columns, print_binding),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"): (
+            (
+                name,
+                c("Scope", "string", "Cluster/Namespaced"),
+                c("Versions", "string", "Served versions"),
+                c("Created At", "date", object_meta_doc("creationTimestamp")),
+                c("Group", "string", "API group", 1),
+                c("Kind", "string", "CustomResource kind", 1),
+                c("ShortNames", "string", "Short names", 1),
+                c("Established", "boolean", "Established status", 1),
+            ),
+            print_crd,
+        ),
     }

@@ -321,3 +321,28 @@ def print_storage_class(obj: dict[str, Any], now: datetime) -> list[Any]:
         bool(obj.get("allowVolumeExpansion") or False),
         age(obj, now),
     ]
+
+
+def print_crd(obj: dict[str, Any], now: datetime) -> list[Any]:
+    """apiextensions' CRD table convertor (1.37): scope, served versions (sorted, the storage one
+    marked), creation time; wide: group, kind, short names, whether Established."""
+    spec = obj.get("spec") or {}
+    versions = sorted(
+        str(v.get("name", "")) + ("(storage)" if v.get("storage") else "")
+        for v in spec.get("versions") or []
+        if v.get("served")
+    )
+    names = spec.get("names") or {}
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    established = any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    name, created = print_default(obj, now)
+    return [
+        name,
+        str(spec.get("scope") or ""),
+        ",".join(versions),
+        created,
+        str(spec.get("group") or ""),
+        str(names.get("kind") or ""),
+        ",".join(names.get("shortNames") or []),
+        established,
+    ]

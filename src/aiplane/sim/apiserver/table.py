@@ -198,7 +198,7 @@ def _custom_cells(
 
 
 def default_columns() -> list[dict[str, Any]]:
-    """The default table convertor's columns (kinds without a print handler: roles, CRDs, ...)."""
+    """The default table convertor's columns (kinds without a print handler: roles, ...)."""
     return [name_column(), column("Created At", "date", object_meta_doc("creationTimestamp"))]
 
 
