@@ -365,6 +365,11 @@ def _ours(pid: int, state: Path) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped by its parent, does not)."""
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rpartition(")")[2].split()[0] in {"Z", "X"}:
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
