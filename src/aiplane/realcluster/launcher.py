@@ -286,8 +286,9 @@ def start_real_cluster(
     """Start a control plane in ``state_dir`` (made empty first) and return once it serves: ``/readyz``
     ok, every fleet node Ready (kwok), the ``default`` ServiceAccount made, the CRDs Established.
 
-    ``tie_to_parent`` ends the components when this process dies (for test sessions); ``cluster up``
-    leaves them running for ``cluster down``.
+    ``tie_to_parent`` ends the components when the calling thread's process dies (for test sessions;
+    Linux delivers the signal when the *thread* that started them exits, so call it from a thread that
+    lives as long as the cluster should); ``cluster up`` leaves them running for ``cluster down``.
     """
     bins = check_bin_dir(bin_dir) if bin_dir is not None else bin_dir_from_env()
     state = state_dir.resolve()
