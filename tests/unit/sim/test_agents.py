@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.sim.agents import amd_dcm, amd_gpu
+from aiplane.sim.hardware import amd_dcm, amd_gpu
 from aiplane.sim.agents.daemonsets import (
     DAEMON_TOLERATIONS,
     daemon_pod_tolerations,
