@@ -129,6 +129,7 @@ class _Node:
     timer: asyncio.TimerHandle | None = None
     retry_started: float | None = None
     plugin_uid: str | None = None
+    plugin_pod: str = ""  # the registered plugin pod's name (namespace kube-amd-gpu)
     plugin_timer: asyncio.TimerHandle | None = None
 
 
@@ -558,17 +559,42 @@ class AmdGpuOperator(Worker[Work]):
         state.plugin_timer = None
         registered = state.plugin_uid is not None
         state.plugin_uid = uid
+        state.plugin_pod = objects.name(running[0]) if running else ""
         if uid is None:
             if registered:
                 await self._write_resources(node_name, None)
             return
         state.plugin_timer = self.later(self.plugin_refresh_delay, ("report", node_name, uid))
 
+    async def _plugin_alive(self, state: _Node) -> bool:
+        """Whether the registered plugin's pod still runs, asked of the API server: a kubelet knows
+        at once when its device plugin's connection drops, while the pod cache may not have seen the
+        eviction yet (pods and nodes are separate watches), and registering devices of a plugin that
+        is gone would let a partitioning be verified before the plugin restarted."""
+        try:
+            pod = await self.client.get(PODS, state.plugin_pod, NAMESPACE)
+        except ApiError as err:
+            if err.not_found:
+                return False
+            raise
+        return bool(
+            objects.uid(pod) == state.plugin_uid
+            and not objects.is_deleting(pod)
+            and objects.status(pod).get("phase") == "Running"
+        )
+
     async def _report(self, node_name: str, uid: str) -> None:
         state = self._nodes.get(node_name)
         if state is None or state.plugin_uid != uid:
             return
         state.plugin_timer = None
+        if not await self._plugin_alive(state):
+            if state.plugin_uid == uid:  # gone meanwhile: its devices are unhealthy
+                state.plugin_uid, state.plugin_pod = None, ""
+                await self._write_resources(node_name, None)
+            return
+        if state.plugin_uid != uid:
+            return
         await self._write_resources(
             node_name, advertised_resources(state.modes, state.model, self.resource_naming_strategy)
         )
