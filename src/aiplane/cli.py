@@ -409,7 +409,7 @@ def hardware(
         Path | None,
         typer.Option(
             metavar="PATH",
-            help="Fleet file: create its Nodes that do not exist (annotated kwok.x-k8s.io/node=fake) first.",
+            help="Fleet file: first create its Nodes that do not exist, as aiplane sim registers them (Ready).",
         ),
     ] = None,
     dcm_delay: Annotated[

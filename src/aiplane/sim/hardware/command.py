@@ -5,8 +5,10 @@ pods) this is the only simulated part: the AMD GPU operator's device plugin and 
 and the GPU metrics exporter (:mod:`aiplane.sim.hardware`). Against ``aiplane sim --no-hardware`` it
 plays what the embedded cluster would otherwise play in-process.
 
-``--fleet F`` first creates the fleet's Nodes that do not exist (a bare control plane has none), as
-``aiplane sim`` would, annotated ``kwok.x-k8s.io/node=fake`` so that kwok takes them over.
+``--fleet F`` first creates the fleet's Nodes that do not exist, as ``aiplane sim`` registers them
+(Ready in their status): for an API server whose node agent does not register nodes itself. Beside kwok,
+register them the way kwok wants instead (not Ready, annotated for it, as the real tier's launcher
+does): kwok initializes and heartbeats only nodes it found not Ready.
 Exit status: 0 after SIGINT/SIGTERM, 1 when the cluster cannot be reached or the caches never sync,
 2 for command-line errors.
 """
@@ -17,7 +19,6 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from typing import Final
 
 from pydantic import ValidationError
 
@@ -27,19 +28,14 @@ from aiplane.sim import fleet as fleet_mod
 from aiplane.sim.hardware import Hardware
 from aiplane.sim.hardware.amd_gpu import OPERATOR
 
-__all__ = ["KWOK_NODE_ANNOTATION", "create_fleet_nodes", "run_hardware"]
-
-#: What kwok's ``--manage-nodes-with-annotation-selector`` conventionally selects.
-KWOK_NODE_ANNOTATION: Final = ("kwok.x-k8s.io/node", "fake")
+__all__ = ["create_fleet_nodes", "run_hardware"]
 
 
 async def create_fleet_nodes(client: KubeClient, fleet: fleet_mod.Fleet) -> list[str]:
     """Create the fleet's Nodes that do not exist yet (with their status: kube-apiserver keeps a
     Node's status on create); the names created."""
     created = []
-    key, value = KWOK_NODE_ANNOTATION
     for node in fleet_mod.node_objects(fleet):
-        node["metadata"].setdefault("annotations", {})[key] = value
         try:
             await client.create(NODES, node, field_manager=OPERATOR)
         except ApiError as err:
