@@ -400,56 +400,33 @@ def sim(
 @app.command(cls=_Command)
 def hardware(
     kubeconfig: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="PATH", help="Kubeconfig of the cluster; default: $KUBECONFIG or ~/.kube/config."
-        ),
+        Path | None, typer.Option(metavar="PATH", help="Kubeconfig; default: $KUBECONFIG or ~/.kube/config.")
     ] = None,
     fleet: Annotated[
         Path | None,
-        typer.Option(
-            metavar="PATH",
-            help="Fleet file: first create its Nodes that do not exist, as aiplane sim registers them (Ready).",
-        ),
+        typer.Option(metavar="PATH", help="Fleet file: first create its missing Nodes, as aiplane sim does."),
     ] = None,
     dcm_delay: Annotated[
-        float,
-        typer.Option(
-            "--dcm-delay", metavar="SECONDS", help="Seconds the simulated DCM takes to partition a node."
-        ),
+        float, typer.Option(metavar="SECONDS", help="Seconds the simulated DCM takes to partition a node.")
     ] = SIM_DCM_DELAY,
     plugin_refresh_delay: Annotated[
         float,
-        typer.Option(
-            "--plugin-refresh-delay",
-            metavar="SECONDS",
-            help="Seconds before a node's status shows the devices a (re)started device plugin registers.",
-        ),
+        typer.Option(metavar="SECONDS", help="Seconds before a node shows a (re)started plugin's devices."),
     ] = 0.0,
     metrics_address: Annotated[
-        str,
-        typer.Option(
-            "--metrics-address",
-            metavar="HOST:PORT",
-            help="Where the simulated GPU metrics exporter serves /metrics and /utilization (port 0: any).",
-        ),
+        str, typer.Option(metavar="HOST:PORT", help="The GPU metrics exporter's /metrics and /utilization.")
     ] = "127.0.0.1:0",
     amd: Annotated[
-        bool,
-        typer.Option("--amd/--no-amd", help="Run the simulated AMD GPU operator (DCM, device plugin)."),
+        bool, typer.Option(help="Run the simulated AMD GPU operator (DCM, device plugin).")
     ] = True,
 ) -> None:
     """Run the simulated hardware (AMD GPU operator, GPU metrics exporter) against any cluster until SIGINT/SIGTERM."""
     from aiplane.sim.hardware.command import run_hardware
 
+    options = {"dcm_delay": dcm_delay, "plugin_refresh_delay": plugin_refresh_delay}
     code = asyncio.run(
         run_hardware(
-            kubeconfig=kubeconfig,
-            fleet_file=fleet,
-            dcm_delay=dcm_delay,
-            plugin_refresh_delay=plugin_refresh_delay,
-            metrics_address=metrics_address,
-            amd=amd,
+            kubeconfig=kubeconfig, fleet_file=fleet, metrics_address=metrics_address, amd=amd, **options
         )
     )
     raise typer.Exit(code)
