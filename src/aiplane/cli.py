@@ -336,6 +336,14 @@ def sim(
             help="Run the simulated kubelet, DaemonSet controller and AMD GPU operator (DCM, device plugin).",
         ),
     ] = True,
+    hardware: Annotated[
+        bool,
+        typer.Option(
+            "--hardware/--no-hardware",
+            help="With the agents, run the simulated AMD GPU operator in-process; --no-hardware leaves "
+            "it to `aiplane hardware --kubeconfig PATH` (out of process, as beside a real control plane).",
+        ),
+    ] = True,
     dcm_delay: Annotated[
         float,
         typer.Option(
@@ -379,10 +387,46 @@ def sim(
             controllers=controllers,
             faults=fault or [],
             agents=agents,
+            hardware=hardware,
             dcm_delay=dcm_delay,
             pod_ready_delay=pod_ready_delay,
             authorization_mode=authorization_mode.value,
             audit_log=audit_log,
+        )
+    )
+    raise typer.Exit(code)
+
+
+@app.command(cls=_Command)
+def hardware(
+    kubeconfig: Annotated[
+        Path | None, typer.Option(metavar="PATH", help="Kubeconfig; default: $KUBECONFIG or ~/.kube/config.")
+    ] = None,
+    fleet: Annotated[
+        Path | None,
+        typer.Option(metavar="PATH", help="Fleet file: first create its missing Nodes, as aiplane sim does."),
+    ] = None,
+    dcm_delay: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Seconds the simulated DCM takes to partition a node.")
+    ] = SIM_DCM_DELAY,
+    plugin_refresh_delay: Annotated[
+        float,
+        typer.Option(metavar="SECONDS", help="Seconds before a node shows a (re)started plugin's devices."),
+    ] = 0.0,
+    metrics_address: Annotated[
+        str, typer.Option(metavar="HOST:PORT", help="The GPU metrics exporter's /metrics and /utilization.")
+    ] = "127.0.0.1:0",
+    amd: Annotated[
+        bool, typer.Option(help="Run the simulated AMD GPU operator (DCM, device plugin).")
+    ] = True,
+) -> None:
+    """Run the simulated hardware (AMD GPU operator, GPU metrics exporter) against any cluster until SIGINT/SIGTERM."""
+    from aiplane.sim.hardware.command import run_hardware
+
+    options = {"dcm_delay": dcm_delay, "plugin_refresh_delay": plugin_refresh_delay}
+    code = asyncio.run(
+        run_hardware(
+            kubeconfig=kubeconfig, fleet_file=fleet, metrics_address=metrics_address, amd=amd, **options
         )
     )
     raise typer.Exit(code)

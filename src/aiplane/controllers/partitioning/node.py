@@ -18,6 +18,7 @@ from typing import Any, Final
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.apimachinery.selectors import compile_selector
+from aiplane.controllers.partitioning.drain import pods_to_drain
 from aiplane.controllers.partitioning.node_actions import Cordon, Evict, Taint, apply_node_actions
 from aiplane.controllers.partitioning.node_machine import NodeObservation, decide
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
@@ -234,8 +235,10 @@ class NodePartitioningExecutor:
             # A view that stopped moving (a dead watch, an unreachable API server) may hide a node
             # already out of service or pods that moved: never start taking a node out on it.
             return Result(requeue_after=STALE_RECHECK)
-        if not (decision.is_noop and not decision.evictions):
-            await self._act(request.key, np, node, decision)
+        if not (decision.is_noop and not decision.evictions) and not await self._act(
+            request.key, np, node, decision
+        ):
+            return Result(requeue=True)  # the pod cache was behind: decide again once it caught up
         if not decision.evictions:
             self.blocked.pop(request.key, None)
         elif set(self.blocked.get(request.key, {}).values()) != set(blocked):
@@ -252,16 +255,38 @@ class NodePartitioningExecutor:
             del memory[pod_key]
         return tuple(memory.values())
 
+    async def _workload_unseen(self, node_name: str) -> bool:
+        """Whether a consistent read finds a workload pod still to drain on ``node_name``.
+
+        The NoExecute taint evicts without asking PodDisruptionBudgets, so it must never land on a pod
+        the drain did not evict. The decision to taint rests on the pod cache, which can be behind the
+        API server: a pod bound just before the cordon (a scheduler's bind racing it) may not be in it
+        yet. One list of the node's pods, from the API server, before each taint closes that window.
+        """
+        listed = await self.client.list(PODS, field_selector=f"spec.nodeName={node_name}")
+        fresh = pod_views(listed.get("items") or [])
+        return any(not pod.daemonset for pod in pods_to_drain(fresh, node_name))
+
     async def _act(
         self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: Decision
-    ) -> None:
-        """Carry out ``decision`` in the order the module docstring gives, stopping at the first error."""
+    ) -> bool:
+        """Carry out ``decision`` in the order the module docstring gives, stopping at the first error.
+        ``False``: the decision rested on a pod cache that was behind; only its cordon was applied."""
         current = np
         if decision.finalizer == "add":
             current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
         if decision.node_mutations and node is not None:
-            updated = apply_node_actions(node, decision.node_mutations)
-            await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
+            mutations = decision.node_mutations
+            stale = any(isinstance(m, Taint) for m in mutations) and await self._workload_unseen(
+                objects.name(node)
+            )
+            if stale:
+                mutations = tuple(m for m in mutations if not isinstance(m, Taint))
+            if mutations:
+                updated = apply_node_actions(node, mutations)
+                await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
+            if stale:
+                return False
         for eviction in decision.evictions:
             await self._evict(key, eviction)
         if decision.status is not None:
@@ -273,6 +298,7 @@ class NodePartitioningExecutor:
             self.recorder.emit(current, event.type, event.reason, event.message)
         if decision.finalizer == "remove":
             await self._patch_finalizer(key, current, finalizer_patch_remove(current, FINALIZER))
+        return True
 
     async def _patch_finalizer(
         self, key: str, np: dict[str, Any], patch: list[dict[str, Any]]
