@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
@@ -229,11 +230,21 @@ class NodePartitioningExecutor:
             dcm_events=dcm_event_views(dcm_events),
             blocked=blocked,
         )
-        decision = decide(seen, self.clock.now(), self.config)
+        now = self.clock.now()
+        decision = decide(seen, now, self.config)
         if _disrupts(decision) and not all_fresh((self.nps, self.nodes, self.pods)):
             # A view that stopped moving (a dead watch, an unreachable API server) may hide a node
             # already out of service or pods that moved: never start taking a node out on it.
             return Result(requeue_after=STALE_RECHECK)
+        if _taints(decision):
+            # The taint evicts without asking PodDisruptionBudgets: "no workload pod left" must hold on
+            # the API server, not only in a cache that may lag a pod bound just before the cordon
+            # (drain.py). The cordon is committed (the decision saw it), so this LIST is after it.
+            pods = await self._pods_listed_on(node_name)
+            blocked = self._blocked_for(request.key, pods)
+            seen = replace(seen, pods=pod_views(pods), blocked=blocked)
+            decision = decide(seen, now, self.config)
+        self._forget_blocked(request.key, pods)
         if not (decision.is_noop and not decision.evictions):
             await self._act(request.key, np, node, decision)
         if not decision.evictions:
@@ -242,15 +253,25 @@ class NodePartitioningExecutor:
             return Result(requeue=True)  # report the Eviction API's new answer now, not a retry later
         return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
 
+    async def _pods_listed_on(self, node_name: str) -> list[dict[str, Any]]:
+        """The node's pods as the API server has them now (a quorum read, as ``kubectl drain`` lists)."""
+        listed = await self.client.list(PODS, field_selector=f"spec.nodeName={node_name}")
+        return [pod_for_drain(p) for p in listed.get("items") or ()]
+
     def _blocked_for(self, key: str, pods: Iterable[Mapping[str, Any]]) -> tuple[BlockedEviction, ...]:
-        """The remembered refusals for pods still on the node (the rest are forgotten)."""
-        memory = self.blocked.get(key)
-        if not memory:
-            return ()
+        """The remembered refusals for pods still on the node."""
+        memory = self.blocked.get(key) or {}
         present = {f"{objects.namespace(p)}/{objects.name(p)}" for p in pods}
-        for pod_key in [k for k in memory if k not in present]:
-            del memory[pod_key]
-        return tuple(memory.values())
+        return tuple(b for pod_key, b in memory.items() if pod_key in present)
+
+    def _forget_blocked(self, key: str, pods: Iterable[Mapping[str, Any]]) -> None:
+        """Forget the refusals of pods no longer on the node (after the decision: a pod the cache
+        lacks but the confirming LIST found keeps its memory)."""
+        memory = self.blocked.get(key)
+        if memory:
+            present = {f"{objects.namespace(p)}/{objects.name(p)}" for p in pods}
+            for pod_key in [k for k in memory if k not in present]:
+                del memory[pod_key]
 
     async def _act(
         self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: Decision
@@ -309,6 +330,11 @@ class NodePartitioningExecutor:
 def _disrupts(decision: Decision) -> bool:
     """Does ``decision`` take a node (further) out of service: a cordon, a taint, an eviction?"""
     return any(isinstance(action, Cordon | Taint | Evict) for action in decision.node_actions)
+
+
+def _taints(decision: Decision) -> bool:
+    """Does ``decision`` put the ``amd-dcm`` NoExecute taint on the node?"""
+    return any(isinstance(action, Taint) for action in decision.node_actions)
 
 
 def _budget_refusal(exc: ApiError, eviction: Evict) -> BlockedEviction | None:
