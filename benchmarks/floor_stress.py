@@ -45,10 +45,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer import controller as modelinfer_controller
-from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME
+from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_REVISION
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
+from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.demo.common import load_manifests
 from aiplane.demo.serving import FloorWatch
@@ -62,6 +63,7 @@ from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
+NODE_PARTITIONINGS = node_partitionings_resource()
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 EXAMPLES = ROOT / "examples"
 NEW_IMAGE = "rocm/vllm:rocm6.4.1_vllm_0.10.2_20251001"
@@ -107,6 +109,7 @@ class RunResult:
     faults: list[str]
     update_at: float
     first_breaks: list[str]
+    stuck: list[str] = field(default_factory=list)
 
 
 def _fleet(nodes: int) -> Fleet:
@@ -192,7 +195,37 @@ async def _settled(client: InMemoryKubeClient, plan_name: str, namespace: str, n
     )
 
 
-async def one_run(seed: int, nodes: int, dcm_delay: float) -> RunResult:
+async def _where_it_stands(client: InMemoryKubeClient, floor: FloorWatch, key: str) -> list[str]:
+    """What a run that did not settle was waiting for: the plan, each node, the ModelInfer, its pods."""
+    out = []
+    plan = (await client.list(PLANS))["items"][0]
+    out.append(f"plan {objects.status(plan).get('phase')}")
+    for np in (await client.list(NODE_PARTITIONINGS))["items"]:
+        conditions = {
+            c["type"]: f"{c['status']}/{c.get('reason')}: {c.get('message', '')[:160]}"
+            for c in objects.status(np).get("conditions") or []
+            if c.get("status") != "True"
+        }
+        out.append(f"{objects.name(np)} {objects.status(np).get('phase')} {conditions}")
+    mi = floor.mis.get(key) or {}
+    status = objects.status(mi)
+    out.append(
+        f"modelinfer {key}: {status.get('availableReplicas')}/{status.get('replicas')} available, "
+        f"{status.get('updatedReplicas')} updated, conditions "
+        f"{[(c.get('type'), c.get('status'), c.get('reason')) for c in status.get('conditions') or []]}"
+    )
+    for pod in sorted(floor.pods.get(key, {}).values(), key=objects.name):
+        ready = [
+            c.get("status") for c in objects.status(pod).get("conditions") or [] if c.get("type") == "Ready"
+        ]
+        out.append(
+            f"  {objects.name(pod)} on {objects.spec(pod).get('nodeName')} {objects.status(pod).get('phase')} "
+            f"ready={ready} deleting={objects.is_deleting(pod)} rev={objects.labels(pod).get(LABEL_REVISION)}"
+        )
+    return out
+
+
+async def one_run(seed: int, nodes: int, dcm_delay: float, settle_timeout: float = 180.0) -> RunResult:
     rng = random.Random(seed)
     cluster = EmbeddedCluster(
         fleet=_fleet(nodes), agents=True, ready_delay=0.0, dcm_delay=dcm_delay, plugin_refresh_delay=0.0
@@ -248,10 +281,14 @@ async def one_run(seed: int, nodes: int, dcm_delay: float) -> RunResult:
             _faults(rng, cluster.agents.kubelet, floor, key, rng.randint(1, 3), fault_log),
         )
         completed = True
+        stuck: list[str] = []
         try:
-            await _until(lambda: _settled(client, plan["metadata"]["name"], namespace, name), 180, "settled")
+            await _until(
+                lambda: _settled(client, plan["metadata"]["name"], namespace, name), settle_timeout, "settled"
+            )
         except TimeoutError:
             completed = False
+            stuck = await _where_it_stands(client, floor, key)
         return RunResult(
             seed=seed,
             seconds=round(time.monotonic() - started, 1),
@@ -264,6 +301,7 @@ async def one_run(seed: int, nodes: int, dcm_delay: float) -> RunResult:
             faults=fault_log,
             update_at=round(update_at, 2),
             first_breaks=floor.voluntary_breaks[:3],
+            stuck=stuck,
         )
     finally:
         manager.stop()
@@ -298,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", type=int, default=2, help="busy processes beside the runs")
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--dcm-delay", type=float, default=0.05)
+    parser.add_argument(
+        "--settle-timeout", type=float, default=180.0, help="seconds a run may take to settle"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every run and the summary here")
     args = parser.parse_args(argv)
     configure_logging("warning")  # an error or warning of the operator shows; progress lines do not
@@ -305,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RunResult] = []
     try:
         for i in range(args.runs):
-            result = asyncio.run(one_run(args.seed + i, args.nodes, args.dcm_delay))
+            result = asyncio.run(one_run(args.seed + i, args.nodes, args.dcm_delay, args.settle_timeout))
             results.append(result)
             print(
                 f"run {i + 1:>2} seed {result.seed}: {result.seconds:5.1f} s, "
@@ -316,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             for line in result.first_breaks:
                 print(f"    BREAK {line}", flush=True)
+            for line in result.stuck:
+                print(f"    STUCK {line}", flush=True)
     finally:
         for proc in busy:
             proc.kill()

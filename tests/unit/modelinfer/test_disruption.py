@@ -90,6 +90,20 @@ def test_budget_writes_protect_first_release_later_and_nothing_at_steady_state()
     ]
 
 
+def test_a_group_being_deleted_that_the_drain_may_take_has_its_budget_released() -> None:
+    """Its Ready pods on the cordoned node are left to the drain; a protected budget would refuse the
+    drain and nobody would remove them (a rolling update deleting a failed group stalled a drain)."""
+    groups = summaries((0, "Deleting"), (1, "Running"))
+    desired, keep = desired_budgets(MI, groups, frozenset({0}))
+    assert keep == set() and desired["mi-0"]["spec"]["minAvailable"] == 0
+    live = {name: {**body, "spec": {**body["spec"], "minAvailable": 4}} for name, body in desired.items()}
+    live["mi-1"] = desired["mi-1"]
+    writes = budget_writes(live, desired, keep)
+    assert [(w.op, w.name, w.release) for w in writes] == [("update", "mi-0", True)]
+    # Not released by the arbiter: kept as it is until the group is gone.
+    assert desired_budgets(MI, groups, frozenset())[1] == {"mi-0"}
+
+
 def test_budgets_select_exactly_the_group() -> None:
     body = desired_budgets(MI, summaries((3, "Creating")), frozenset())[0]["mi-3"]
     assert body["metadata"]["name"] == "mi-3"

@@ -243,13 +243,20 @@ def desired_budgets(
     mi: Mapping[str, Any], groups: Iterable[GroupSummary], released: frozenset[int]
 ) -> tuple[dict[str, Obj], set[str]]:
     """The budgets every group that is not Deleting should have, and the names of Deleting groups'
-    budgets, which are kept as they are until the group is gone (like their PodGroups)."""
+    budgets, which are kept as they are until the group is gone (like their PodGroups).
+
+    A Deleting group the arbiter released is the exception: its budget is released too. The executor
+    leaves the Ready pods of a released group on a cordoned node to the drain
+    (:func:`left_to_the_drain`); were the budget kept protected, the drain could not evict them
+    and the controller would not delete them — a rolling update that deletes a group a failure made
+    unavailable, while a drain waits for it, stalled until the drain timed out.
+    """
     mi_name = objects.name(mi)
     desired: dict[str, Obj] = {}
     keep: set[str] = set()
     for g in groups:
         name = group_name(mi_name, g.ordinal)
-        if g.state == "Deleting":
+        if g.state == "Deleting" and g.ordinal not in released:
             keep.add(name)
             continue
         labels = {LABEL_NAME: mi_name, LABEL_GROUP_NAME: name}
