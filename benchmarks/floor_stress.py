@@ -76,6 +76,8 @@ class StressFloor(FloorWatch):
     faulted: set[str] = field(default_factory=set)
     voluntary_breaks: list[str] = field(default_factory=list)
     failure_dips: int = 0
+    #: The fewest groups that voluntary disruptions left: available + down only because of a failure.
+    fewest_voluntary: int | None = None
 
     def _measure(self, mi_key: str, rv: int) -> None:
         super()._measure(mi_key, rv)
@@ -86,9 +88,14 @@ class StressFloor(FloorWatch):
         available = {g for g, members in groups.items() if self.group_available(mi_key, members)}
         self.faulted -= available  # recovered: a later dip of this group is not the failure's
         floor = self.floor(mi_key)
+        voluntary = len(available) + len(self.faulted - available)
+        if mi_key in self.tracked:
+            self.fewest_voluntary = min(
+                voluntary, self.fewest_voluntary if self.fewest_voluntary is not None else voluntary
+            )
         if len(available) >= floor:
             return
-        if len(available) + len(self.faulted - available) >= floor:
+        if voluntary >= floor:
             self.failure_dips += 1
         elif len(self.voluntary_breaks) < 10:
             self.voluntary_breaks.append(
@@ -103,6 +110,7 @@ class RunResult:
     completed: bool
     pod_changes: int
     fewest_available: int
+    fewest_voluntary: int
     floor: int
     breaks: int
     failure_dips: int
@@ -225,7 +233,9 @@ async def _where_it_stands(client: InMemoryKubeClient, floor: FloorWatch, key: s
     return out
 
 
-async def one_run(seed: int, nodes: int, dcm_delay: float, settle_timeout: float = 180.0) -> RunResult:
+async def one_run(
+    seed: int, nodes: int, dcm_delay: float, settle_timeout: float = 180.0, max_faults: int = 3
+) -> RunResult:
     rng = random.Random(seed)
     cluster = EmbeddedCluster(
         fleet=_fleet(nodes), agents=True, ready_delay=0.0, dcm_delay=dcm_delay, plugin_refresh_delay=0.0
@@ -278,7 +288,14 @@ async def one_run(seed: int, nodes: int, dcm_delay: float, settle_timeout: float
         await client.create(PLANS, plan)
         await asyncio.gather(
             _rolling_update(client, namespace, name, update_at),
-            _faults(rng, cluster.agents.kubelet, floor, key, rng.randint(1, 3), fault_log),
+            _faults(
+                rng,
+                cluster.agents.kubelet,
+                floor,
+                key,
+                rng.randint(min(1, max_faults), max_faults),
+                fault_log,
+            ),
         )
         completed = True
         stuck: list[str] = []
@@ -295,6 +312,7 @@ async def one_run(seed: int, nodes: int, dcm_delay: float, settle_timeout: float
             completed=completed,
             pod_changes=floor.changes,
             fewest_available=floor.minimum.get(key, -1),
+            fewest_voluntary=floor.fewest_voluntary if floor.fewest_voluntary is not None else -1,
             floor=floor.floor(key),
             breaks=len(floor.voluntary_breaks),
             failure_dips=floor.failure_dips,
@@ -321,6 +339,7 @@ def _summary(results: list[RunResult], busy: int) -> dict[str, Any]:
         "completed": sum(1 for r in results if r.completed),
         "committed_pod_changes_checked": sum(r.pod_changes for r in results),
         "fewest_groups_available": min(r.fewest_available for r in results),
+        "fewest_groups_left_by_voluntary_disruptions": min(r.fewest_voluntary for r in results),
         "floor": min(r.floor for r in results),
         "floor_breaks": sum(r.breaks for r in results),
         "dips_from_injected_failures": sum(r.failure_dips for r in results),
@@ -346,12 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RunResult] = []
     try:
         for i in range(args.runs):
-            result = asyncio.run(one_run(args.seed + i, args.nodes, args.dcm_delay, args.settle_timeout))
+            result = asyncio.run(
+                one_run(args.seed + i, args.nodes, args.dcm_delay, args.settle_timeout, args.max_faults)
+            )
             results.append(result)
             print(
                 f"run {i + 1:>2} seed {result.seed}: {result.seconds:5.1f} s, "
                 f"{'completed' if result.completed else 'NOT COMPLETED'}, {result.pod_changes} pod changes, "
-                f"fewest available {result.fewest_available} (floor {result.floor}), breaks {result.breaks}, "
+                f"fewest available {result.fewest_available} (voluntary {result.fewest_voluntary}, floor {result.floor}), "
+                f"breaks {result.breaks}, "
                 f"failure dips {result.failure_dips}, faults {len(result.faults)}",
                 flush=True,
             )
