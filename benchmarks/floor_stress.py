@@ -358,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--settle-timeout", type=float, default=180.0, help="seconds a run may take to settle"
     )
+    parser.add_argument("--max-faults", type=int, default=3, help="pod failures per run: 1 to this (0: none)")
     parser.add_argument("--json", type=Path, default=None, help="write every run and the summary here")
     args = parser.parse_args(argv)
     configure_logging("warning")  # an error or warning of the operator shows; progress lines do not
