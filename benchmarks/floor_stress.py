@@ -7,14 +7,18 @@ in-process (PartitioningProfile, PartitioningPlan, NodePartitioning, ModelInfer)
 floor of 1 group), and then, overlapping, at seeded random moments:
 
 * the live repartition: the example PartitioningPlan takes the pool to CPX (maxParallel 3 of 4
-  nodes: cordon, evict through the Eviction API, taint, DCM, verify, uncordon);
+  nodes: cordon, evict through the Eviction API, taint, DCM, verify, uncordon), then is edited back
+  to SPX and to CPX again (``--legs``), as the demo does;
 * a rolling update: the ModelInfer's image changes (one group at a time, sharing the floor with the
   drains);
 * pod failures: 1 to 3 injected by the kubelet (a pod ``Failed``, or a container restart that leaves
   it NotReady for a moment), each recovered by the ModelInfer (RoleRecreate).
 
 Two busy processes (``python3 -c 'while True: pass'``) run beside it (``--busy``), as on the loaded
-2-core machine where the floor once broke.
+2-core machine where the floor once broke, and every watch of the operator delivers up to
+``--watch-lag`` seconds late (each its own seeded lag): informers that lag the API server and each
+other, as they do in an operator starved of CPU. The rolling update and the failures overlap the
+first leg.
 
 Measured on every committed pod change (a store listener, :class:`~aiplane.demo.serving.FloorWatch`):
 the fewest groups available, and **floor breaks**: moments when the *voluntary* disruptions alone —
@@ -24,7 +28,8 @@ and which the arbiter counts against the floor) are below it. Any break is a bug
 failure causes are reported apart. A run also fails if the plan does not complete or the ModelInfer
 does not end fully available on the new template.
 
-Usage: ``.venv/bin/python benchmarks/floor_stress.py [--runs 20] [--seed 1] [--busy 2] [--json FILE]``
+Usage: ``.venv/bin/python benchmarks/floor_stress.py [--runs 20] [--seed 1] [--busy 2] [--legs 3]
+[--watch-lag 0.3] [--max-faults 3] [--settle-timeout 180] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +58,7 @@ from aiplane.controllers.partitioning import profile as profile_controller
 from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.demo.common import load_manifests
+from aiplane.demo.live import plan_to
 from aiplane.demo.serving import FloorWatch
 from aiplane.kube.logging import configure_logging
 from aiplane.kube.manager import Manager
@@ -66,7 +73,45 @@ PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 NODE_PARTITIONINGS = node_partitionings_resource()
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 EXAMPLES = ROOT / "examples"
+#: The inference pool's profile on each leg: the example plan's (CPX), then back and forth.
+PROFILES = ("mi300x-cpx", "mi300x-spx")
 NEW_IMAGE = "rocm/vllm:rocm6.4.1_vllm_0.10.2_20251001"
+
+
+class LaggingWatches(InMemoryKubeClient):
+    """The operator's client, delivering each watch's events ``lag`` seconds late (each watch its own
+    lag, up to ``max_lag``, seeded): informers that lag the API server and each other, as an operator
+    starved of CPU sees them. Order within a watch is kept; nothing is lost."""
+
+    rng: random.Random
+    max_lag: float
+
+    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+        lag = self.rng.uniform(0.0, self.max_lag)
+        if lag <= 0:
+            async for event in super().stream(path, query):
+                yield event
+            return
+        queue: asyncio.Queue[tuple[float, dict[str, Any] | None]] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for event in super(LaggingWatches, self).stream(path, query):
+                    queue.put_nowait((time.monotonic(), event))
+            finally:
+                queue.put_nowait((time.monotonic(), None))
+
+        task = asyncio.create_task(pump())
+        try:
+            while True:
+                arrived, item = await queue.get()
+                await asyncio.sleep(max(0.0, arrived + lag - time.monotonic()))
+                if item is None:
+                    break
+                yield item
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 @dataclass
@@ -190,7 +235,11 @@ async def _rolling_update(client: InMemoryKubeClient, namespace: str, name: str,
 
 async def _settled(client: InMemoryKubeClient, plan_name: str, namespace: str, name: str) -> bool:
     plan = await client.get(PLANS, plan_name)
-    if (plan.get("status") or {}).get("phase") != "Completed":
+    status = plan.get("status") or {}
+    if (
+        status.get("observedGeneration") != plan["metadata"]["generation"]
+        or status.get("phase") != "Completed"
+    ):
         return False
     mi = await client.get(MI, name, namespace=namespace)
     status = mi.get("status") or {}
@@ -201,6 +250,16 @@ async def _settled(client: InMemoryKubeClient, plan_name: str, namespace: str, n
         and status.get("availableReplicas") == replicas
         and status.get("currentRevision") == status.get("updateRevision")
     )
+
+
+async def _leg_settles(
+    client: InMemoryKubeClient, plan: str, namespace: str, name: str, timeout: float
+) -> bool:
+    try:
+        await _until(lambda: _settled(client, plan, namespace, name), timeout, "settled")
+    except TimeoutError:
+        return False
+    return True
 
 
 async def _where_it_stands(client: InMemoryKubeClient, floor: FloorWatch, key: str) -> list[str]:
@@ -234,7 +293,13 @@ async def _where_it_stands(client: InMemoryKubeClient, floor: FloorWatch, key: s
 
 
 async def one_run(
-    seed: int, nodes: int, dcm_delay: float, settle_timeout: float = 180.0, max_faults: int = 3
+    seed: int,
+    nodes: int,
+    dcm_delay: float,
+    settle_timeout: float = 180.0,
+    max_faults: int = 3,
+    watch_lag: float = 0.0,
+    legs: int = 2,
 ) -> RunResult:
     rng = random.Random(seed)
     cluster = EmbeddedCluster(
@@ -243,7 +308,9 @@ async def one_run(
     await cluster.start()
     assert cluster.agents is not None
     client = InMemoryKubeClient.for_cluster(cluster)
-    manager = Manager(InMemoryKubeClient.for_cluster(cluster), leader_election=None, handle_signals=False)
+    operator = LaggingWatches.for_cluster(cluster)
+    operator.rng, operator.max_lag = random.Random(seed * 7919), watch_lag
+    manager = Manager(operator, leader_election=None, handle_signals=False)
     for setup in (
         profile_controller.setup,
         plan_controller.setup,
@@ -297,15 +364,15 @@ async def one_run(
                 fault_log,
             ),
         )
-        completed = True
-        stuck: list[str] = []
-        try:
-            await _until(
-                lambda: _settled(client, plan["metadata"]["name"], namespace, name), settle_timeout, "settled"
-            )
-        except TimeoutError:
-            completed = False
-            stuck = await _where_it_stands(client, floor, key)
+        completed = await _leg_settles(client, plan["metadata"]["name"], namespace, name, settle_timeout)
+        # Further legs: the plan edited back and forth (CPX → SPX → CPX …) under the same ModelInfer.
+        for leg in range(1, legs):
+            if not completed:
+                break
+            edited = plan_to(await client.get(PLANS, plan["metadata"]["name"]), PROFILES[leg % 2])
+            await client.replace(PLANS, edited)
+            completed = await _leg_settles(client, plan["metadata"]["name"], namespace, name, settle_timeout)
+        stuck = [] if completed else await _where_it_stands(client, floor, key)
         return RunResult(
             seed=seed,
             seconds=round(time.monotonic() - started, 1),
@@ -359,6 +426,13 @@ def main(argv: list[str] | None = None) -> int:
         "--settle-timeout", type=float, default=180.0, help="seconds a run may take to settle"
     )
     parser.add_argument("--max-faults", type=int, default=3, help="pod failures per run: 1 to this (0: none)")
+    parser.add_argument(
+        "--watch-lag",
+        type=float,
+        default=0.0,
+        help="each operator watch delivers up to this many seconds late",
+    )
+    parser.add_argument("--legs", type=int, default=3, help="plan edits: to CPX, back to SPX, …")
     parser.add_argument("--json", type=Path, default=None, help="write every run and the summary here")
     args = parser.parse_args(argv)
     configure_logging("warning")  # an error or warning of the operator shows; progress lines do not
@@ -367,7 +441,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.runs):
             result = asyncio.run(
-                one_run(args.seed + i, args.nodes, args.dcm_delay, args.settle_timeout, args.max_faults)
+                one_run(
+                    args.seed + i,
+                    args.nodes,
+                    args.dcm_delay,
+                    args.settle_timeout,
+                    args.max_faults,
+                    args.watch_lag,
+                )
             )
             results.append(result)
             print(
