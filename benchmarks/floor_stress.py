@@ -42,7 +42,6 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,42 +75,6 @@ EXAMPLES = ROOT / "examples"
 #: The inference pool's profile on each leg: the example plan's (CPX), then back and forth.
 PROFILES = ("mi300x-cpx", "mi300x-spx")
 NEW_IMAGE = "rocm/vllm:rocm6.4.1_vllm_0.10.2_20251001"
-
-
-class LaggingWatches(InMemoryKubeClient):
-    """The operator's client, delivering each watch's events ``lag`` seconds late (each watch its own
-    lag, up to ``max_lag``, seeded): informers that lag the API server and each other, as an operator
-    starved of CPU sees them. Order within a watch is kept; nothing is lost."""
-
-    rng: random.Random
-    max_lag: float
-
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
-        lag = self.rng.uniform(0.0, self.max_lag)
-        if lag <= 0:
-            async for event in super().stream(path, query):
-                yield event
-            return
-        queue: asyncio.Queue[tuple[float, dict[str, Any] | None]] = asyncio.Queue()
-
-        async def pump() -> None:
-            try:
-                async for event in super(LaggingWatches, self).stream(path, query):
-                    queue.put_nowait((time.monotonic(), event))
-            finally:
-                queue.put_nowait((time.monotonic(), None))
-
-        task = asyncio.create_task(pump())
-        try:
-            while True:
-                arrived, item = await queue.get()
-                await asyncio.sleep(max(0.0, arrived + lag - time.monotonic()))
-                if item is None:
-                    break
-                yield item
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
 
 
 @dataclass
@@ -308,8 +271,8 @@ async def one_run(
     await cluster.start()
     assert cluster.agents is not None
     client = InMemoryKubeClient.for_cluster(cluster)
-    operator = LaggingWatches.for_cluster(cluster)
-    operator.rng, operator.max_lag = random.Random(seed * 7919), watch_lag
+    lags = random.Random(seed * 7919)
+    operator = InMemoryKubeClient.for_cluster(cluster, watch_lag=lambda: lags.uniform(0.0, watch_lag))
     manager = Manager(operator, leader_election=None, handle_signals=False)
     for setup in (
         profile_controller.setup,

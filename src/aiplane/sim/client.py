@@ -44,9 +44,10 @@ the 403 kube would answer — and recorded in the cluster's audit log, exactly a
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.parse
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Self
 
 import orjson
@@ -95,10 +96,14 @@ class InMemoryKubeClient(KubeClient):
         max_throttle_retries: int = 5,
         observer: RequestObserver | None = None,
         user: UserInfo | None = None,
+        watch_lag: Callable[[], float] | None = None,
     ) -> None:
         self.cluster: EmbeddedCluster | None = None
         #: Who the requests come from (``None``: the admin, neither authorized nor audited).
         self.user = user
+        #: Draws, per watch, how many seconds late its events are delivered (order kept, nothing
+        #: lost): informers lagging the server and each other, as in an operator starved of CPU.
+        self.watch_lag = watch_lag
         context: ServerContext
         if api is None:
             self.cluster = EmbeddedCluster()
@@ -268,6 +273,15 @@ class InMemoryKubeClient(KubeClient):
         the 410 ``Status``, and the iterator simply ends when the server would end the stream (timeout,
         a fault closing watches, a watcher too far behind).
         """
+        lag = self.watch_lag() if self.watch_lag is not None else 0.0
+        if lag > 0:
+            async for event in _delayed(self._stream(path, query), lag):
+                yield event
+            return
+        async for event in self._stream(path, query):
+            yield event
+
+    async def _stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
         response = await self._send("GET", path, {**query, "watch": "true"}, b"", JSON)
         self._observe("WATCH", response.status)
         stream = response.stream
@@ -283,3 +297,27 @@ class InMemoryKubeClient(KubeClient):
         finally:
             await batches.aclose()
             stream.finish()
+
+
+async def _delayed(events: AsyncIterator[dict[str, Any]], lag: float) -> AsyncIterator[dict[str, Any]]:
+    """``events``, each delivered ``lag`` seconds after it arrived (a pump keeps reading meanwhile)."""
+    queue: asyncio.Queue[tuple[float, dict[str, Any] | None]] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                queue.put_nowait((time.monotonic(), event))
+        finally:
+            queue.put_nowait((time.monotonic(), None))
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            arrived, event = await queue.get()
+            await asyncio.sleep(max(0.0, arrived + lag - time.monotonic()))
+            if event is None:
+                return
+            yield event
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
