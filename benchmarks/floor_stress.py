@@ -82,7 +82,8 @@ class StressFloor(FloorWatch):
     """FloorWatch that also knows which groups an injected failure took down."""
 
     faulted: set[str] = field(default_factory=set)
-    voluntary_breaks: list[str] = field(default_factory=list)
+    voluntary_breaks: list[str] = field(default_factory=list)  # the first ten, described
+    break_count: int = 0
     failure_dips: int = 0
     #: The fewest groups that voluntary disruptions left: available + down only because of a failure.
     fewest_voluntary: int | None = None
@@ -105,7 +106,9 @@ class StressFloor(FloorWatch):
             return
         if voluntary >= floor:
             self.failure_dips += 1
-        elif len(self.voluntary_breaks) < 10:
+            return
+        self.break_count += 1
+        if len(self.voluntary_breaks) < 10:
             self.voluntary_breaks.append(
                 f"rv {rv}: {self.group_states(mi_key)} (failed: {sorted(self.faulted)})"
             )
@@ -344,7 +347,7 @@ async def one_run(
             fewest_available=floor.minimum.get(key, -1),
             fewest_voluntary=floor.fewest_voluntary if floor.fewest_voluntary is not None else -1,
             floor=floor.floor(key),
-            breaks=len(floor.voluntary_breaks),
+            breaks=floor.break_count,
             failure_dips=floor.failure_dips,
             faults=fault_log,
             update_at=round(update_at, 2),
