@@ -47,7 +47,7 @@ import asyncio
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Self
 
 import orjson
@@ -265,7 +265,7 @@ class InMemoryKubeClient(KubeClient):
 
     # --- watch ------------------------------------------------------------------------------------
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
         """A watch, as the server streams it: ``{"type", "object"}`` events until the stream ends.
 
         Like the HTTP stream, a request error (bad selector, an injected fault) raises
@@ -273,15 +273,11 @@ class InMemoryKubeClient(KubeClient):
         the 410 ``Status``, and the iterator simply ends when the server would end the stream (timeout,
         a fault closing watches, a watcher too far behind).
         """
+        events = self._stream(path, query)
         lag = self.watch_lag() if self.watch_lag is not None else 0.0
-        if lag > 0:
-            async for event in _delayed(self._stream(path, query), lag):
-                yield event
-            return
-        async for event in self._stream(path, query):
-            yield event
+        return _delayed(events, lag) if lag > 0 else events
 
-    async def _stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def _stream(self, path: str, query: Mapping[str, str]) -> AsyncGenerator[dict[str, Any], None]:
         response = await self._send("GET", path, {**query, "watch": "true"}, b"", JSON)
         self._observe("WATCH", response.status)
         stream = response.stream
@@ -299,7 +295,7 @@ class InMemoryKubeClient(KubeClient):
             stream.finish()
 
 
-async def _delayed(events: AsyncIterator[dict[str, Any]], lag: float) -> AsyncIterator[dict[str, Any]]:
+async def _delayed(events: AsyncGenerator[dict[str, Any], None], lag: float) -> AsyncIterator[dict[str, Any]]:
     """``events``, each delivered ``lag`` seconds after it arrived (a pump keeps reading meanwhile)."""
     queue: asyncio.Queue[tuple[float, dict[str, Any] | None]] = asyncio.Queue()
 
@@ -321,3 +317,4 @@ async def _delayed(events: AsyncIterator[dict[str, Any]], lag: float) -> AsyncIt
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        await events.aclose()  # end the watch now, not when the generator is collected
