@@ -296,24 +296,29 @@ class InMemoryKubeClient(KubeClient):
 
 
 async def _delayed(events: AsyncGenerator[dict[str, Any], None], lag: float) -> AsyncIterator[dict[str, Any]]:
-    """``events``, each delivered ``lag`` seconds after it arrived (a pump keeps reading meanwhile)."""
-    queue: asyncio.Queue[tuple[float, dict[str, Any] | None]] = asyncio.Queue()
+    """``events``, each delivered ``lag`` seconds after it arrived (a pump keeps reading meanwhile); an
+    error of the watch (e.g. a refused request) is raised when its turn comes, as without the lag."""
+    queue: asyncio.Queue[tuple[float, dict[str, Any] | BaseException | None]] = asyncio.Queue()
 
     async def pump() -> None:
         try:
             async for event in events:
                 queue.put_nowait((time.monotonic(), event))
-        finally:
+        except Exception as exc:  # handed to the consumer, in order
+            queue.put_nowait((time.monotonic(), exc))
+        else:
             queue.put_nowait((time.monotonic(), None))
 
     task = asyncio.create_task(pump())
     try:
         while True:
-            arrived, event = await queue.get()
+            arrived, item = await queue.get()
             await asyncio.sleep(max(0.0, arrived + lag - time.monotonic()))
-            if event is None:
+            if item is None:
                 return
-            yield event
+            if isinstance(item, BaseException):
+                raise item
+            yield item
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -513,3 +513,14 @@ async def test_a_lagging_watch_delivers_every_event_in_order_late_and_ends_with_
     server = client.server
     assert server is not None and not watch.open_watches(server)
     await lagging.close()
+
+
+async def test_a_lagging_watch_still_raises_what_the_server_refused(client: InMemoryKubeClient) -> None:
+    assert client.cluster is not None
+    lagging = InMemoryKubeClient.for_cluster(client.cluster, watch_lag=lambda: 0.05)
+    try:
+        with pytest.raises(ApiError) as caught:
+            await anext(lagging.watch(CONFIGMAPS, NS, label_selector="app in (web"))
+        assert caught.value.status == 400
+    finally:
+        await lagging.close()
