@@ -13,8 +13,10 @@ from aiplane.controllers.modelinfer.disruption import (
     desired_budgets,
     disruption_condition,
     left_to_the_drain,
+    spends_floor,
     unschedulable_changed,
 )
+from aiplane.controllers.modelinfer.plan_types import Plan
 from aiplane.controllers.modelinfer.planner import CreateRoleReplica, DeleteGroup, GroupSummary, plan
 from tests.unit.modelinfer.test_planner import cluster, inp
 
@@ -174,3 +176,29 @@ def test_ready_pods_of_released_groups_on_cordoned_nodes_are_left_to_the_drain()
     ]
     pods[1]["metadata"] = {**pods[1]["metadata"], "name": "mi-0-y"}
     assert left_to_the_drain("mi", pods, {"n1"}, frozenset({0, 2})) == {"mi-0-x"}
+
+
+def test_only_steps_that_take_serving_capacity_are_confirmed_against_the_api_server() -> None:
+    """Releasing an available group, or deleting a pod of one, is decided again on a LIST (the Pod
+    cache may lag the Node cache); deleting what is down already, creating or protecting is not."""
+    d = decide(
+        mi_name="mi",
+        replicas=3,
+        max_unavailable=1,
+        available={0: True, 1: True, 2: True},
+        cordoned={0: ("n1",)},
+        released=(),
+    )
+    empty = Plan(actions=(), requeue_after=None, groups=())
+    assert d.released == frozenset({0})
+    assert spends_floor(d, empty, frozenset(), [])  # a new release of an available group
+    assert not spends_floor(d, empty, frozenset({0}), [])  # the same release, already written
+    held = decide(
+        mi_name="mi", replicas=3, max_unavailable=1, available={0: True, 1: True}, cordoned={}, released=()
+    )
+    gone = Plan(actions=(DeleteGroup(1, "scale down"),), requeue_after=None, groups=())
+    assert spends_floor(held, gone, frozenset(), [])  # deleting an available group
+    down = Plan(actions=(DeleteGroup(2, "rolling update"),), requeue_after=None, groups=())
+    assert not spends_floor(held, down, frozenset(), [])  # group 2 serves nothing: no LIST needed
+    make = Plan(actions=(CreateRoleReplica(2, "r", 0, "r1", (0,), False),), requeue_after=None, groups=())
+    assert not spends_floor(held, make, frozenset(), [])
