@@ -8,10 +8,11 @@ and the sim's CPU seconds over the same span (the embedded cluster's cost, issue
 
 Minimum writes per node (counted per verb and resource from the sim's audit log, issue 17): four
 NodePartitioning patches (created by server-side apply, admitted, finalizer added, finalizer removed),
-four Node updates (cordon + taint, the DCM profile label, untaint, uncordon: each a separate step of
-the state machine), five status updates (Pending, Draining, WaitingOperator, Verifying, Succeeded),
+five Node updates (cordon, taint, the DCM profile label, untaint, uncordon: each a separate step of
+the state machine; the taint never rides on the cordon, docs/partitioning.md), six status updates
+(Pending, Draining when cordoned, Draining when tainted, WaitingOperator, Verifying, Succeeded),
 and one eviction per pod the drain must evict (none here: the device plugin is a DaemonSet pod without
-a toleration of the taint, which its controller deletes once the node is tainted) = 13, plus the
+a toleration of the taint, which its controller deletes once the node is tainted) = 15, plus the
 plan's own status writes, amortised. The Pending status is counted because it is information: with
 ``maxParallel`` 50 nearly every node waits for a slot, and ``kubectl get nodepartitionings`` then shows
 it Pending (with the generation the controller saw) rather than an empty phase. Writes are counted
@@ -40,7 +41,7 @@ from aiplane.kube.resources import resource_for
 from benchmarks import simproc
 from benchmarks.procstats import cpu_seconds, peak_rss_mb, rss_mb
 
-MIN_WRITES_PER_NODE = 13
+MIN_WRITES_PER_NODE = 15
 COMPONENTS = {"partitioningprofile-controller", "partitioningplan-controller", "nodepartitioning-controller"}
 PRODUCT = "AMD_Instinct_MI300X_OAM"
 PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")

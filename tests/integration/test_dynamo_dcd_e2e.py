@@ -530,7 +530,18 @@ async def test_kubectl_drain_takes_one_multinode_replica_at_a_time(world: World,
         world.cluster.server.store.unsubscribe(watch)
     assert watch.changes > 0 and watch.worst == 1, (watch.worst, watch.changes)
     assert drained_in < 30
-    listed = await world.client.list(EVENTS, NS, field_selector="involvedObject.name=dec")
+
+    # The last ReplicaProtected Event is posted after the budget write "rebuilt" saw: wait for it.
+    async def both_recorded() -> dict[str, Any] | None:
+        listed = await world.client.list(EVENTS, NS, field_selector="involvedObject.name=dec")
+        reasons = [e["reason"] for e in listed["items"]]
+        return (
+            listed
+            if reasons.count("ReplicaReleased") >= 2 and reasons.count("ReplicaProtected") >= 2
+            else None
+        )
+
+    listed = await eventually(both_recorded, 10, "two ReplicaReleased and two ReplicaProtected Events")
     reasons = [e["reason"] for e in listed["items"]]
     assert reasons.count("ReplicaReleased") == 2 and reasons.count("ReplicaProtected") == 2
     held = [e for e in listed["items"] if e["reason"] == "ReplicaFloorReached"]

@@ -264,7 +264,8 @@ async def test_removing_a_service_removes_its_dcd(world: World) -> None:
         return set(await world.dcds()) == {"g-frontend"}
 
     await eventually(only_frontend, 10, "worker DCD deleted")
-    assert await _reasons(world, "DeletedDCD")
+    # The Event is posted after the delete it reports: wait for it, do not sample.
+    await eventually(lambda: _reasons(world, "DeletedDCD"), 10, "a DeletedDCD Event")
 
 
 async def test_invalid_names_fail_and_create_nothing(world: World) -> None:

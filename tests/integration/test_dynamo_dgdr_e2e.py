@@ -58,6 +58,15 @@ class World:
         listed = await self.client.list(EVENTS, namespace=NS)
         return [e["reason"] for e in listed["items"] if e["involvedObject"].get("name") == name]
 
+    async def recorded(self, name: str, *reasons: str) -> None:
+        """Wait for the Events: the recorder posts them after the status write that shows the state
+        (asynchronously, as kube's recorder does), so seeing the state does not mean they are there."""
+
+        async def all_there() -> bool:
+            return set(reasons) <= set(await self.reasons(name))
+
+        await eventually(all_there, 10, f"Events {', '.join(reasons)} of {name}")
+
 
 def request(name: str, **spec: Any) -> Obj:
     body: Obj = {"modelName": MODEL, "backend": "vllm", "sla": {"ttft": 200, "itl": 20}, **spec}
@@ -120,14 +129,12 @@ async def test_offline_auto_apply_reaches_ready_with_the_planned_graph(world: Wo
         )
     assert dgd["spec"]["services"]["Planner"]["componentType"] == "planner"
     assert dgd["spec"] == status["generatedDeployment"]["spec"]
-    reasons = await world.reasons("qwen")
-    for reason in ("Initialized", "SpecGenerated", "DeploymentCreated", "DeploymentReady"):
-        assert reason in reasons
+    await world.recorded("qwen", "Initialized", "SpecGenerated", "DeploymentCreated", "DeploymentReady")
 
     await world.client.delete(DGD, "qwen", namespace=NS)
     deleted = await eventually(lambda: world.state("qwen", "DeploymentDeleted"), 20, "DeploymentDeleted")
     assert deleted["status"]["deployment"]["state"] == "Deleted"
-    assert "DeploymentDeleted" in await world.reasons("qwen")
+    await world.recorded("qwen", "DeploymentDeleted")
     assert await _get(world, DGD, "qwen") is None  # not created again
 
 
@@ -153,7 +160,7 @@ async def test_without_auto_apply_stops_at_ready_and_rejects_spec_edits(world: W
     assert after["status"]["state"] == "Ready"
     assert after["status"]["observedGeneration"] == 1
     assert after["status"]["generatedDeployment"] == generated  # nothing of the edit applied
-    assert "SpecChangeRejected" in await world.reasons("spec-only")
+    await world.recorded("spec-only", "SpecChangeRejected")
 
 
 async def test_unknown_model_and_gpu_type_fail_naming_the_field(world: World) -> None:
@@ -167,7 +174,7 @@ async def test_unknown_model_and_gpu_type_fail_naming_the_field(world: World) ->
     failed = await eventually(lambda: world.state("bad-gpu", "Failed"), 10, "unknown GPU fails")
     message = next(c for c in failed["status"]["conditions"] if c["type"] == "Validation")["message"]
     assert message.startswith("spec.gpu.type:") and "tpu-v5" in message and "h100_sxm" in message
-    assert "ValidationFailed" in await world.reasons("bad-gpu")
+    await world.recorded("bad-gpu", "ValidationFailed")
 
 
 async def test_online_profiling_job_stand_in(world: World) -> None:
@@ -205,7 +212,7 @@ async def test_online_profiling_job_stand_in(world: World) -> None:
     await eventually(lambda: world.state("online", "Ready"), 30, "online request Ready")
     dgd = await world.client.get(DGD, "profiled", NS)
     assert dgd["metadata"]["labels"]["dgdr.nvidia.com/name"] == "online"
-    assert "ProfilingJobCreated" in await world.reasons("online")
+    await world.recorded("online", "ProfilingJobCreated")
 
 
 async def test_partitioned_mi300x_fleet_plans_in_partitions(world: World) -> None:

@@ -132,6 +132,18 @@ async def test_no_room_holds_the_drain_names_the_budget_then_the_timeout_release
     drain = await world.condition("DrainCompleted")
     assert (drain["status"], drain["reason"]) == ("False", "EvictionBlocked")
     assert f"PodDisruptionBudget {NS}/pd-1 (ModelInfer {NS}/pd)" in drain["message"]
+
+    # The Warning is posted after the status write that shows the block (asynchronously): wait for it.
+    async def blocked_warnings() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in (await world.client.list(EVENTS))["items"]
+            if e["involvedObject"].get("name") == NP
+            and e["reason"] == "EvictionBlocked"
+            and f"PodDisruptionBudget {NS}/pd-1 " in e["message"]
+        ]
+
+    await eventually(blocked_warnings, 10, "the EvictionBlocked Warning naming pd-1")
     warnings = [
         e
         for e in (await world.client.list(EVENTS))["items"]

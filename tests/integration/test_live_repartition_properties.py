@@ -3,7 +3,10 @@
 For random MI300X inference pools (2 to 4 nodes, starting in SPX or CPX) and a pool of other AMD
 nodes the plan never touches, random ModelInfers (replicas, roles, role replicas, workers,
 maxUnavailable, maxSurge, gang-scheduled or not; one ``amd.com/gpu`` per pod, pinned to the pool),
-random partitioning limits, target profiles and DCM delays, the real partitioning controllers and
+random partitioning limits, target profiles and DCM delays, and watches of the operator that deliver
+up to 0.3 s late (each its own lag: informers lagging the server and each other, as in an operator
+starved of CPU — the timing under which the drain once tainted a node its Pod cache thought empty),
+the real partitioning controllers and
 the real ModelInfer controller run against the embedded cluster (its kubelet, schedulers, AMD GPU
 operator, disruption controller and Eviction API). The plan is *edited* under the serving
 ModelInfers, as a user would repartition a pool:
@@ -27,6 +30,7 @@ test_live_repartition_no_room.py shows that case in detail).
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +88,8 @@ class Scenario:
     max_parallel: int
     max_unavailable: int
     dcm_delay: float
+    watch_lag: float  # each operator watch delivers up to this many seconds late
+    lag_seed: int
 
     @property
     def fits(self) -> bool:
@@ -122,6 +128,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         max_parallel=draw(st.integers(1, 3)),
         max_unavailable=draw(st.integers(1, 3)),
         dcm_delay=draw(st.sampled_from((0.0, 0.02, 0.05))),
+        watch_lag=draw(st.sampled_from((0.0, 0.1, 0.3))),
+        lag_seed=draw(st.integers(0, 2**16)),
     )
 
 
@@ -237,7 +245,9 @@ async def _run(s: Scenario) -> None:
     cluster = operator_rbac.cluster(fleet=_fleet(s), agents=True, ready_delay=0.0, dcm_delay=s.dcm_delay)
     await cluster.start()
     client = InMemoryKubeClient.for_cluster(cluster)
-    manager = Manager(operator_rbac.operator_client(cluster), leader_election=None, handle_signals=False)
+    lags = random.Random(s.lag_seed)
+    operator = operator_rbac.operator_client(cluster, watch_lag=lambda: lags.uniform(0.0, s.watch_lag))
+    manager = Manager(operator, leader_election=None, handle_signals=False)
     # With room, a drain never needs long; without, a short timeout fails the node and releases it.
     manager.set_options(PartitioningOptions(drain_timeout=60.0 if s.room else 1.5))
     for setup in (

@@ -140,10 +140,17 @@ async def test_kubectl_drain_takes_one_group_at_a_time(world: World, tmp_path: P
     assert watch.samples > 0
     assert watch.min_available == 1  # one group at a time, never both
     assert FIRST not in {p["spec"]["nodeName"] for p in await world.pods()}
-    allowed = await events(world, "DisruptionAllowed")
-    assert any(m.startswith("Released group pd-0 for eviction from cordoned node mi300x-0:") for m in allowed)
-    assert any(m.startswith("Released group pd-1 ") for m in allowed)
-    assert await events(world, "DisruptionProtected")
+
+    # Events are posted after the writes they report (asynchronously): wait for them, do not sample.
+    async def released_both() -> list[str] | None:
+        allowed = await events(world, "DisruptionAllowed")
+        both = any(
+            m.startswith("Released group pd-0 for eviction from cordoned node mi300x-0:") for m in allowed
+        )
+        return allowed if both and any(m.startswith("Released group pd-1 ") for m in allowed) else None
+
+    await eventually(released_both, 10, "DisruptionAllowed Events for pd-0 and pd-1")
+    await eventually(lambda: events(world, "DisruptionProtected"), 10, "a DisruptionProtected Event")
     # Steady state with the node still cordoned: no write at all.
     await asyncio.sleep(0.5)  # let in-flight Events land before counting
     world.operator.reset_counts()
@@ -191,7 +198,7 @@ async def test_no_room_holds_the_drain_and_says_why(world: World, tmp_path: Path
         "group pd-1 (PodDisruptionBudget pd-1) on cordoned node mi300x-0 waits: releasing it would leave "
         "0 of 2 groups available, below replicas - maxUnavailable = 1"
     )
-    warnings = await events(world, "DisruptionHeld")
+    warnings = await eventually(lambda: events(world, "DisruptionHeld"), 10, "the DisruptionHeld Event")
     assert warnings == [message]
     assert watch.min_available == 1
     world.cluster.server.store.unsubscribe(watch)

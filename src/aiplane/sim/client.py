@@ -44,9 +44,10 @@ the 403 kube would answer — and recorded in the cluster's audit log, exactly a
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.parse
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Self
 
 import orjson
@@ -95,10 +96,14 @@ class InMemoryKubeClient(KubeClient):
         max_throttle_retries: int = 5,
         observer: RequestObserver | None = None,
         user: UserInfo | None = None,
+        watch_lag: Callable[[], float] | None = None,
     ) -> None:
         self.cluster: cluster_mod.EmbeddedCluster | None = None
         #: Who the requests come from (``None``: the admin, neither authorized nor audited).
         self.user = user
+        #: Draws, per watch, how many seconds late its events are delivered (order kept, nothing
+        #: lost): informers lagging the server and each other, as in an operator starved of CPU.
+        self.watch_lag = watch_lag
         context: ServerContext
         if api is None:
             self.cluster = cluster_mod.EmbeddedCluster()
@@ -263,7 +268,7 @@ class InMemoryKubeClient(KubeClient):
 
     # --- watch ------------------------------------------------------------------------------------
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
         """A watch, as the server streams it: ``{"type", "object"}`` events until the stream ends.
 
         Like the HTTP stream, a request error (bad selector, an injected fault) raises
@@ -271,6 +276,11 @@ class InMemoryKubeClient(KubeClient):
         the 410 ``Status``, and the iterator simply ends when the server would end the stream (timeout,
         a fault closing watches, a watcher too far behind).
         """
+        events = self._stream(path, query)
+        lag = self.watch_lag() if self.watch_lag is not None else 0.0
+        return _delayed(events, lag) if lag > 0 else events
+
+    async def _stream(self, path: str, query: Mapping[str, str]) -> AsyncGenerator[dict[str, Any], None]:
         response = await self._send("GET", path, {**query, "watch": "true"}, b"", JSON)
         self._observe("WATCH", response.status)
         stream = response.stream
@@ -286,3 +296,33 @@ class InMemoryKubeClient(KubeClient):
         finally:
             await batches.aclose()
             stream.finish()
+
+
+async def _delayed(events: AsyncGenerator[dict[str, Any], None], lag: float) -> AsyncIterator[dict[str, Any]]:
+    """``events``, each delivered ``lag`` seconds after it arrived (a pump keeps reading meanwhile); an
+    error of the watch (e.g. a refused request) is raised when its turn comes, as without the lag."""
+    queue: asyncio.Queue[tuple[float, dict[str, Any] | BaseException | None]] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                queue.put_nowait((time.monotonic(), event))
+        except Exception as exc:  # handed to the consumer, in order
+            queue.put_nowait((time.monotonic(), exc))
+        else:
+            queue.put_nowait((time.monotonic(), None))
+
+    task = asyncio.create_task(pump())
+    try:
+        while True:
+            arrived, item = await queue.get()
+            await asyncio.sleep(max(0.0, arrived + lag - time.monotonic()))
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await events.aclose()  # end the watch now, not when the generator is collected

@@ -13,8 +13,10 @@ from aiplane.controllers.modelinfer.disruption import (
     desired_budgets,
     disruption_condition,
     left_to_the_drain,
+    spends_floor,
     unschedulable_changed,
 )
+from aiplane.controllers.modelinfer.plan_types import Plan
 from aiplane.controllers.modelinfer.planner import CreateRoleReplica, DeleteGroup, GroupSummary, plan
 from tests.unit.modelinfer.test_planner import cluster, inp
 
@@ -90,6 +92,20 @@ def test_budget_writes_protect_first_release_later_and_nothing_at_steady_state()
     ]
 
 
+def test_a_group_being_deleted_that_the_drain_may_take_has_its_budget_released() -> None:
+    """Its Ready pods on the cordoned node are left to the drain; a protected budget would refuse the
+    drain and nobody would remove them (a rolling update deleting a failed group stalled a drain)."""
+    groups = summaries((0, "Deleting"), (1, "Running"))
+    desired, keep = desired_budgets(MI, groups, frozenset({0}))
+    assert keep == set() and desired["mi-0"]["spec"]["minAvailable"] == 0
+    live = {name: {**body, "spec": {**body["spec"], "minAvailable": 4}} for name, body in desired.items()}
+    live["mi-1"] = desired["mi-1"]
+    writes = budget_writes(live, desired, keep)
+    assert [(w.op, w.name, w.release) for w in writes] == [("update", "mi-0", True)]
+    # Not released by the arbiter: kept as it is until the group is gone.
+    assert desired_budgets(MI, groups, frozenset())[1] == {"mi-0"}
+
+
 def test_budgets_select_exactly_the_group() -> None:
     body = desired_budgets(MI, summaries((3, "Creating")), frozenset())[0]["mi-3"]
     assert body["metadata"]["name"] == "mi-3"
@@ -160,3 +176,29 @@ def test_ready_pods_of_released_groups_on_cordoned_nodes_are_left_to_the_drain()
     ]
     pods[1]["metadata"] = {**pods[1]["metadata"], "name": "mi-0-y"}
     assert left_to_the_drain("mi", pods, {"n1"}, frozenset({0, 2})) == {"mi-0-x"}
+
+
+def test_only_steps_that_take_serving_capacity_are_confirmed_against_the_api_server() -> None:
+    """Releasing an available group, or deleting a pod of one, is decided again on a LIST (the Pod
+    cache may lag the Node cache); deleting what is down already, creating or protecting is not."""
+    d = decide(
+        mi_name="mi",
+        replicas=3,
+        max_unavailable=1,
+        available={0: True, 1: True, 2: True},
+        cordoned={0: ("n1",)},
+        released=(),
+    )
+    empty = Plan(actions=(), requeue_after=None, groups=())
+    assert d.released == frozenset({0})
+    assert spends_floor(d, empty, frozenset(), [])  # a new release of an available group
+    assert not spends_floor(d, empty, frozenset({0}), [])  # the same release, already written
+    held = decide(
+        mi_name="mi", replicas=3, max_unavailable=1, available={0: True, 1: True}, cordoned={}, released=()
+    )
+    gone = Plan(actions=(DeleteGroup(1, "scale down"),), requeue_after=None, groups=())
+    assert spends_floor(held, gone, frozenset(), [])  # deleting an available group
+    down = Plan(actions=(DeleteGroup(2, "rolling update"),), requeue_after=None, groups=())
+    assert not spends_floor(held, down, frozenset(), [])  # group 2 serves nothing: no LIST needed
+    make = Plan(actions=(CreateRoleReplica(2, "r", 0, "r1", (0,), False),), requeue_after=None, groups=())
+    assert not spends_floor(held, make, frozenset(), [])

@@ -490,3 +490,37 @@ async def test_same_answers_and_errors_as_over_https() -> None:
         await http.close()
         await memory.close()
         await cluster.stop()
+
+
+async def test_a_lagging_watch_delivers_every_event_in_order_late_and_ends_with_its_consumer(
+    client: InMemoryKubeClient,
+) -> None:
+    lagging = (
+        InMemoryKubeClient.for_cluster(client.cluster, watch_lag=lambda: 0.2) if client.cluster else None
+    )
+    assert lagging is not None
+    rv = (await client.list(CONFIGMAPS, NS))["metadata"]["resourceVersion"]
+    stream = lagging.watch(CONFIGMAPS, NS, resource_version=rv)
+    try:
+        sent = time.monotonic()
+        await client.create(CONFIGMAPS, cm("a"))
+        await client.create(CONFIGMAPS, cm("b"))
+        await client.delete(CONFIGMAPS, "a", namespace=NS)
+        assert await next_events(stream, 3) == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a")]
+        assert time.monotonic() - sent >= 0.2
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    server = client.server
+    assert server is not None and not watch.open_watches(server)
+    await lagging.close()
+
+
+async def test_a_lagging_watch_still_raises_what_the_server_refused(client: InMemoryKubeClient) -> None:
+    assert client.cluster is not None
+    lagging = InMemoryKubeClient.for_cluster(client.cluster, watch_lag=lambda: 0.05)
+    try:
+        with pytest.raises(ApiError) as caught:
+            await anext(lagging.watch(CONFIGMAPS, NS, label_selector="app in (web"))
+        assert caught.value.status == 400
+    finally:
+        await lagging.close()

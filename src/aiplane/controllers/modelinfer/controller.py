@@ -52,6 +52,7 @@ from aiplane.controllers.modelinfer.disruption import (
     disruption_condition,
     left_to_the_drain,
     pods_by_node,
+    spends_floor,
     unschedulable_changed,
 )
 from aiplane.controllers.modelinfer.disruption import (
@@ -260,6 +261,43 @@ class ModelInferReconciler:
             current_revision = update_revision
 
         decided = not self.expectations.pending(key, self._cached_child) and not self.budgets.pending(key)
+        decision, the_plan, live_budgets, cordoned_nodes = self._decide(
+            mi, key, pods, services, roles, revisions, update_revision, current_revision, now
+        )
+        if decided and spends_floor(decision, the_plan, self.budgets.released(mi, live_budgets), pods):
+            # A release or delete that takes serving capacity is decided on the pods as the API server
+            # has them: the Pod cache may lag the Node cache (a group a drain already evicted, shown
+            # available on a node shown uncordoned), and evictions are not our writes to expect.
+            pods = await self._listed_pods(mi)
+            decision, the_plan, live_budgets, cordoned_nodes = self._decide(
+                mi, key, pods, services, roles, revisions, update_revision, current_revision, now
+            )
+        if decided:
+            await self._sync_podgroups(mi, key, the_plan, revisions, roles)
+            await self.budgets.sync(mi, key, live_budgets, the_plan.groups, decision)
+            spared = left_to_the_drain(name, pods, cordoned_nodes, decision.released)
+            await self._act(mi, key, the_plan, revisions, roles, pods, services, spared)
+        await self._report(mi, the_plan, update_revision, current_revision, now, decision)
+        if decided:
+            await self._prune_revisions(mi, key, update_revision, current_revision, pods)
+        if the_plan.requeue_after is not None:
+            return Result(requeue_after=the_plan.requeue_after)
+        return None
+
+    def _decide(
+        self,
+        mi: Obj,
+        key: str,
+        pods: list[Obj],
+        services: list[Obj],
+        roles: list[Mapping[str, Any]],
+        revisions: dict[str, list[dict[str, Any]]],
+        update_revision: str,
+        current_revision: str,
+        now: datetime,
+    ) -> tuple[Decision, Plan, dict[str, Obj], set[str]]:
+        """Arbitrate, then plan with what the arbiter left (the drain wins over the rollout)."""
+        name = objects.name(mi)
         spec = objects.spec(mi)
         replicas = int(spec.get("replicas", 1))
         pod_views, service_views = views(mi, pods, services)
@@ -280,8 +318,6 @@ class ModelInferReconciler:
             services=service_views,
             now=now.timestamp(),
         )
-        # Disruption first (modelinfer/disruption.py): the arbiter spends the budget on drains, the
-        # plan gets what is left; budgets are written before any pod delete of the plan.
         live_budgets = self.budgets.live(mi, self._owned(self.pdbs, mi, key))
         cordoned_nodes = self._cordoned(pods)
         cordoned = cordoned_groups(name, pods, cordoned_nodes)
@@ -294,24 +330,16 @@ class ModelInferReconciler:
             released=self.budgets.released(mi, live_budgets),
         )
         the_plan = plan(
-            replace(
-                observed,
-                cordoned=frozenset(cordoned),
-                released=decision.released,
-                held=decision.held,
-            )
+            replace(observed, cordoned=frozenset(cordoned), released=decision.released, held=decision.held)
         )
-        if decided:
-            await self._sync_podgroups(mi, key, the_plan, revisions, roles)
-            await self.budgets.sync(mi, key, live_budgets, the_plan.groups, decision)
-            spared = left_to_the_drain(name, pods, cordoned_nodes, decision.released)
-            await self._act(mi, key, the_plan, revisions, roles, pods, services, spared)
-        await self._report(mi, the_plan, update_revision, current_revision, now, decision)
-        if decided:
-            await self._prune_revisions(mi, key, update_revision, current_revision, pods)
-        if the_plan.requeue_after is not None:
-            return Result(requeue_after=the_plan.requeue_after)
-        return None
+        return decision, the_plan, live_budgets, cordoned_nodes
+
+    async def _listed_pods(self, mi: Obj) -> list[Obj]:
+        """The ModelInfer's pods from the API server (a quorum read), those it controls."""
+        listed = await self.client.list(
+            PODS, objects.namespace(mi), label_selector=f"{LABEL_NAME}={objects.name(mi)}"
+        )
+        return [p for p in listed.get("items") or () if controlled_by(p, mi)]
 
     def _decorated_roles(self, namespace: str, roles: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """The roles with the platform's additions in their templates. The revision hashes these, so

@@ -43,7 +43,13 @@ from aiplane.controllers.disruption import (
     is_released,
 )
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, group_name, group_ordinal
-from aiplane.controllers.modelinfer.plan_types import GroupSummary
+from aiplane.controllers.modelinfer.plan_types import (
+    DeleteGroup,
+    DeletePods,
+    DeleteRoleReplica,
+    GroupSummary,
+    Plan,
+)
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.events import NORMAL, EventRecorder
 from aiplane.kube.expectations import Expectations
@@ -62,6 +68,7 @@ __all__ = [
     "disruption_condition",
     "left_to_the_drain",
     "pods_by_node",
+    "spends_floor",
 ]
 
 Obj = dict[str, Any]
@@ -126,6 +133,32 @@ def _ready(pod: Mapping[str, Any]) -> bool:
     return any(
         isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
     )
+
+
+def spends_floor(
+    decision: Decision, the_plan: Plan, already_released: frozenset[int], pods: Iterable[Mapping[str, Any]]
+) -> bool:
+    """Does acting on this decision take serving capacity: release an available group's budget that
+    is not released yet, or delete a pod of an available group (scale down, rolling update)?
+
+    Such a step must rest on the pods as the API server has them, not on a Pod cache that may lag
+    the Node cache (the executor confirms with a LIST and decides again). Everything else — deleting
+    pods of groups already unavailable, creating, protecting — costs nothing and needs no LIST.
+    """
+    available = {o for o, up in decision.available.items() if up}
+    if any(o in available and o not in already_released for o in decision.released):
+        return True
+    mi_name = decision.mi_name
+    ordinal_of = {
+        objects.name(p): group_ordinal(mi_name, str(objects.labels(p).get(LABEL_GROUP_NAME) or ""))
+        for p in pods
+    }
+    for action in the_plan.actions:
+        if isinstance(action, DeleteGroup | DeleteRoleReplica) and action.ordinal in available:
+            return True
+        if isinstance(action, DeletePods) and any(ordinal_of.get(n) in available for n, _ in action.pods):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -243,13 +276,20 @@ def desired_budgets(
     mi: Mapping[str, Any], groups: Iterable[GroupSummary], released: frozenset[int]
 ) -> tuple[dict[str, Obj], set[str]]:
     """The budgets every group that is not Deleting should have, and the names of Deleting groups'
-    budgets, which are kept as they are until the group is gone (like their PodGroups)."""
+    budgets, which are kept as they are until the group is gone (like their PodGroups).
+
+    A Deleting group the arbiter released is the exception: its budget is released too. The executor
+    leaves the Ready pods of a released group on a cordoned node to the drain
+    (:func:`left_to_the_drain`); were the budget kept protected, the drain could not evict them
+    and the controller would not delete them — a rolling update that deletes a group a failure made
+    unavailable, while a drain waits for it, stalled until the drain timed out.
+    """
     mi_name = objects.name(mi)
     desired: dict[str, Obj] = {}
     keep: set[str] = set()
     for g in groups:
         name = group_name(mi_name, g.ordinal)
-        if g.state == "Deleting":
+        if g.state == "Deleting" and g.ordinal not in released:
             keep.add(name)
             continue
         labels = {LABEL_NAME: mi_name, LABEL_GROUP_NAME: name}

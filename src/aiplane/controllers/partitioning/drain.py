@@ -5,6 +5,15 @@ DaemonSet pods: the taint manager evicts without asking PodDisruptionBudgets (up
 a cordon cannot remove DaemonSet pods (they tolerate unschedulable) such as the device plugin, which
 must restart to publish the new partitions.
 
+"Emptied" must be true of the node, not only of our cache. A pod bound just before the cordon (a
+ModelInfer group rebuilt there a moment earlier) may not be in the Pod informer yet; tainting on
+that view lets the taint manager delete a whole group its PodDisruptionBudget protects, while the
+workload's arbiter, which counted that group as serving, releases another one to a drain (the
+serving floor broken). So the taint is never decided in the step that writes the cordon: it waits
+until the cordon is committed and observed, and the executor then confirms the node's pods with a
+LIST from the API server (``node.py``) before writing it. A pod bound after that LIST would have
+been placed by a scheduler that did not yet see the cordon.
+
 Terminating pods are not evicted again but are waited for: a pod in its grace period can still hold
 ``/dev/kfd`` and make DCM fail with "Device busy". So are DaemonSet pods without any toleration of the
 taint, once the node is tainted: kube's DaemonSet controller deletes a daemon pod that does not
@@ -62,8 +71,10 @@ def pods_to_drain(pods: Sequence[PodView], node_name: str) -> list[PodView]:
     ]
 
 
-def _cordon(run: Run) -> None:
-    if not run.node.unschedulable:
+def _cordon(run: Run) -> bool:
+    """Cordon (recording who did); True when the cordon is written by this step, not yet committed."""
+    cordoning = not run.node.unschedulable
+    if cordoning:
         run.act(Cordon(run.owner))
     if run.ours(CORDONED_BY_ANNOTATION):
         run.cond(NODE_CORDONED, "True", "CordonSucceeded", f"Node {run.node_name} cordoned")
@@ -74,11 +85,22 @@ def _cordon(run: Run) -> None:
             "AlreadyCordoned",
             f"Node {run.node_name} was already unschedulable; it will be left cordoned",
         )
+    return cordoning
 
 
-def _taint_once_evicted(run: Run, remaining: list[PodView]) -> list[PodView]:
-    """Taint when no workload pod is left (or the node is tainted already); the pods still to go."""
+def _taint_once_evicted(run: Run, remaining: list[PodView], cordoning: bool) -> tuple[list[PodView], bool]:
+    """Taint when no workload pod is left and the cordon is in place (or the node is tainted
+    already); the pods still to go, and whether the taint waits for the cordon."""
     workload = [p for p in remaining if not p.daemonset]
+    if cordoning and not workload and not run.node.has_dcm_taint:
+        run.cond(
+            NODE_TAINTED,
+            "False",
+            "WaitingForCordon",
+            f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} waits until the cordon is in place and the "
+            "node's pods are listed again (the taint evicts without asking PodDisruptionBudgets)",
+        )
+        return remaining, True
     if workload and not run.node.has_dcm_taint:
         run.cond(
             NODE_TAINTED,
@@ -87,7 +109,7 @@ def _taint_once_evicted(run: Run, remaining: list[PodView]) -> list[PodView]:
             f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} waits until {len(workload)} pods are evicted "
             "through the Eviction API (PodDisruptionBudgets honoured)",
         )
-        return workload
+        return workload, False
     if not run.node.has_dcm_taint:
         run.act(Taint(run.owner))
     if run.ours(TAINTED_BY_ANNOTATION) or not run.node.has_dcm_taint:
@@ -101,7 +123,7 @@ def _taint_once_evicted(run: Run, remaining: list[PodView]) -> list[PodView]:
             "AlreadyTainted",
             f"Node {run.node_name} already had an {TAINT_KEY}:{TAINT_EFFECT} taint; it will be left in place",
         )
-    return remaining
+    return remaining, False
 
 
 def _timed_out(run: Run, remaining: list[PodView]) -> bool:
@@ -164,8 +186,12 @@ def draining(run: Run) -> bool:
     if run.profile is None:
         return run.profile_gone()
     run.ensure_finalizer()
-    _cordon(run)
-    remaining = _taint_once_evicted(run, pods_to_drain(run.pods, run.node_name))
+    cordoning = _cordon(run)
+    remaining, waits = _taint_once_evicted(run, pods_to_drain(run.pods, run.node_name), cordoning)
+    if waits:
+        # Our own cordon write brings the node back here; the retry interval is only a fallback.
+        run.wait(run.config.eviction_retry.total_seconds())
+        return False
     if not remaining:
         message = f"All pods evicted from node {run.node_name}"
         run.cond(DRAIN_COMPLETED, "True", "DrainSucceeded", message)

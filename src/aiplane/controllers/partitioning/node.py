@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.apimachinery.selectors import compile_selector
-from aiplane.controllers.partitioning.drain import pods_to_drain
 from aiplane.controllers.partitioning.node_actions import Cordon, Evict, Taint, apply_node_actions
 from aiplane.controllers.partitioning.node_machine import NodeObservation, decide
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
@@ -230,63 +230,59 @@ class NodePartitioningExecutor:
             dcm_events=dcm_event_views(dcm_events),
             blocked=blocked,
         )
-        decision = decide(seen, self.clock.now(), self.config)
+        now = self.clock.now()
+        decision = decide(seen, now, self.config)
         if _disrupts(decision) and not all_fresh((self.nps, self.nodes, self.pods)):
             # A view that stopped moving (a dead watch, an unreachable API server) may hide a node
             # already out of service or pods that moved: never start taking a node out on it.
             return Result(requeue_after=STALE_RECHECK)
-        if not (decision.is_noop and not decision.evictions) and not await self._act(
-            request.key, np, node, decision
-        ):
-            return Result(requeue=True)  # the pod cache was behind: decide again once it caught up
+        if _taints(decision):
+            # The taint evicts without asking PodDisruptionBudgets: "no workload pod left" must hold on
+            # the API server, not only in a cache that may lag a pod bound just before the cordon
+            # (drain.py). The cordon is committed (the decision saw it), so this LIST is after it.
+            pods = await self._pods_listed_on(node_name)
+            blocked = self._blocked_for(request.key, pods)
+            seen = replace(seen, pods=pod_views(pods), blocked=blocked)
+            decision = decide(seen, now, self.config)
+        self._forget_blocked(request.key, pods)
+        if not (decision.is_noop and not decision.evictions):
+            await self._act(request.key, np, node, decision)
         if not decision.evictions:
             self.blocked.pop(request.key, None)
         elif set(self.blocked.get(request.key, {}).values()) != set(blocked):
             return Result(requeue=True)  # report the Eviction API's new answer now, not a retry later
         return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
 
-    def _blocked_for(self, key: str, pods: Iterable[Mapping[str, Any]]) -> tuple[BlockedEviction, ...]:
-        """The remembered refusals for pods still on the node (the rest are forgotten)."""
-        memory = self.blocked.get(key)
-        if not memory:
-            return ()
-        present = {f"{objects.namespace(p)}/{objects.name(p)}" for p in pods}
-        for pod_key in [k for k in memory if k not in present]:
-            del memory[pod_key]
-        return tuple(memory.values())
-
-    async def _workload_unseen(self, node_name: str) -> bool:
-        """Whether a consistent read finds a workload pod still to drain on ``node_name``.
-
-        The NoExecute taint evicts without asking PodDisruptionBudgets, so it must never land on a pod
-        the drain did not evict. The decision to taint rests on the pod cache, which can be behind the
-        API server: a pod bound just before the cordon (a scheduler's bind racing it) may not be in it
-        yet. One list of the node's pods, from the API server, before each taint closes that window.
-        """
+    async def _pods_listed_on(self, node_name: str) -> list[dict[str, Any]]:
+        """The node's pods as the API server has them now (a quorum read, as ``kubectl drain`` lists)."""
         listed = await self.client.list(PODS, field_selector=f"spec.nodeName={node_name}")
-        fresh = pod_views(listed.get("items") or [])
-        return any(not pod.daemonset for pod in pods_to_drain(fresh, node_name))
+        return [pod_for_drain(p) for p in listed.get("items") or ()]
+
+    def _blocked_for(self, key: str, pods: Iterable[Mapping[str, Any]]) -> tuple[BlockedEviction, ...]:
+        """The remembered refusals for pods still on the node."""
+        memory = self.blocked.get(key) or {}
+        present = {f"{objects.namespace(p)}/{objects.name(p)}" for p in pods}
+        return tuple(b for pod_key, b in memory.items() if pod_key in present)
+
+    def _forget_blocked(self, key: str, pods: Iterable[Mapping[str, Any]]) -> None:
+        """Forget the refusals of pods no longer on the node (after the decision: a pod the cache
+        lacks but the confirming LIST found keeps its memory)."""
+        memory = self.blocked.get(key)
+        if memory:
+            present = {f"{objects.namespace(p)}/{objects.name(p)}" for p in pods}
+            for pod_key in [k for k in memory if k not in present]:
+                del memory[pod_key]
 
     async def _act(
         self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: Decision
-    ) -> bool:
-        """Carry out ``decision`` in the order the module docstring gives, stopping at the first error.
-        ``False``: the decision rested on a pod cache that was behind; only its cordon was applied."""
+    ) -> None:
+        """Carry out ``decision`` in the order the module docstring gives, stopping at the first error."""
         current = np
         if decision.finalizer == "add":
             current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
         if decision.node_mutations and node is not None:
-            mutations = decision.node_mutations
-            stale = any(isinstance(m, Taint) for m in mutations) and await self._workload_unseen(
-                objects.name(node)
-            )
-            if stale:
-                mutations = tuple(m for m in mutations if not isinstance(m, Taint))
-            if mutations:
-                updated = apply_node_actions(node, mutations)
-                await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
-            if stale:
-                return False
+            updated = apply_node_actions(node, decision.node_mutations)
+            await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
         for eviction in decision.evictions:
             await self._evict(key, eviction)
         if decision.status is not None:
@@ -298,7 +294,6 @@ class NodePartitioningExecutor:
             self.recorder.emit(current, event.type, event.reason, event.message)
         if decision.finalizer == "remove":
             await self._patch_finalizer(key, current, finalizer_patch_remove(current, FINALIZER))
-        return True
 
     async def _patch_finalizer(
         self, key: str, np: dict[str, Any], patch: list[dict[str, Any]]
@@ -335,6 +330,11 @@ class NodePartitioningExecutor:
 def _disrupts(decision: Decision) -> bool:
     """Does ``decision`` take a node (further) out of service: a cordon, a taint, an eviction?"""
     return any(isinstance(action, Cordon | Taint | Evict) for action in decision.node_actions)
+
+
+def _taints(decision: Decision) -> bool:
+    """Does ``decision`` put the ``amd-dcm`` NoExecute taint on the node?"""
+    return any(isinstance(action, Taint) for action in decision.node_actions)
 
 
 def _budget_refusal(exc: ApiError, eviction: Evict) -> BlockedEviction | None:

@@ -20,7 +20,9 @@ How the executor runs a decision
 :func:`decide` advances through as many phases as the observed world allows in one call (a fixpoint),
 so applying its decision and deciding again with the same pods, events and clock changes nothing (no
 node write, no status write, no event; evictions blocked by a PodDisruptionBudget are simply asked
-for again). The executor must apply a decision **in this order**, stopping at the first API error and
+for again). One step stops short on purpose: the ``amd-dcm`` taint never rides on the write of our
+own cordon (``drain``); the next decision, on the committed cordon, takes it, and the executor
+confirms its pods with a LIST first. The executor must apply a decision **in this order**, stopping at the first API error and
 requeueing with backoff (an API error never makes an NP Failed — nothing in this module sees one):
 
 1. ``finalizer == "add"``: JSON-patch the finalizer onto the NP, guarded by a ``test`` of
