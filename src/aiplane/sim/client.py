@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import urllib.parse
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Self
 
 import orjson
@@ -260,7 +260,9 @@ class InMemoryKubeClient(KubeClient):
 
     # --- watch ------------------------------------------------------------------------------------
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """A watch, as the server streams it: ``{"type", "object"}`` events until the stream ends.
 
         Like the HTTP stream, a request error (bad selector, an injected fault) raises
@@ -273,6 +275,8 @@ class InMemoryKubeClient(KubeClient):
         stream = response.stream
         if stream is None:
             raise _error(response)
+        if on_open is not None:
+            on_open()
         batches = stream.batches()
         try:
             async for batch in batches:
