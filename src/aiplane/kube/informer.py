@@ -9,25 +9,29 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
   If the snapshot expires mid-way (410 on the continue token) the list restarts as one unpaginated list,
   as client-go's pager does (restarting pagination could expire again, forever, on a busy resource). The
   WATCH then starts at the list's resourceVersion with ``allowWatchBookmarks``: nothing between the list
-  and the watch is missed, and bookmarks keep the resourceVersion fresh on quiet resources so that a
-  later re-watch rarely falls out of the server's history.
-* **Re-watch, relist.** A stream that ends normally (the server's timeout, a load balancer) is resumed
-  from the last resourceVersion seen: no event is missed or repeated. When that is impossible — 410 Gone
-  (an ERROR event with code 410, or HTTP 410: the history no longer reaches back), or a stream that broke
+  and the watch is missed, and bookmarks keep the resourceVersion fresh when the resource changes
+  outside the watch's namespace or selectors, so that a later re-watch rarely falls out of the
+  server's history.
+* **Re-watch, relist.** A stream that ends normally (the server's timeout, a load balancer), or that
+  stays silent past the read deadline (below), is resumed from the last resourceVersion seen: no event
+  is missed or repeated. When that is impossible — 410 Gone (an ERROR event with code 410, or HTTP
+  410: the history no longer reaches back), or a stream that broke
   (a lost connection, a 5xx) — the informer relists and reconciles its cache against the fresh list,
   emitting synthetic ``on_add``, ``on_update`` (only for a changed resourceVersion) and ``on_delete`` for
   exactly the differences (:func:`diff`). So a handler sees every object's state converge to the server's,
   and never the same (key, resourceVersion) twice.
 * **Liveness.** Silence on a watch is normal: kube-apiserver bookmarks a watch (about once a minute)
-  only when its resource changed since the watch began (the cacher's ``lastProcessedResourceVersion``,
-  advanced by that resource's own events, must exceed the watch's resourceVersion), so a watch of a
-  resource nobody writes hears nothing until the server ends it at ``timeoutSeconds``. A connection
+  only when its resource changed since the watch began (``k8s.io/apiserver`` ``pkg/storage/cacher``:
+  the cacher's ``lastProcessedResourceVersion``, advanced by that resource's own events, must exceed
+  the watch's resourceVersion), so a watch of a resource nobody writes hears nothing until the server
+  ends it at ``timeoutSeconds``. A connection
   that silently died (a NAT entry dropped, a load balancer failed over: no FIN, no RST) looks the same,
   so, as client-go relies on TCP keepalive and HTTP/2 pings rather than on events, every watch has a
   client-side read deadline, ``watch_idle_timeout`` (default 45 s): when nothing arrived within it, the
   watch is ended and a new one is opened from the last resourceVersion over a fresh connection — no
   relist (a 410 then relists as usual), logged at debug level. A live server answers the new watch at
-  once, and an established watch (the server's 200 response to it) counts as hearing from the server.
+  once, and an established watch (the server's 200 response to it) counts as hearing from the server;
+  a watch request it does not answer within the deadline is a failure (a warning, backoff).
   Each informer remembers when it last heard from the server (:attr:`Informer.last_heard`: a list, a
   watch established, an event, a bookmark); one that has heard nothing for ``stale_after`` seconds
   (default 90 s: two read deadlines, so a live server never lets a quiet informer go stale) is *stale*
@@ -200,9 +204,7 @@ class _GoneError(Exception):
 
 class _IdleError(Exception):
     """Nothing within ``watch_idle_timeout``: a quiet resource or a dead connection; re-watch.
-
-    ``opened``: the server had answered the watch request (a quiet watch, as kube's are), rather than
-    never answering it (an unreachable server, a dead connection)."""
+    ``opened``: the server had answered the watch request (a quiet watch), not left it unanswered."""
 
     def __init__(self, message: str, *, opened: bool) -> None:
         super().__init__(message)
@@ -344,7 +346,7 @@ class Informer:
         if not self._stale_logged and self.stale:
             self._stale_logged = True
             log.warning(
-                "informer %s: nothing from the API server for %.0f s (no event, no bookmark): "
+                "informer %s: nothing from the API server for %.0f s (no list, watch or event): "
                 "its cache is stale, drains wait for it",
                 self.name,
                 self.silence() or 0.0,
@@ -500,8 +502,7 @@ class Informer:
         started = loop.time()
         received = 0
         opened = False
-        # The read deadline: pushed back by the server's answer and by every event and bookmark; one
-        # timer for the whole stream (it also bounds a request the server never answers).
+        # The read deadline, pushed back by the server's answer and each event: one timer per stream.
         deadline = asyncio.timeout_at(started + self.watch_idle_timeout)
 
         def established() -> None:
@@ -522,8 +523,7 @@ class Informer:
             allow_bookmarks=True,
             on_open=established,
         )
-        # A refused watch is refused at once (403 on the request): one still open after SHORT_WATCH is
-        # allowed (for clients that do not report the server's answer).
+        # A refused watch is refused at once (403): one still open after SHORT_WATCH is allowed.
         allowed = loop.call_later(SHORT_WATCH, self._watch_allowed)
         try:
             async with deadline:
@@ -637,9 +637,8 @@ class Informer:
                 await self._pause()  # a very short, empty watch: do not hammer the server
 
     async def _idle(self, exc: _IdleError) -> None:
-        """The read deadline passed: end the watch and open a new one from the same resourceVersion
-        (the cache is still right; a watch of a quiet resource hears nothing, on kube as on the twin).
-        A watch the server never answered is a failure (backoff, a warning); a quiet one is routine."""
+        """The read deadline passed: watch again from the same resourceVersion (the cache is still
+        right). A quiet watch is routine; one the server never answered is a failure (backoff)."""
         self.stats.idle_timeouts += 1
         if exc.opened:
             log.debug("informer %s: %s: re-watching from %s", self.name, exc, self.resource_version)
