@@ -637,11 +637,12 @@ class Informer:
                 await self._pause()  # a very short, empty watch: do not hammer the server
 
     async def _idle(self, exc: _IdleError) -> None:
-        """The read deadline passed: watch again from the same resourceVersion (the cache is still
-        right). A quiet watch is routine; one the server never answered is a failure (backoff)."""
+        """The read deadline passed: watch again from the same resourceVersion (the cache is right)."""
         self.stats.idle_timeouts += 1
-        if exc.opened:
+        if exc.opened:  # a watch that was answered and lasted: as healthy as one the server ended
             log.debug("informer %s: %s: re-watching from %s", self.name, exc, self.resource_version)
+            self.backoff.reset()
+            self._expired_streak = 0
             return
         log.warning("informer %s: %s: the connection may be dead; watching again", self.name, exc)
         self._warn_stale()

@@ -147,3 +147,29 @@ async def test_a_watch_that_speaks_is_never_abandoned() -> None:
         assert informer.stats.idle_timeouts == 0 and client.lists == 1 and not informer.stale
     finally:
         await informer.stop()
+
+
+async def test_a_quiet_watch_that_lasted_resets_the_backoff_of_earlier_failures() -> None:
+    """A quiet resource's watches never end on their own (the read deadline ends them): one that was
+    answered and lasted counts as healthy, so a later failure starts from the shortest delay again."""
+
+    class FailingFirst(QuietServer):
+        async def stream(
+            self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+        ) -> AsyncIterator[dict[str, Any]]:
+            if len(self.queries) < 3:
+                self.queries.append(query)
+                raise ApiError(500, "InternalError", "etcd is restarting")
+            async for event in super().stream(path, query, on_open=on_open):
+                yield event
+
+    client = FailingFirst()
+    informer = Informer(client, NODES, **_fast({"watch_idle_timeout": 0.2, "stale_after": 0.5}))
+    informer.start()
+    try:
+        await eventually(lambda: informer.stats.failures == 3 and client.open_streams == 1, 2, "3 failures")
+        assert informer.backoff.attempts == 3
+        await eventually(lambda: informer.stats.idle_timeouts >= 1, 2, "a quiet watch ended")
+        assert informer.backoff.attempts == 0 and not informer.stale
+    finally:
+        await informer.stop()
