@@ -31,7 +31,7 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
   watch is ended and a new one is opened from the last resourceVersion over a fresh connection — no
   relist (a 410 then relists as usual), logged at debug level. A live server answers the new watch at
   once, and an established watch (the server's 200 response to it) counts as hearing from the server;
-  a watch request it does not answer within the deadline is a failure (a warning, backoff).
+  a watch request it does not answer within the deadline is a failure (a warning).
   Each informer remembers when it last heard from the server (:attr:`Informer.last_heard`: a list, a
   watch established, an event, a bookmark); one that has heard nothing for ``stale_after`` seconds
   (default 90 s: two read deadlines, so a live server never lets a quiet informer go stale) is *stale*
@@ -505,8 +505,7 @@ class Informer:
         # The read deadline, pushed back by the server's answer and each event: one timer per stream.
         deadline = asyncio.timeout_at(started + self.watch_idle_timeout)
 
-        def established() -> None:
-            # The server answered the watch (its 200): it is there, and the watch is allowed.
+        def established() -> None:  # the server answered (its 200): it is there, the watch allowed
             nonlocal opened
             opened = True
             self._heard()
@@ -605,7 +604,7 @@ class Informer:
             try:
                 healthy = await self._watch()
             except _IdleError as exc:
-                await self._idle(exc)
+                self._idle(exc)
                 continue
             except _GoneError:
                 need_list = True
@@ -636,17 +635,18 @@ class Informer:
             else:
                 await self._pause()  # a very short, empty watch: do not hammer the server
 
-    async def _idle(self, exc: _IdleError) -> None:
-        """The read deadline passed: watch again from the same resourceVersion (the cache is right)."""
+    def _idle(self, exc: _IdleError) -> None:
+        """The read deadline passed: watch again from the same resourceVersion (the cache is right).
+        Unanswered, it is a failure, but the deadline already spaced the attempts: no backoff."""
         self.stats.idle_timeouts += 1
         if exc.opened:  # a watch that was answered and lasted: as healthy as one the server ended
             log.debug("informer %s: %s: re-watching from %s", self.name, exc, self.resource_version)
             self.backoff.reset()
             self._expired_streak = 0
             return
+        self.stats.failures += 1
         log.warning("informer %s: %s: the connection may be dead; watching again", self.name, exc)
         self._warn_stale()
-        await self._pause()
 
     def _watch_allowed(self) -> None:
         self.forbidden = None
