@@ -53,10 +53,10 @@ LEASE_TIMING = (
 #: What the injector can do. The network kinds need the proxy (tests/chaos/proxy.py).
 PROCESS_FAULTS = ("kill", "pause")
 API_FAULTS = ("storm-500", "storm-429", "storm-503", "conflict-409", "watch-close", "watch-410")
-#: With the proxy: the operator's watch read deadline is 1.5 s and an informer that heard nothing for
-#: 4 s is stale (production: 45 s and 90 s; docs/architecture.md). Bookmarks keep kube's rule and
+#: With the proxy: the operator's watch read deadline is 3 s and an informer that heard nothing for
+#: 6 s is stale (production: 45 s and 90 s; docs/architecture.md). Bookmarks keep kube's rule and
 #: period, so quiet watches are silent and re-opened at the read deadline, as against kube.
-PROXIED_LIVENESS = (1.5, 4.0)
+PROXIED_LIVENESS = (3.0, 6.0)
 TRANSIENT = frozenset({409, 410, 429, 500, 503, 504})
 
 
