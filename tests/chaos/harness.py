@@ -30,7 +30,6 @@ import yaml
 from aiplane.controllers import registry
 from aiplane.kube.client import ApiError
 from aiplane.kube.resources import resource_for
-from aiplane.sim.apiserver import watch as sim_watch
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
@@ -54,10 +53,10 @@ LEASE_TIMING = (
 #: What the injector can do. The network kinds need the proxy (tests/chaos/proxy.py).
 PROCESS_FAULTS = ("kill", "pause")
 API_FAULTS = ("storm-500", "storm-429", "storm-503", "conflict-409", "watch-close", "watch-410")
-#: With the proxy: the server bookmarks every second, the operator's watch read deadline is 4 s and
-#: an informer silent for 3 s is stale (production: 60 s, 120 s, 90 s; docs/architecture.md).
-PROXIED_BOOKMARKS = 1.0
-PROXIED_LIVENESS = (4.0, 3.0)
+#: With the proxy: the operator's watch read deadline is 3 s and an informer that heard nothing for
+#: 6 s is stale (production: 45 s and 90 s; docs/architecture.md). Bookmarks keep kube's rule and
+#: period, so quiet watches are silent and re-opened at the read deadline, as against kube.
+PROXIED_LIVENESS = (3.0, 6.0)
 TRANSIENT = frozenset({409, 410, 429, 500, 503, 504})
 
 
@@ -399,14 +398,12 @@ async def world(
     ``proxied`` they reach it through the chaos proxy (the network fault kinds)."""
     cluster = EmbeddedCluster(fleet=fleet, agents=True, ready_delay=0.05, dcm_delay=0.2)
     url = await cluster.start()
-    bookmarks = sim_watch.BOOKMARK_FREQUENCY
     kubeconfig = tmp / "kubeconfig"
     network = None
     liveness = None
     if proxied:
-        # Dead connections noticed in seconds (tests/chaos/hooks.py), healthy watches bookmarked
-        # more often than that (restored on the way out: the module is shared).
-        sim_watch.BOOKMARK_FREQUENCY, liveness = PROXIED_BOOKMARKS, PROXIED_LIVENESS
+        # Dead connections noticed in seconds (tests/chaos/hooks.py).
+        liveness = PROXIED_LIVENESS
         proxy = await start_proxy(url)
         network = NetworkChaos(proxy)
         config = cluster.kubeconfig()
@@ -431,7 +428,6 @@ async def world(
             await network.proxy.stop()
         await client.close()
         await cluster.stop()
-        sim_watch.BOOKMARK_FREQUENCY = bookmarks
 
 
 def seeds(count: int) -> list[int]:

@@ -1,9 +1,10 @@
 """Loaded by the operator process (``AIPLANE_EXTRA_CONTROLLERS``) in the network campaigns: shorter
-liveness bounds, so that a black-holed watch is noticed in seconds, not the production 90/120 s.
+liveness bounds, so that a black-holed watch is noticed in seconds, not the production 45/90 s.
 
 Listed first in ``--controllers`` so that it runs before any controller creates an informer (the
-bounds apply to informers created after they are set). The embedded server's bookmarks are made as
-frequent (``harness.world(proxied=True)``), so a healthy quiet watch still speaks in time.
+bounds apply to informers created after they are set). The read deadline stays well below the
+staleness bound (``harness.PROXIED_LIVENESS``), so a quiet watch, re-opened at each deadline, never
+makes an informer stale while the server answers.
 """
 
 from __future__ import annotations

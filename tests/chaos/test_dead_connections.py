@@ -1,9 +1,12 @@
-"""Finding 1 of issue 16: connections that die without closing must not stall the operator.
+"""Connections that die without closing must not stall the operator, and quiet watches are not dead.
 
 A :class:`~tests.chaos.proxy.ChaosProxy` sits between a Manager (real HTTP client) and the embedded API
-server; black-holing the open connections (new ones still work, as after a NAT drop or a load-balancer
-failover) must be noticed within the informer's bounds: ``/readyz`` fails naming the informer while it
-is stale, the metric says so, the watch is abandoned and relisted, and the controller resumes.
+server. A quiet resource's watch hears nothing (kube bookmarks only a resource that changed) and is
+re-opened from its resourceVersion at each read deadline: ``/readyz`` stays 200. Black-holing the open
+connections (new ones still work, as after a NAT drop or a load-balancer failover) is noticed within
+the read deadline and the controller resumes; an outage (new connections black-holed too) makes the
+informer stale within its bounds: ``/readyz`` fails naming it and the metric says so, until the server
+is reachable again.
 """
 
 from __future__ import annotations
@@ -21,17 +24,17 @@ from kubernetes_asyncio.client import Configuration
 
 from aiplane.controllers.echo import CRD, ECHOES, new_controller
 from aiplane.kube.client import ApiError, HttpKubeClient
+from aiplane.kube.informer import Backoff
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CRDS, NODES
-from aiplane.sim.apiserver import watch
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet
 from tests.chaos.proxy import ChaosProxy
 from tests.polling import eventually
 
-STALE_AFTER = 0.5
-IDLE_TIMEOUT = 1.5
+STALE_AFTER = 1.0
+IDLE_TIMEOUT = 0.4
 REQUEST_TIMEOUT = 1.0
 
 
@@ -59,11 +62,20 @@ def _echo(value: str) -> dict[str, Any]:
     }
 
 
-async def test_black_holed_connections_are_noticed_and_the_controller_resumes(
-    monkeypatch: pytest.MonkeyPatch,
+async def _sample(
+    http: aiohttp.ClientSession, manager: Manager, samples: list[tuple[float, int, bool]]
 ) -> None:
-    # Bookmarks every 0.2 s (kube: every minute) so healthy quiet watches stay fresh under a 0.5 s bound.
-    monkeypatch.setattr(watch, "BOOKMARK_FREQUENCY", 0.2)
+    """Record (when, /readyz status, whether the metric says the Echo informer is stale) until cancelled."""
+    stale_metric = 'aiplane_informer_stale{informer="echoes.diagnostics.aiplane.io"} 1.0'
+    while True:
+        async with http.get(f"http://127.0.0.1:{manager.health_port}/readyz") as resp:
+            status = resp.status
+        exposed = manager.metrics.exposition()[0].decode()
+        samples.append((time.monotonic(), status, stale_metric in exposed))
+        await asyncio.sleep(0.02)
+
+
+async def test_quiet_watches_stay_fresh_black_holes_are_noticed_and_outages_turn_informers_stale() -> None:
     cluster = EmbeddedCluster(fleet=Fleet(nodePools=[]), install_crds=False)
     url = await cluster.start()
     proxy = ChaosProxy("127.0.0.1", int(url.rsplit(":", 1)[1]))
@@ -78,11 +90,11 @@ async def test_black_holed_connections_are_noticed_and_the_controller_resumes(
             handle_signals=False,
             stale_after=STALE_AFTER,
             watch_idle_timeout=IDLE_TIMEOUT,
+            informer_backoff=lambda: Backoff(initial=0.05, cap=0.2),
         )
         manager.add_controller(new_controller(client, manager.informers))
         task = asyncio.create_task(manager.run())
         samples: list[tuple[float, int, bool]] = []
-        sampling = True
         sampler: asyncio.Task[None] | None = None
 
         async def echoed() -> str:
@@ -90,51 +102,55 @@ async def test_black_holed_connections_are_noticed_and_the_controller_resumes(
             return str((obj.get("status") or {}).get("value") or "")
 
         async with aiohttp.ClientSession() as http:
-
-            async def sample() -> None:
-                while sampling:
-                    async with http.get(f"http://127.0.0.1:{manager.health_port}/readyz") as resp:
-                        status = resp.status
-                    stale_metric = 'aiplane_informer_stale{informer="echoes.diagnostics.aiplane.io"} 1.0'
-                    exposed = manager.metrics.exposition()[0].decode()
-                    samples.append((time.monotonic(), status, stale_metric in exposed))
-                    await asyncio.sleep(0.02)
-
             try:
                 await eventually(lambda: manager.serving.is_set() and manager.cache_synced.is_set(), 10)
                 await eventually(echoed, 10, "the first echo")
-                sampler = asyncio.create_task(sample())
-                # Quiet for a while: healthy informers stay fresh (bookmarks), /readyz stays 200.
+                informer = manager.informers.informer(ECHOES)
+                sampler = asyncio.create_task(_sample(http, manager, samples))
+                # Quiet: nobody writes Echoes, so the watch hears nothing (no bookmarks either, as on
+                # kube) and is re-opened from its resourceVersion at each read deadline; never stale.
+                quiet_from = informer.stats.idle_timeouts
                 await asyncio.sleep(3 * STALE_AFTER)  # a measurement window, not a wait for anything
                 assert {status for _, status, _ in samples} == {200}
+                assert informer.stats.idle_timeouts >= quiet_from + 3
+                assert informer.stats.relists == 0
 
-                assert proxy.black_hole() >= 1  # the watch (at least) goes dead, silently
+                # Half-open: the open connections go dead silently; new ones work.
+                assert proxy.black_hole() >= 1
                 holed = time.monotonic()
                 await direct.patch(ECHOES, "e", {"spec": {"value": "b"}}, namespace="default")
+
+                # Noticed within the bounds: the read deadline, a new watch on a new connection, a write.
+                async def resumed(value: str) -> bool:
+                    return await echoed() == value
+
+                await eventually(lambda: resumed("b"), 5, "the controller resuming")
+                assert time.monotonic() - holed < IDLE_TIMEOUT + 3 * REQUEST_TIMEOUT + 1
+                assert informer.stats.idle_timeouts > quiet_from + 3
+
+                # An outage: every connection, old and new, goes nowhere.
+                proxy.black_hole(new_connections=True)
+                outage = time.monotonic()
 
                 async def stale_reported() -> str:
                     async with http.get(f"http://127.0.0.1:{manager.health_port}/readyz/informers") as resp:
                         return await resp.text() if resp.status == 500 else ""
 
-                reason = await eventually(stale_reported, IDLE_TIMEOUT + 1, "/readyz failing")
+                reason = await eventually(stale_reported, IDLE_TIMEOUT + STALE_AFTER + 1, "/readyz failing")
                 assert "echoes.diagnostics.aiplane.io" in reason
-
-                # Noticed within the bounds: the idle deadline, a relist on a new connection, a write.
-                async def resumed() -> bool:
-                    return await echoed() == "b"
-
-                await eventually(resumed, 5, "the controller resuming")
-                assert time.monotonic() - holed < IDLE_TIMEOUT + 3 * REQUEST_TIMEOUT + 1
-                informer = manager.informers.informer(ECHOES)
-                assert informer.stats.idle_timeouts >= 1
+                assert time.monotonic() - outage >= STALE_AFTER - IDLE_TIMEOUT  # not before nothing was heard
+                proxy.heal()
+                await direct.patch(ECHOES, "e", {"spec": {"value": "c"}}, namespace="default")
+                await eventually(lambda: resumed("c"), 5, "the controller resuming after the outage")
                 await eventually(lambda: samples[-1][1] == 200, 5, "/readyz back to 200")
             finally:
-                sampling = False
                 if sampler is not None:
-                    await sampler
+                    sampler.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await sampler
                 manager.stop()
                 assert await task == 0
-        after = [(status, metric) for at, status, metric in samples if at > holed]
+        after = [(status, metric) for at, status, metric in samples if at > outage]
         assert (500, True) in after  # /readyz failed and the metric said stale, while stale
         assert after[-1] == (200, False)
     await proxy.stop()
@@ -162,3 +178,54 @@ async def test_a_request_the_server_never_answers_times_out_within_the_bound() -
     assert caught.value.status == 0 and caught.value.reason == "Timeout"
     assert caught.value.transient
     assert time.monotonic() - started < 2
+
+
+async def _silent_server(answer: bytes) -> tuple[asyncio.Server, HttpKubeClient]:
+    """A server that reads the request, writes ``answer`` (maybe nothing) and then says nothing more."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(65536)
+        writer.write(answer)
+        await writer.drain()
+        await asyncio.sleep(60)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    configuration = Configuration()
+    configuration.host = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    return server, HttpKubeClient(configuration, request_timeout=0.5)
+
+
+async def test_a_watch_the_server_never_answers_fails_within_the_request_deadline() -> None:
+    server, client = await _silent_server(b"")
+    opened: list[bool] = []
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(5):
+            with pytest.raises(ApiError) as caught:
+                await anext(client.watch(NODES, on_open=lambda: opened.append(True)))
+    finally:
+        await client.close()
+        server.close()
+    assert caught.value.status == 0 and caught.value.reason == "Timeout" and caught.value.transient
+    assert time.monotonic() - started < 2 and not opened
+
+
+async def test_an_answered_watch_may_stay_silent_past_the_request_deadline() -> None:
+    headers = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    server, client = await _silent_server(headers)
+    opened: list[float] = []
+    stream = client.watch(NODES, on_open=lambda: opened.append(time.monotonic()))
+    pending = asyncio.ensure_future(anext(stream))
+    try:
+        await eventually(lambda: opened, 2, "the watch answered")
+        # Four request deadlines of silence on an answered watch: still open (the informer's read
+        # deadline, not the client's, decides when a quiet watch is re-opened).
+        await asyncio.sleep(4 * client.request_timeout)  # type: ignore[operator]  # a measurement window
+        assert not pending.done()
+    finally:
+        pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pending
+        await stream.aclose()  # type: ignore[attr-defined]
+        await client.close()
+        server.close()

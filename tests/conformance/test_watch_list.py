@@ -240,22 +240,28 @@ def test_bookmarks_and_timeout_seconds(k8s: Any, namespace: str) -> None:
             core.list_namespaced_config_map,
             namespace,
             resource_version=start,
+            field_selector="metadata.name=probe",
             allow_watch_bookmarks=True,
-            timeout_seconds=3,
+            timeout_seconds=5,
         )
     )
-    # A write the watch does not see (another namespace) moves the resourceVersion past the watch's:
-    # kube sends a bookmark only then.
+    # The probe's event proves the watch registered (a write before that would only be replayed, and
+    # kube's cacher sends no bookmark at or below the last event it replayed).
+    make_cm(core, namespace, "probe")
+    probe = collector.take(1)
+    # A write the watch does not see (another namespace) moves the resource's resourceVersion past the
+    # watch's: kube sends a bookmark only then.
     elsewhere = make_cm(core, "default", f"conf-bookmark-{uuid.uuid4().hex[:8]}")
     try:
-        assert collector.done.wait(timeout=10), "timeoutSeconds did not end the stream"
+        assert collector.done.wait(timeout=12), "timeoutSeconds did not end the stream"
     finally:
         core.delete_namespaced_config_map(elsewhere.metadata.name, "default")
     elapsed = time.monotonic() - started
-    assert collector.error is None and 2 < elapsed < 8  # timeoutSeconds ended the stream
+    assert collector.error is None and 4 < elapsed < 10  # timeoutSeconds ended the stream
+    assert kinds(probe) == [("ADDED", "probe")]
     events = list(collector.events.queue)
-    # Only bookmarks: at least the one before the deadline. kube's cacher, whose bookmark timer works
-    # in one-second buckets, may send it early and then again until 2 s before the deadline.
+    # Then only bookmarks: at least the one before the deadline. kube's cacher, whose bookmark timer
+    # works in one-second buckets, may send it early and then again until 2 s before the deadline.
     assert events and {e["type"] for e in events} == {"BOOKMARK"}
     rvs = []
     for event in events:

@@ -17,7 +17,7 @@ pod leaves through the Eviction API and only then is the node tainted.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from aiplane.apimachinery import objects
@@ -46,9 +46,11 @@ class LaggingPodWatch(InMemoryKubeClient):
 
     caught_up: asyncio.Event
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         held = path == PODS.path() and not query.get("labelSelector") and not query.get("fieldSelector")
-        async for event in super().stream(path, query):
+        async for event in super().stream(path, query, on_open=on_open):
             if held:
                 await self.caught_up.wait()
             yield event

@@ -269,8 +269,10 @@ class BreakingClient(InMemoryKubeClient):
 
     break_after: int | None = None
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[Obj]:
-        inner = cast(AsyncGenerator[Obj, None], super().stream(path, query))
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[Obj]:
+        inner = cast(AsyncGenerator[Obj, None], super().stream(path, query, on_open=on_open))
         async with contextlib.aclosing(inner):
             count = 0
             async for event in inner:
@@ -366,7 +368,9 @@ class ScriptedClient(KubeClient):
             raise step
         return step
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         self.watch_queries.append(dict(query))
         self.open_streams += 1
         try:
@@ -375,6 +379,8 @@ class ScriptedClient(KubeClient):
             script = self.watches.popleft()
             if isinstance(script, ApiError):
                 raise script
+            if on_open is not None:
+                on_open()
             for step in script:
                 if isinstance(step, ApiError):
                     raise step

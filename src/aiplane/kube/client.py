@@ -15,8 +15,9 @@ forever. So every ordinary request has a deadline (``request_timeout``, default 
 kubectl have none by default and rely on kube-apiserver ending a request after 60 s, which never reaches
 a client on a dead connection), with its own connect deadline (``connect_timeout``, 10 s), and every socket has TCP keepalive (idle 30 s,
 then 3 probes 10 s apart: a dead peer is found in about a minute even on an idle pooled connection).
-A watch has no total deadline (it is meant to stay open); its read deadline is the informer's (no event
-and no bookmark within a bound: see :mod:`aiplane.kube.informer`).
+A watch has no total deadline (it is meant to stay open), but the server's answer to it (the response
+headers) must come within ``request_timeout``, and its read deadline is the informer's (nothing
+received within a bound: see :mod:`aiplane.kube.informer`).
 
 **Per request, nothing but the request.** The session does not ``trust_env``: with it, aiohttp reads
 ``~/.netrc`` and the proxy variables in a worker thread on *every* request (two thread hops per call, a
@@ -212,8 +213,14 @@ class KubeClient(abc.ABC):
         """
 
     @abc.abstractmethod
-    def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
-        """A watch: decoded ``{"type", "object"}`` events until the server ends the stream."""
+    def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A watch: decoded ``{"type", "object"}`` events until the server ends the stream.
+
+        ``on_open`` is called once the server has accepted the watch (its 200, before any event): a
+        watch of a quiet resource may then say nothing for minutes, and the caller still knows the
+        server is there."""
 
     async def close(self) -> None:
         return None
@@ -256,7 +263,9 @@ class KubeClient(abc.ABC):
         field_selector: str | None = None,
         timeout_seconds: int | None = None,
         allow_bookmarks: bool = True,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
+        """A watch of ``res`` (see :meth:`stream`)."""
         query = _query(
             watch=True,
             resourceVersion=resource_version,
@@ -265,7 +274,7 @@ class KubeClient(abc.ABC):
             timeoutSeconds=timeout_seconds,
             allowWatchBookmarks=allow_bookmarks,
         )
-        return self.stream(res.path(namespace), query)
+        return self.stream(res.path(namespace), query, on_open=on_open)
 
     # --- writes -----------------------------------------------------------------------------------
 
@@ -572,24 +581,39 @@ class HttpKubeClient(KubeClient):
                 continue
             raise error
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         url = self._host + path + f"?{urlencode(query)}"
         if self._bucket is not None:
             await self._bucket.acquire()
         headers = await self._headers(None)
+        # The server's answer (the response headers, or an error) within the request deadline; then
+        # none: a watch of a quiet resource is silent for minutes (the informer's read deadline).
+        answer = asyncio.timeout(self.request_timeout)
         try:
-            async with self._session.get(
-                url,
-                headers=headers,
-                timeout=self._watch_timeout,
-                proxy=self.proxy,
-                proxy_auth=self._proxy_auth,
-            ) as resp:
+            async with (
+                answer,
+                self._session.get(
+                    url,
+                    headers=headers,
+                    timeout=self._watch_timeout,
+                    proxy=self.proxy,
+                    proxy_auth=self._proxy_auth,
+                ) as resp,
+            ):
                 self._observe("WATCH", resp.status)
                 if resp.status >= 400:
                     raise ApiError.from_response(resp.status, await resp.read(), resp.headers)
+                answer.reschedule(None)
+                if on_open is not None:
+                    on_open()
                 async for line in _lines(resp.content.iter_any()):
                     yield orjson.loads(line)
         except (TimeoutError, aiohttp.ClientError) as exc:
             self._observe("WATCH", 0)
+            if answer.expired():
+                raise ApiError(
+                    0, "Timeout", f"watch {path}: no answer within {self.request_timeout} s"
+                ) from exc
             raise ApiError(0, "ConnectionError", f"watch {path}: {type(exc).__name__}: {exc}") from exc

@@ -9,25 +9,35 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
   If the snapshot expires mid-way (410 on the continue token) the list restarts as one unpaginated list,
   as client-go's pager does (restarting pagination could expire again, forever, on a busy resource). The
   WATCH then starts at the list's resourceVersion with ``allowWatchBookmarks``: nothing between the list
-  and the watch is missed, and bookmarks keep the resourceVersion fresh on quiet resources so that a
-  later re-watch rarely falls out of the server's history.
-* **Re-watch, relist.** A stream that ends normally (the server's timeout, a load balancer) is resumed
-  from the last resourceVersion seen: no event is missed or repeated. When that is impossible — 410 Gone
-  (an ERROR event with code 410, or HTTP 410: the history no longer reaches back), or a stream that broke
+  and the watch is missed, and bookmarks keep the resourceVersion fresh when the resource changes
+  outside the watch's namespace or selectors, so that a later re-watch rarely falls out of the
+  server's history.
+* **Re-watch, relist.** A stream that ends normally (the server's timeout, a load balancer), or that
+  stays silent past the read deadline (below), is resumed from the last resourceVersion seen: no event
+  is missed or repeated. When that is impossible — 410 Gone (an ERROR event with code 410, or HTTP
+  410: the history no longer reaches back), or a stream that broke
   (a lost connection, a 5xx) — the informer relists and reconciles its cache against the fresh list,
   emitting synthetic ``on_add``, ``on_update`` (only for a changed resourceVersion) and ``on_delete`` for
   exactly the differences (:func:`diff`). So a handler sees every object's state converge to the server's,
   and never the same (key, resourceVersion) twice.
-* **Liveness** (issue 16). A watch whose connection silently died (a NAT entry dropped, a load balancer
-  failed over: no FIN, no RST) would wait forever. Every watch asks for bookmarks, which kube-apiserver
-  sends about once a minute, and has a client-side read deadline, ``watch_idle_timeout`` (default
-  120 s: two bookmark periods): when no event and no bookmark arrived within it, the watch is abandoned
-  and the informer relists (over a new connection; the relist also catches anything the dead stream
-  lost). Each informer remembers when it last heard from the server (:attr:`Informer.last_heard`: a
-  list, an event, a bookmark); one that has heard nothing for ``stale_after`` seconds (default 90 s: a
-  bookmark period and a half) is *stale* (:attr:`Informer.stale`): ``/readyz`` fails naming it, the
-  metric ``aiplane_informer_stale`` says 1, a warning is logged once, and controllers that drain nodes
-  start no new disruption from it (:func:`all_fresh`) until it has heard from the server again.
+* **Liveness.** Silence on a watch is normal: kube-apiserver bookmarks a watch (about once a minute)
+  only when its resource changed since the watch began (``k8s.io/apiserver`` ``pkg/storage/cacher``:
+  the cacher's ``lastProcessedResourceVersion``, advanced by that resource's own events, must exceed
+  the watch's resourceVersion), so a watch of a resource nobody writes hears nothing until the server
+  ends it at ``timeoutSeconds``. A connection
+  that silently died (a NAT entry dropped, a load balancer failed over: no FIN, no RST) looks the same,
+  so, as client-go relies on TCP keepalive and HTTP/2 pings rather than on events, every watch has a
+  client-side read deadline, ``watch_idle_timeout`` (default 45 s): when nothing arrived within it, the
+  watch is ended and a new one is opened from the last resourceVersion over a fresh connection — no
+  relist (a 410 then relists as usual), logged at debug level. A live server answers the new watch at
+  once, and an established watch (the server's 200 response to it) counts as hearing from the server;
+  a watch request it does not answer within the deadline is a failure (a warning).
+  Each informer remembers when it last heard from the server (:attr:`Informer.last_heard`: a list, a
+  watch established, an event, a bookmark); one that has heard nothing for ``stale_after`` seconds
+  (default 90 s: two read deadlines, so a live server never lets a quiet informer go stale) is *stale*
+  (:attr:`Informer.stale`): ``/readyz`` fails naming it, the metric ``aiplane_informer_stale`` says 1,
+  a warning is logged once, and controllers that drain nodes start no new disruption from it
+  (:func:`all_fresh`) until it has heard from the server again.
 * **Backoff.** Failed attempts wait an exponentially growing, jittered delay capped at 30 s (client-go's
   reflector uses 800 ms … 30 s); a watch that delivers events resets it. A 429 re-watches after the
   server's ``Retry-After``; a first 410 relists at once (it is routine, not a failure).
@@ -115,9 +125,10 @@ Transform = Callable[[Obj], Obj]
 #: A watch that ends normally sooner than this without delivering anything counts as a failure
 #: (client-go's "very short watch"), so a server that keeps closing watches is not hammered.
 SHORT_WATCH: Final = 1.0
-#: Defaults of the liveness bounds (module docstring): kube-apiserver bookmarks a watch every minute.
+#: Defaults of the liveness bounds (module docstring): a watch silent for 45 s is re-opened (a live
+#: server answers at once), so only a server unreachable for 90 s makes an informer stale.
 DEFAULT_STALE_AFTER: Final = 90.0
-DEFAULT_WATCH_IDLE_TIMEOUT: Final = 120.0
+DEFAULT_WATCH_IDLE_TIMEOUT: Final = 45.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,7 +203,12 @@ class _GoneError(Exception):
 
 
 class _IdleError(Exception):
-    """No event and no bookmark within ``watch_idle_timeout``: the connection may be dead; relist."""
+    """Nothing within ``watch_idle_timeout``: a quiet resource or a dead connection; re-watch.
+    ``opened``: the server had answered the watch request (a quiet watch), not left it unanswered."""
+
+    def __init__(self, message: str, *, opened: bool) -> None:
+        super().__init__(message)
+        self.opened = opened
 
 
 # --------------------------------------------------------------------------------------------------
@@ -330,7 +346,7 @@ class Informer:
         if not self._stale_logged and self.stale:
             self._stale_logged = True
             log.warning(
-                "informer %s: nothing from the API server for %.0f s (no event, no bookmark): "
+                "informer %s: nothing from the API server for %.0f s (no list, watch or event): "
                 "its cache is stale, drains wait for it",
                 self.name,
                 self.silence() or 0.0,
@@ -483,6 +499,19 @@ class Informer:
         loop = asyncio.get_running_loop()
         timeout = max(1, int(self.watch_timeout * (1.0 + random.random())))
         self.stats.watches += 1
+        started = loop.time()
+        received = 0
+        opened = False
+        # The read deadline, pushed back by the server's answer and each event: one timer per stream.
+        deadline = asyncio.timeout_at(started + self.watch_idle_timeout)
+
+        def established() -> None:  # the server answered (its 200): it is there, the watch allowed
+            nonlocal opened
+            opened = True
+            self._heard()
+            self.forbidden = None
+            deadline.reschedule(loop.time() + self.watch_idle_timeout)
+
         stream = self.client.watch(
             self.resource,
             self.namespace,
@@ -491,14 +520,10 @@ class Informer:
             field_selector=self.field_selector,
             timeout_seconds=timeout,
             allow_bookmarks=True,
+            on_open=established,
         )
-        started = loop.time()
-        received = 0
-        # A refused watch is refused at once (403 on the request): one still open after SHORT_WATCH is
-        # allowed, even on a quiet resource whose first event or bookmark is a minute away.
+        # A refused watch is refused at once (403): one still open after SHORT_WATCH is allowed.
         allowed = loop.call_later(SHORT_WATCH, self._watch_allowed)
-        # The read deadline: pushed back by every event and bookmark; one timer for the whole stream.
-        deadline = asyncio.timeout_at(started + self.watch_idle_timeout)
         try:
             async with deadline:
                 async for event in stream:
@@ -524,8 +549,8 @@ class Informer:
                         self.resource_version = rv
         except TimeoutError as exc:
             if deadline.expired():
-                silence = self.silence() or 0.0
-                raise _IdleError(f"no event or bookmark for {silence:.1f} s") from exc
+                what = "nothing on the watch" if opened else "no answer to the watch request"
+                raise _IdleError(f"{what} for {self.watch_idle_timeout:g} s", opened=opened) from exc
             raise
         finally:
             allowed.cancel()
@@ -579,10 +604,7 @@ class Informer:
             try:
                 healthy = await self._watch()
             except _IdleError as exc:
-                self.stats.idle_timeouts += 1
-                log.warning("informer %s: %s: abandoning the watch and relisting", self.name, exc)
-                self._warn_stale()
-                need_list = True
+                self._idle(exc)
                 continue
             except _GoneError:
                 need_list = True
@@ -594,6 +616,7 @@ class Informer:
                     await self._expired()
                     continue
                 self._report("watch", err)
+                self._warn_stale()
                 # 429: the server asks us to wait, and the stream state is still valid: re-watch.
                 # Anything else (a broken connection, 5xx, 403/404) may have lost events: relist.
                 need_list = not err.too_many_requests
@@ -601,6 +624,7 @@ class Informer:
                 continue
             except Exception as exc:  # e.g. an undecodable line from a truncated stream
                 log.warning("informer %s: watch stream broke: %r", self.name, exc)
+                self._warn_stale()
                 need_list = True
                 await self._pause()
                 continue
@@ -610,6 +634,19 @@ class Informer:
                 self._expired_streak = 0
             else:
                 await self._pause()  # a very short, empty watch: do not hammer the server
+
+    def _idle(self, exc: _IdleError) -> None:
+        """The read deadline passed: watch again from the same resourceVersion (the cache is right).
+        Unanswered, it is a failure, but the deadline already spaced the attempts: no backoff."""
+        self.stats.idle_timeouts += 1
+        if exc.opened:  # a watch that was answered and lasted: as healthy as one the server ended
+            log.debug("informer %s: %s: re-watching from %s", self.name, exc, self.resource_version)
+            self.backoff.reset()
+            self._expired_streak = 0
+            return
+        self.stats.failures += 1
+        log.warning("informer %s: %s: the connection may be dead; watching again", self.name, exc)
+        self._warn_stale()
 
     def _watch_allowed(self) -> None:
         self.forbidden = None

@@ -268,7 +268,9 @@ class InMemoryKubeClient(KubeClient):
 
     # --- watch ------------------------------------------------------------------------------------
 
-    def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """A watch, as the server streams it: ``{"type", "object"}`` events until the stream ends.
 
         Like the HTTP stream, a request error (bad selector, an injected fault) raises
@@ -276,16 +278,20 @@ class InMemoryKubeClient(KubeClient):
         the 410 ``Status``, and the iterator simply ends when the server would end the stream (timeout,
         a fault closing watches, a watcher too far behind).
         """
-        events = self._stream(path, query)
+        events = self._stream(path, query, on_open)
         lag = self.watch_lag() if self.watch_lag is not None else 0.0
         return _delayed(events, lag) if lag > 0 else events
 
-    async def _stream(self, path: str, query: Mapping[str, str]) -> AsyncGenerator[dict[str, Any], None]:
+    async def _stream(
+        self, path: str, query: Mapping[str, str], on_open: Callable[[], None] | None
+    ) -> AsyncGenerator[dict[str, Any], None]:
         response = await self._send("GET", path, {**query, "watch": "true"}, b"", JSON)
         self._observe("WATCH", response.status)
         stream = response.stream
         if stream is None:
             raise _error(response)
+        if on_open is not None:
+            on_open()
         batches = stream.batches()
         try:
             async for batch in batches:

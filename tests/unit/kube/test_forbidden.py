@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -173,12 +173,16 @@ class _RefusedWatchClient(KubeClient):
     ) -> dict[str, Any]:
         return {"items": [], "metadata": {"resourceVersion": "1"}}
 
-    async def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         assert self.informer is not None
         self.seen.append(self.informer.forbidden)
         if not self.allowed:
             message = f'nodes is forbidden: User "{SA}" cannot watch resource "nodes" in API group "" at the cluster scope'
             raise ApiError(403, "Forbidden", message)
+        if on_open is not None:
+            on_open()
         await asyncio.Event().wait()  # accepted; a quiet resource: no event for a long while
         yield {}  # never reached
 

@@ -162,8 +162,10 @@ class _BeforeFirstPut(KubeClient):
             await hook()
         return await self.inner.request(method, path, **kw)
 
-    def stream(self, path: str, query: Mapping[str, str]) -> AsyncIterator[dict[str, Any]]:
-        return self.inner.stream(path, query)
+    def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.inner.stream(path, query, on_open=on_open)
 
 
 async def test_two_candidates_racing_for_an_expired_lease_one_wins_the_other_gets_409(

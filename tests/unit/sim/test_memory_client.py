@@ -381,7 +381,7 @@ async def test_watch_ends_at_its_timeout_and_when_faults_close_it(client: InMemo
 
 
 async def test_watch_bookmarks_and_initial_events_end(client: InMemoryKubeClient) -> None:
-    await client.create(CONFIGMAPS, cm("a"))
+    a_rv = int((await client.create(CONFIGMAPS, cm("a")))["metadata"]["resourceVersion"])
     query = {
         "watch": "true",
         "sendInitialEvents": "true",
@@ -397,14 +397,21 @@ async def test_watch_bookmarks_and_initial_events_end(client: InMemoryKubeClient
         assert bookmark["object"]["metadata"]["resourceVersion"] == str(client.api.store.rv)
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
-    # The periodic bookmark comes 2 s before the watch's deadline.
+    # The periodic bookmark comes 2 s before the watch's deadline, once the resource changed since the
+    # watch began (here: "c", which the field selector filters out; "a", replayed, does not count).
     started = time.monotonic()
-    stream = client.watch(CONFIGMAPS, NS, resource_version=str(client.api.store.rv), timeout_seconds=3)
+    stream = client.watch(
+        CONFIGMAPS, NS, resource_version=str(a_rv - 1), field_selector="metadata.name=b", timeout_seconds=3
+    )
     try:
-        event = await asyncio.wait_for(anext(stream), 5)
+        pending = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # the watch is registered
+        c_rv = (await client.create(CONFIGMAPS, cm("c")))["metadata"]["resourceVersion"]
+        event = await asyncio.wait_for(pending, 5)
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
     assert event["type"] == "BOOKMARK" and 0.9 < time.monotonic() - started < 2
+    assert event["object"]["metadata"]["resourceVersion"] == c_rv
 
 
 async def test_watch_request_errors_are_raised(client: InMemoryKubeClient) -> None:

@@ -224,12 +224,46 @@ async def test_timeout_seconds_ends_the_stream_after_a_bookmark(
         "allowWatchBookmarks": "1",
     }
     async with client.get(CM_PATH.format(ns="a"), params=params) as resp:
+        put_cm(server, "b", "elsewhere")  # a change of the resource this watch does not select
         events = await read_events(resp, 5, timeout=10)
     elapsed = time.monotonic() - started
     assert 2.5 < elapsed < 6
     assert [e["type"] for e in events] == ["BOOKMARK"]  # sent 2 s before the deadline, as kube does
-    assert set(events[0]["object"]) == {"kind", "apiVersion", "metadata"}
+    assert events[0]["object"] == {
+        "kind": "ConfigMap",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": str(server.store.rv)},
+    }
     assert not watch.open_watches(server)
+
+
+async def test_periodic_bookmarks_come_only_once_the_resource_changed_since_the_watch_began(
+    server: ApiServer, client: TestClient[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube's cacher: the bookmark carries the resource's last processed resourceVersion, and a watcher
+    is sent nothing older than where it started, so a watch of a resource nobody writes hears nothing."""
+    monkeypatch.setattr(watch, "BOOKMARK_FREQUENCY", 0.1)
+    put_cm(server, "a", "one")
+    start = server.store.rv
+    params = {"watch": "1", "resourceVersion": str(start), "timeoutSeconds": "30", "allowWatchBookmarks": "1"}
+    ns_rt = server.api.resource("v1", "Namespace")
+    async with client.get(CM_PATH.format(ns="a"), params=params) as resp:
+        server.api.create(ns_rt, None, {"metadata": {"name": "c"}})  # another resource: no bookmark
+        assert server.store.rv > start
+        with pytest.raises(TimeoutError):
+            await read_events(resp, 1, timeout=0.5)  # five bookmark periods of silence
+        put_cm(server, "b", "elsewhere")  # this resource, filtered out by the namespace
+        changed = server.store.rv
+        server.api.create(ns_rt, None, {"metadata": {"name": "d"}})
+        events = await read_events(resp, 3, timeout=2)
+    # Every period from now on: the same version (kube compares with the watch's start, not the last sent).
+    assert [(e["type"], e["object"]["metadata"]["resourceVersion"]) for e in events] == [
+        ("BOOKMARK", str(changed))
+    ] * 3
+    params["resourceVersion"] = str(changed)
+    async with client.get(CM_PATH.format(ns="a"), params=params) as resp:
+        with pytest.raises(TimeoutError):
+            await read_events(resp, 1, timeout=0.5)  # started at the resource's last change: silence
 
 
 async def test_a_watcher_that_falls_behind_is_closed(server: ApiServer) -> None:

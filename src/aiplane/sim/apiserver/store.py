@@ -58,6 +58,8 @@ class Store:
         self._history: dict[str, deque[Event]] = defaultdict(lambda: deque(maxlen=self.history_size))
         # Highest resourceVersion whose event has been dropped from the history, per key.
         self._evicted: dict[str, int] = defaultdict(int)
+        # The resourceVersion of the last event of each key: kube's cacher ``lastProcessedResourceVersion``.
+        self._processed: dict[str, int] = defaultdict(int)
         self._watchers: dict[str, set[Watcher]] = defaultdict(set)
         self._listeners: list[Listener] = []
 
@@ -131,6 +133,7 @@ class Store:
         if len(history) == history.maxlen:
             self._evicted[event.key] = history[0].rv
         history.append(event)
+        self._processed[event.key] = event.rv
         for watcher in list(self._watchers[event.key]):
             watcher.offer(event)
         for listener in list(self._listeners):
@@ -144,6 +147,11 @@ class Store:
         if rv < self._evicted[key]:
             return None
         return [e for e in self._history[key] if e.rv > rv]
+
+    def processed_rv(self, key: str) -> int:
+        """The resourceVersion of the last event of ``key`` (0: none yet): what the periodic bookmarks of
+        its watches carry, as kube's cacher bookmarks carry its ``lastProcessedResourceVersion``."""
+        return self._processed[key]
 
     def oldest_rv(self, key: str) -> int | None:
         """The resourceVersion of the oldest event of ``key`` still retained (``None``: no history)."""

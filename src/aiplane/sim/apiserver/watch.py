@@ -17,7 +17,12 @@ What follows kube (``staging/src/k8s.io/apiserver/pkg/storage/cacher``):
   current objects as ADDED, then, with ``allowWatchBookmarks``, a BOOKMARK annotated
   ``k8s.io/initial-events-end: "true"``.
 * ``allowWatchBookmarks``: a BOOKMARK (kind, apiVersion, metadata.resourceVersion) about every minute
-  and 2 s before the watch's deadline.
+  and 2 s before the watch's deadline — but only when the resource has changed since the watch began:
+  the cacher's bookmark carries its ``lastProcessedResourceVersion`` (the last event of this resource,
+  whether or not this watcher's namespace or selectors let it through), and a watcher is sent only
+  what is newer than the resourceVersion it started from (``cacheWatcher.process``). So a watch of a
+  resource nobody writes hears nothing until its deadline, as on kube. (kube also advances that
+  version with etcd's progress notifications; the twin has none.)
 * ``timeoutSeconds`` ends the stream; without it the server picks 30 to 60 minutes (kube's
   ``--min-request-timeout`` of 1800 s times a random factor in [1, 2)).
 * A watcher that falls too far behind (its queue exceeds ``watch_buffer`` events) is closed: the stream
@@ -136,6 +141,10 @@ class WatchSession:
         self.closed = False
         self.close_reason = ""
         self.sent = 0
+        #: kube's ``cacheWatcher.process`` resourceVersion: the watch's starting point, raised to the
+        #: resource's last event when its initial or replayed events are queued; only periodic
+        #: bookmarks newer than it are sent.
+        self.start_rv = 0
         self._first_table = True
         self._waiter: asyncio.Future[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
@@ -225,10 +234,10 @@ class WatchSession:
 
     # --- bookmarks, deadlines, disconnects ---------------------------------------------------------
 
-    def _bookmark(self, *, initial_events_end: bool = False) -> None:
+    def _bookmark(self, *, initial_events_end: bool = False, rv: int | None = None) -> None:
         if self.closed:
             return
-        rv = self.ctx.store.rv
+        rv = self.ctx.store.rv if rv is None else rv
         meta: Obj = {"resourceVersion": str(rv)}
         if initial_events_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
@@ -245,7 +254,9 @@ class WatchSession:
         self._timers.append(self.loop.call_at(when, self._periodic_bookmark))
 
     def _periodic_bookmark(self) -> None:
-        self._bookmark()
+        processed = self.ctx.store.processed_rv(self.rt.storage_key)
+        if processed > self.start_rv:  # kube sends nothing older than the watch's start
+            self._bookmark(rv=processed)
         self._schedule_bookmark()
 
     def watch_connection(self, gone: Callable[[], bool]) -> None:
@@ -443,6 +454,8 @@ def open_stream(
     failure = _start(session, opts)
     if failure is not None:
         return ErrorStream(failure)
+    # Initial or replayed events reach up to the resource's last event (kube's processInterval).
+    session.start_rv = max(opts.wanted, ctx.store.processed_rv(rt.storage_key))
     ctx.store.add_watcher(rt.storage_key, session)
     ctx.watches.sessions.add(session)
     if opts.send_initial and opts.bookmarks:
