@@ -336,6 +336,14 @@ def sim(
             help="Run the simulated kubelet, DaemonSet controller and AMD GPU operator (DCM, device plugin).",
         ),
     ] = True,
+    hardware: Annotated[
+        bool,
+        typer.Option(
+            "--hardware/--no-hardware",
+            help="With the agents, run the simulated AMD GPU operator in-process; --no-hardware leaves "
+            "it to `aiplane hardware --kubeconfig PATH` (out of process, as beside a real control plane).",
+        ),
+    ] = True,
     dcm_delay: Annotated[
         float,
         typer.Option(
@@ -379,10 +387,69 @@ def sim(
             controllers=controllers,
             faults=fault or [],
             agents=agents,
+            hardware=hardware,
             dcm_delay=dcm_delay,
             pod_ready_delay=pod_ready_delay,
             authorization_mode=authorization_mode.value,
             audit_log=audit_log,
+        )
+    )
+    raise typer.Exit(code)
+
+
+@app.command(cls=_Command)
+def hardware(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH", help="Kubeconfig of the cluster; default: $KUBECONFIG or ~/.kube/config."
+        ),
+    ] = None,
+    fleet: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help="Fleet file: create its Nodes that do not exist (annotated kwok.x-k8s.io/node=fake) first.",
+        ),
+    ] = None,
+    dcm_delay: Annotated[
+        float,
+        typer.Option(
+            "--dcm-delay", metavar="SECONDS", help="Seconds the simulated DCM takes to partition a node."
+        ),
+    ] = SIM_DCM_DELAY,
+    plugin_refresh_delay: Annotated[
+        float,
+        typer.Option(
+            "--plugin-refresh-delay",
+            metavar="SECONDS",
+            help="Seconds before a node's status shows the devices a (re)started device plugin registers.",
+        ),
+    ] = 0.0,
+    metrics_address: Annotated[
+        str,
+        typer.Option(
+            "--metrics-address",
+            metavar="HOST:PORT",
+            help="Where the simulated GPU metrics exporter serves /metrics and /utilization (port 0: any).",
+        ),
+    ] = "127.0.0.1:0",
+    amd: Annotated[
+        bool,
+        typer.Option("--amd/--no-amd", help="Run the simulated AMD GPU operator (DCM, device plugin)."),
+    ] = True,
+) -> None:
+    """Run the simulated hardware (AMD GPU operator, GPU metrics exporter) against any cluster until SIGINT/SIGTERM."""
+    from aiplane.sim.hardware.command import run_hardware
+
+    code = asyncio.run(
+        run_hardware(
+            kubeconfig=kubeconfig,
+            fleet_file=fleet,
+            dcm_delay=dcm_delay,
+            plugin_refresh_delay=plugin_refresh_delay,
+            metrics_address=metrics_address,
+            amd=amd,
         )
     )
     raise typer.Exit(code)

@@ -73,6 +73,7 @@ async def run_sim(
     controllers: str,
     faults: list[str],
     agents: bool = True,
+    hardware: bool = True,
     dcm_delay: float = 1.0,
     pod_ready_delay: float = 0.5,
     authorization_mode: str = "AlwaysAllow",
@@ -98,6 +99,7 @@ async def run_sim(
     cluster = EmbeddedCluster(
         fleet=fleet,
         agents=agents,
+        hardware=hardware,
         dcm_delay=dcm_delay,
         ready_delay=pod_ready_delay,
         authorization_mode=authorization_mode,
@@ -134,8 +136,12 @@ async def run_sim(
         print(
             "aiplane sim: simulated agents: kube-scheduler, Volcano gang scheduler, kubelet, "
             "daemonset, replicaset, deployment, horizontal-pod-autoscaler and persistentvolume controllers, "
-            "hostpath volume provisioner, LeaderWorkerSet controller, AMD GPU operator "
-            f"(pod ready delay {pod_ready_delay}s, DCM delay {dcm_delay}s)",
+            "hostpath volume provisioner, LeaderWorkerSet controller"
+            + (
+                f", AMD GPU operator (pod ready delay {pod_ready_delay}s, DCM delay {dcm_delay}s)"
+                if hardware
+                else f" (pod ready delay {pod_ready_delay}s; no AMD GPU operator: run `aiplane hardware`)"
+            ),
             file=sys.stderr,
         )
     print(

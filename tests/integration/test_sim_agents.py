@@ -24,9 +24,9 @@ import yaml
 
 from aiplane.kube.client import ApiError
 from aiplane.kube.resources import CONFIGMAPS, DAEMONSETS, DEVICECONFIGS, EVENTS, NODES, PODS
-from aiplane.sim.agents import amd_gpu
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
+from aiplane.sim.hardware import amd_gpu
 from tests.integration.sim_helpers import agent_cluster, events, until
 
 T = TypeVar("T")

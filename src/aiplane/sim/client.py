@@ -53,6 +53,7 @@ import orjson
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
 from aiplane.kube.client import JSON, ApiError, KubeClient, RequestObserver
+from aiplane.sim import cluster as cluster_mod
 from aiplane.sim.apiserver import dispatch, errors
 from aiplane.sim.apiserver.authn import UserInfo, service_account_user
 from aiplane.sim.apiserver.context import Context, ServerContext
@@ -60,7 +61,6 @@ from aiplane.sim.apiserver.faults import Faults
 from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, error_response
 from aiplane.sim.apiserver.rest import Api
 from aiplane.sim.apiserver.server import ApiServer
-from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet
 
 __all__ = ["WRITE_VERBS", "InMemoryKubeClient"]
@@ -96,12 +96,12 @@ class InMemoryKubeClient(KubeClient):
         observer: RequestObserver | None = None,
         user: UserInfo | None = None,
     ) -> None:
-        self.cluster: EmbeddedCluster | None = None
+        self.cluster: cluster_mod.EmbeddedCluster | None = None
         #: Who the requests come from (``None``: the admin, neither authorized nor audited).
         self.user = user
         context: ServerContext
         if api is None:
-            self.cluster = EmbeddedCluster()
+            self.cluster = cluster_mod.EmbeddedCluster()
             context = self.cluster.server
             faults = faults if faults is not None else self.cluster.server.faults
         else:
@@ -120,7 +120,7 @@ class InMemoryKubeClient(KubeClient):
         self.requests_by_resource: Counter[tuple[str, str]] = Counter()
 
     @classmethod
-    def for_cluster(cls, cluster: EmbeddedCluster, **kw: Any) -> Self:
+    def for_cluster(cls, cluster: cluster_mod.EmbeddedCluster, **kw: Any) -> Self:
         """A client of ``cluster``'s API server (its faults apply; its open-watch list includes ours)."""
         client = cls(cluster.server.api, faults=cluster.server.faults, **kw)
         client.cluster = cluster
@@ -128,7 +128,9 @@ class InMemoryKubeClient(KubeClient):
         return client
 
     @classmethod
-    def as_service_account(cls, cluster: EmbeddedCluster, namespace: str, name: str, **kw: Any) -> Self:
+    def as_service_account(
+        cls, cluster: cluster_mod.EmbeddedCluster, namespace: str, name: str, **kw: Any
+    ) -> Self:
         """A client of ``cluster`` authenticated as ServiceAccount ``namespace/name`` (created if missing)."""
         cluster.service_account_token(namespace, name)  # creates the ServiceAccount as a token request needs
         sa = cluster.server.store.get("/serviceaccounts", namespace, name)
@@ -146,7 +148,8 @@ class InMemoryKubeClient(KubeClient):
     ) -> Self:
         """A client of a new, unserved :class:`EmbeddedCluster` (``install_crds=False`` builds it ~20x faster)."""
         return cls.for_cluster(
-            EmbeddedCluster(history_size=history_size, install_crds=install_crds, fleet=fleet), **kw
+            cluster_mod.EmbeddedCluster(history_size=history_size, install_crds=install_crds, fleet=fleet),
+            **kw,
         )
 
     @property

@@ -17,6 +17,7 @@ import yaml
 from aiohttp import web
 
 from aiplane.api.crdgen import all_crds
+from aiplane.sim import client as client_mod
 from aiplane.sim import fleet as fleet_mod
 from aiplane.sim import thirdparty, tls
 from aiplane.sim.agents import AgentOptions, Agents
@@ -25,7 +26,8 @@ from aiplane.sim.apiserver.access import ALWAYS_ALLOW
 from aiplane.sim.apiserver.audit import DEFAULT_CAPACITY, AuditLog
 from aiplane.sim.apiserver.authn import AUDIENCE, DEFAULT_TOKEN_SECONDS
 from aiplane.sim.apiserver.server import ApiServer
-from aiplane.sim.gpu_metrics import GpuMetricsExporter
+from aiplane.sim.gpu_metrics import UtilizationEndpoint
+from aiplane.sim.hardware import GpuMetricsExporter, Hardware
 from aiplane.sim.namespace_defaults import NamespaceDefaults
 
 INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -62,6 +64,7 @@ class EmbeddedCluster:
         ready_delay: float = 0.5,
         dcm_delay: float = 1.0,
         plugin_refresh_delay: float = 0.0,
+        hardware: bool = True,
         authorization_mode: str = ALWAYS_ALLOW,
         audit_log: Path | None = None,
         audit_capacity: int = DEFAULT_CAPACITY,
@@ -69,7 +72,10 @@ class EmbeddedCluster:
         """``agents=True`` runs the simulated schedulers (kube-scheduler and Volcano gang scheduler),
         kubelet, DaemonSet controller and AMD GPU operator (docs/sim.md, "Simulated agents") from
         ``start()`` to ``stop()``; off by default so that tests of the API server see only their own
-        objects. The delays are the agents' initial timing.
+        objects. The delays are the agents' initial timing. The AMD GPU operator and the GPU metrics
+        exporter are the simulated hardware (:mod:`aiplane.sim.hardware`): an API client of this
+        server, started with it; ``hardware=False`` leaves the AMD operator out (``aiplane hardware``
+        plays it out of process then, as beside a real control plane).
 
         ``authorization_mode="RBAC"`` authorizes every HTTP request (and every in-memory request of a
         client given a user) as kube-apiserver's RBAC authorizer; the admin kubeconfig's user is in
@@ -86,19 +92,23 @@ class EmbeddedCluster:
         self._runner: web.AppRunner | None = None
         self._bootstrap(fleet_mod.DEFAULT_FLEET if fleet is None else fleet, install_crds)
         self.agents: Agents | None = (
-            Agents(
-                self.server.api,
-                AgentOptions(
-                    ready_delay=ready_delay, dcm_delay=dcm_delay, plugin_refresh_delay=plugin_refresh_delay
-                ),
-            )
-            if agents
-            else None
+            Agents(self.server.api, AgentOptions(ready_delay=ready_delay)) if agents else None
         )
         self.server.agents = self.agents
         #: The simulated GPU metrics exporter (docs/sim.md): ``gpu_metrics.url`` once started.
-        self.gpu_metrics = GpuMetricsExporter(self.server.store)
-        self.server.gpu_metrics = self.gpu_metrics
+        self.gpu_metrics = GpuMetricsExporter()
+        self.server.gpu_metrics = UtilizationEndpoint(self.gpu_metrics)
+        #: The simulated hardware, a client of this server (in memory: no HTTP, no fault injection,
+        #: unaudited, as the other agents): the exporter always, the AMD GPU operator with the agents.
+        self.hardware = Hardware(
+            client_mod.InMemoryKubeClient(self.server.api, user_agent="aiplane-hardware"),
+            amd=agents and hardware,
+            dcm_delay=dcm_delay,
+            plugin_refresh_delay=plugin_refresh_delay,
+            metrics=self.gpu_metrics,
+        )
+        if self.agents is not None:
+            self.agents.amd = self.hardware.amd
 
     @property
     def api(self) -> Any:
@@ -141,17 +151,17 @@ class EmbeddedCluster:
         self._runner = runner
         self.server.gc.start()  # the deletion/GC controllers' worker runs on this loop
         if self.agents is not None:
-            self.agents.start()  # kubelet, DaemonSets, AMD GPU operator: on this loop too
-        await self.gpu_metrics.start(host)
+            self.agents.start()  # schedulers, kubelet, DaemonSets …: on this loop too
+        await self.hardware.start(host=host)  # AMD GPU operator, GPU metrics exporter: clients of it
         bound_port = sock.getsockname()[1]
         self.url = f"https://{host}:{bound_port}"
         return self.url
 
     async def stop(self) -> None:
+        await self.hardware.stop()
         if self.agents is not None:
             await self.agents.stop()
         await self.server.gc.stop()
-        await self.gpu_metrics.stop()
         self.server.audit.close()
         if self._runner is not None:
             await self._runner.cleanup()

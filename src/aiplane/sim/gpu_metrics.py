@@ -1,164 +1,19 @@
-"""A simulated GPU metrics exporter: Prometheus text over plain HTTP, per-pod utilisation set by tests.
+"""``/_sim/gpu-utilization`` on the embedded API server: the simulated GPU metrics exporter's settings.
 
-It stands in for AMD's device-metrics-exporter (``gpu_gfx_activity``) and NVIDIA's DCGM exporter
-(``DCGM_FI_DEV_GPU_UTIL``) with their Kubernetes pod labels: every Running pod bound to a node gets
-one sample per GPU its containers request (``amd.com/*`` resources: AMD; ``nvidia.com/gpu``: NVIDIA).
-Utilisation is whatever a test set for the pod, else for its namespace, else the default (50 %).
-Differences from the real exporters (docs/sim.md): one exporter for the whole cluster instead of a
-DaemonSet pod per node, GPUs numbered per pod rather than by the device the kubelet assigned, and no
-samples for GPUs no pod holds.
-
-Set it from Python (``cluster.gpu_metrics.set(...)``) or over the API server at
-``/_sim/gpu-utilization`` (GET shows, POST ``{"namespace", "pod"?, "utilization"}`` or
-``{"default"}`` sets, DELETE resets).
+The exporter itself is simulated hardware, an API client (:mod:`aiplane.sim.hardware.metrics`); this is
+only the embedded server's door to its settings, so ``aiplane sim`` users set utilisation through the
+one URL they know.
 """
 
 from __future__ import annotations
 
 import json
-import socket
-from typing import Any, Final
 
-from aiohttp import web
-
-from aiplane.apimachinery import objects
-from aiplane.apimachinery.quantity import Quantity
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.messages import ApiRequest, ApiResponse, json_response
+from aiplane.sim.hardware.metrics import GpuMetricsExporter, apply_settings
 
-__all__ = ["DEFAULT_UTILIZATION", "GpuMetricsExporter", "handle_http"]
-
-DEFAULT_UTILIZATION: Final = 50.0
-_PODS: Final = "/pods"
-_AMD: Final = "gpu_gfx_activity"
-_NVIDIA: Final = "DCGM_FI_DEV_GPU_UTIL"
-_CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def _label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _gpus(container: dict[str, Any]) -> tuple[str, int]:
-    """The exporter family and number of GPUs (or partitions) ``container`` holds."""
-    resources = container.get("resources") or {}
-    asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-    for name, quantity in asked.items():
-        if name.startswith("amd.com/") or name == "nvidia.com/gpu":
-            try:
-                count = Quantity(str(quantity)).value()
-            except ValueError:
-                continue
-            if count > 0:
-                return (_NVIDIA if name.startswith("nvidia.com/") else _AMD), count
-    return "", 0
-
-
-class GpuMetricsExporter:
-    """Reads the pods from the embedded store on every scrape; serves ``/metrics`` once started."""
-
-    def __init__(self, store: Any, default: float = DEFAULT_UTILIZATION) -> None:
-        self.store = store
-        self.default = default
-        self.by_namespace: dict[str, float] = {}
-        self.by_pod: dict[tuple[str, str], float] = {}
-        self.scrapes = 0
-        self.url: str | None = None
-        self._runner: web.AppRunner | None = None
-
-    # --- settings --------------------------------------------------------------------------------
-
-    def set(self, namespace: str, pod: str | None, utilization: float) -> None:
-        """Utilisation (percent) of ``pod``'s GPUs, or of every pod of ``namespace`` when ``pod`` is None."""
-        if not 0 <= utilization <= 100:
-            raise ValueError(f"utilization must be within 0..100, got {utilization}")
-        if pod is None:
-            self.by_namespace[namespace] = utilization
-        else:
-            self.by_pod[(namespace, pod)] = utilization
-
-    def reset(self) -> None:
-        self.by_namespace.clear()
-        self.by_pod.clear()
-        self.default = DEFAULT_UTILIZATION
-
-    def utilization(self, namespace: str, pod: str) -> float:
-        found = self.by_pod.get((namespace, pod))
-        if found is not None:
-            return found
-        return self.by_namespace.get(namespace, self.default)
-
-    def settings(self) -> dict[str, Any]:
-        return {
-            "default": self.default,
-            "namespaces": dict(sorted(self.by_namespace.items())),
-            "pods": {f"{ns}/{name}": v for (ns, name), v in sorted(self.by_pod.items())},
-        }
-
-    # --- exposition ------------------------------------------------------------------------------
-
-    def render(self) -> str:
-        """The exposition text, as the exporters format it (HELP/TYPE, then one line per GPU)."""
-        lines: dict[str, list[str]] = {_AMD: [], _NVIDIA: []}
-        for pod in sorted(self.store.items(_PODS), key=objects.key):
-            spec, status = objects.spec(pod), objects.status(pod)
-            node = str(spec.get("nodeName") or "")
-            if not node or status.get("phase") != "Running":
-                continue
-            namespace, name = objects.namespace(pod), objects.name(pod)
-            value = self.utilization(namespace, name)
-            for container in spec.get("containers") or []:
-                family, count = _gpus(container)
-                for gpu in range(count):
-                    labels = {
-                        "namespace": namespace,
-                        "pod": name,
-                        "container": str(container.get("name") or ""),
-                        "hostname": node,
-                        # The exporters' own GPU labels (AMD's mandatory ones include the partition).
-                        **(
-                            {"gpu": str(gpu)}
-                            if family == _NVIDIA
-                            else {"gpu_id": str(gpu), "gpu_partition_id": "0"}
-                        ),
-                    }
-                    text = ",".join(f'{k}="{_label_value(v)}"' for k, v in labels.items())
-                    lines[family].append(f"{family}{{{text}}} {value:g}")
-        out = [
-            f"# HELP {_AMD} GPU GFX activity (percent)",
-            f"# TYPE {_AMD} gauge",
-            *lines[_AMD],
-            f"# HELP {_NVIDIA} GPU utilization (in %).",
-            f"# TYPE {_NVIDIA} gauge",
-            *lines[_NVIDIA],
-        ]
-        return "\n".join(out) + "\n"
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        self.scrapes += 1
-        return web.Response(body=self.render().encode(), headers={"Content-Type": _CONTENT_TYPE})
-
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Serve ``/metrics`` (plain HTTP, no auth, as the exporters do); the URL to scrape."""
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        runner = web.AppRunner(app, handle_signals=False, access_log=None)
-        await runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        await web.SockSite(runner, sock).start()
-        self._runner = runner
-        self.url = f"http://{host}:{sock.getsockname()[1]}/metrics"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    def handle_http(self, request: ApiRequest) -> ApiResponse:
-        return handle_http(self, request)
+__all__ = ["UtilizationEndpoint", "handle_http"]
 
 
 def handle_http(exporter: GpuMetricsExporter, request: ApiRequest) -> ApiResponse:
@@ -171,20 +26,17 @@ def handle_http(exporter: GpuMetricsExporter, request: ApiRequest) -> ApiRespons
     if request.method != "POST":
         raise errors.method_not_allowed()
     try:
-        body = json.loads(request.body or b"{}")
-        if not isinstance(body, dict):
-            raise ValueError("the body must be a JSON object")
-        if "default" in body:
-            value = float(body["default"])
-            if not 0 <= value <= 100:
-                raise ValueError(f"default must be within 0..100, got {value}")
-            exporter.default = value
-        else:
-            namespace = body.get("namespace")
-            if not isinstance(namespace, str) or not namespace:
-                raise ValueError("namespace is required (with utilization, and optionally pod)")
-            pod = body.get("pod")
-            exporter.set(namespace, str(pod) if pod else None, float(body["utilization"]))
+        apply_settings(exporter, json.loads(request.body or b"{}"))
     except (ValueError, KeyError, TypeError) as exc:
         raise errors.bad_request(f"/_sim/gpu-utilization: {exc}") from None
     return json_response(exporter.settings())
+
+
+class UtilizationEndpoint:
+    """What ``ApiServer.gpu_metrics`` holds: ``/_sim/gpu-utilization`` answered for ``exporter``."""
+
+    def __init__(self, exporter: GpuMetricsExporter) -> None:
+        self.exporter = exporter
+
+    def handle_http(self, request: ApiRequest) -> ApiResponse:
+        return handle_http(self.exporter, request)

@@ -233,3 +233,46 @@ async def test_no_cordon_from_a_stale_node_view_until_it_is_fresh_again(
         return bool((await client.get(NODES, "mi300x-0"))["spec"].get("unschedulable"))
 
     await eventually(cordoned, 5)
+
+
+async def test_no_taint_over_a_pod_the_cache_has_not_seen(
+    client: InMemoryKubeClient, manager: Manager
+) -> None:
+    """The NoExecute taint ignores PodDisruptionBudgets: a pod bound to the node that the controller's
+    pod cache has not caught up with yet (a scheduler's bind racing the cordon) is evicted through the
+    Eviction API first, never removed by the taint."""
+    await manager.cache_synced.wait()
+    (pods,) = [i for i in manager.informers.informers if i.resource == PODS]
+    await pods.stop()  # the cache falls behind the API server
+    workload = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "late", "namespace": "default"},
+        "spec": {"nodeName": "mi300x-0", "containers": [{"name": "c", "image": "x"}]},
+    }
+    await client.create(PODS, workload)
+    await client.create(node_partitionings_resource(), np_body())
+
+    async def cordoned() -> bool:
+        return bool((await client.get(NODES, "mi300x-0"))["spec"].get("unschedulable"))
+
+    await eventually(cordoned)
+    client.reset_counts()
+    await eventually(lambda: _listed_pods(client))  # the decision to taint was checked again
+    node = await client.get(NODES, "mi300x-0")
+    assert not node["spec"].get("taints"), "no taint while a pod the drain did not evict is on the node"
+    assert await phase(client) in (None, "Pending", "Draining"), "nothing goes on to DCM"
+
+    pods.start()  # caught up: the pod is evicted (nothing else would remove it here), then the taint
+
+    async def evicted_then_tainted() -> bool:
+        node = await client.get(NODES, "mi300x-0")
+        tainted = any(t.get("key") == "amd-dcm" for t in node["spec"].get("taints") or [])
+        return tainted and not (await client.list(PODS, "default"))["items"]
+
+    await eventually(evicted_then_tainted)
+    assert client.requests_by_resource[("create", "pods/eviction")] >= 1
+
+
+async def _listed_pods(client: InMemoryKubeClient) -> bool:
+    return client.requests_by_resource[("list", "pods")] >= 1

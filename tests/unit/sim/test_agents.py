@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.sim.agents import amd_dcm, amd_gpu
 from aiplane.sim.agents.daemonsets import (
     DAEMON_TOLERATIONS,
     daemon_pod_tolerations,
@@ -23,6 +22,7 @@ from aiplane.sim.agents.daemonsets import (
     untolerated_taints,
 )
 from aiplane.sim.agents.kubelet import min_toleration_seconds, running_status, with_ready
+from aiplane.sim.hardware import amd_dcm, amd_gpu
 
 DCM_TAINT = {"key": "amd-dcm", "value": "up", "effect": "NoExecute"}
 

@@ -18,9 +18,12 @@ plays them, in-process, on the event loop that serves it:
 * :mod:`.hpa` — the HorizontalPodAutoscaler controller (bounds only: the sim serves no metrics APIs;
   the sim-only annotation ``sim.aiplane.io/desired-replicas`` stands in for a metric);
 * :mod:`.volumes` — the PersistentVolume controller and a hostpath external-provisioner;
-* :mod:`.leaderworkerset` — the LeaderWorkerSet controller and its pod webhook;
-* :mod:`.amd_gpu_operator` — the AMD GPU operator's objects, its device plugin's registration with the
-  kubelet and the Device Config Manager (DCM) that partitions GPUs.
+* :mod:`.leaderworkerset` — the LeaderWorkerSet controller and its pod webhook.
+
+The AMD GPU operator (device plugin, Device Config Manager) and the GPU metrics exporter are not here:
+they are the simulated *hardware*, which runs as an API client so that it also runs beside a real
+control plane (:mod:`aiplane.sim.hardware`); the embedded cluster starts it on an in-memory client of
+its own server and puts the AMD operator at ``agents.amd`` for tests' knobs.
 
 Every agent works like the deletion/GC controllers in ``apiserver/gc.py``: the store calls it
 synchronously for every committed write (:meth:`AgentLoop.on_event`), which only queues work; a task on
@@ -35,7 +38,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aiplane.sim.agents.amd_gpu_operator import AmdGpuOperator
 from aiplane.sim.agents.base import AgentLoop, AgentOptions, PodIndex, StoreIndex, record_event, write_status
 from aiplane.sim.agents.daemonsets import DaemonSetController
 from aiplane.sim.agents.deployments import DeploymentController
@@ -49,13 +51,15 @@ from aiplane.sim.agents.volumes import VolumeController
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.rest import Api
+    from aiplane.sim.hardware import AmdGpuOperator
 
 __all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "StoreIndex", "record_event", "write_status"]
 
 
 class Agents:
     """The simulated agents of one embedded cluster: ``scheduler``, ``gang``, ``kubelet``, ``daemonsets``,
-    ``replicasets``, ``deployments``, ``hpa``, ``volumes``, ``lws``, ``amd``.
+    ``replicasets``, ``deployments``, ``hpa``, ``volumes``, ``lws``; ``amd`` is the simulated AMD GPU
+    operator the embedded cluster runs beside them (an API client, :mod:`aiplane.sim.hardware`).
 
     ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
     as ``cluster.agents.amd.fail_nodes``, ``cluster.agents.amd.dcm_delay``,
@@ -84,12 +88,8 @@ class Agents:
         self.hpa: HorizontalPodAutoscalerController = HorizontalPodAutoscalerController(api)
         self.volumes: VolumeController = VolumeController(api)
         self.lws: LeaderWorkerSetController = LeaderWorkerSetController(api, self.pods)
-        self.amd: AmdGpuOperator = AmdGpuOperator(
-            api,
-            self.pods,
-            dcm_delay=options.dcm_delay,
-            plugin_refresh_delay=options.plugin_refresh_delay,
-        )
+        #: Set by the embedded cluster to its hardware's AMD GPU operator.
+        self.amd: AmdGpuOperator | None = None
         self._started = False
 
     @property
@@ -104,17 +104,15 @@ class Agents:
             self.hpa,
             self.volumes,
             self.lws,
-            self.amd,
         )
 
     def start(self) -> None:
-        """Start every agent on the running loop (the AMD operator first creates its objects)."""
+        """Start every agent on the running loop."""
         if self._started:
             return
         self._started = True
         self.pods.start()
         self.scheduler_cache.start()
-        self.amd.install()
         for agent in self.loops:
             agent.start()
 
@@ -129,5 +127,5 @@ class Agents:
 
     @property
     def idle(self) -> bool:
-        """No agent has queued work (timers may still be pending)."""
-        return all(agent.idle for agent in self.loops)
+        """No agent (nor the AMD operator) has queued work (timers may still be pending)."""
+        return all(agent.idle for agent in self.loops) and (self.amd is None or self.amd.idle)

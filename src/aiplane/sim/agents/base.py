@@ -296,11 +296,6 @@ class AgentOptions:
 
     #: Seconds between a pod being bound to a Ready node and the kubelet reporting it Running and Ready.
     ready_delay: float = 0.5
-    #: Seconds the Device Config Manager takes to partition a node's GPUs.
-    dcm_delay: float = 1.0
-    #: Seconds between the device plugin seeing new devices (its start, or a partition change) and
-    #: the kubelet's node status showing them.
-    plugin_refresh_delay: float = 0.0
     #: Seconds between full retries of the pods (default scheduler) and PodGroups (gang scheduler) that
     #: do not fit, which refresh their messages; node and pod changes that may help retry them at once
     #: anyway. ``0``: event-driven only.

@@ -4,7 +4,7 @@ What a physical GPU can be partitioned into (:class:`GpuModel`), how many logica
 plugin then advertises (:func:`advertised_resources`), which pods hold GPUs (:func:`gpu_busy_pods`),
 and the objects the AMD GPU operator and its user create (DaemonSets, ``DeviceConfig``, the profiles
 ConfigMap). Pure data and functions: the agent that acts on them is
-:mod:`aiplane.sim.agents.amd_gpu_operator`, DCM's decisions are :mod:`aiplane.sim.agents.amd_dcm`.
+:mod:`aiplane.sim.hardware.amd_operator`, DCM's decisions are :mod:`aiplane.sim.hardware.amd_dcm`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity
-from aiplane.sim.agents.base import Obj, pod_terminal
+from aiplane.sim import thirdparty
 
 NAMESPACE = "kube-amd-gpu"
 DEVICE_CONFIG = "gpu-operator"
@@ -75,6 +75,7 @@ DEVICE_BUSY = "Device busy."
 NOT_SUPPORTED = "Command not supported."
 API_CALL_FAILED = "API call failed."
 
+Obj = dict[str, Any]
 Mode = tuple[str, str]  # (compute partition, memory partition) of one physical GPU; ("", "") = none
 
 
@@ -192,7 +193,9 @@ def gpu_busy_pods(pods: Sequence[Mapping[str, Any]]) -> list[str]:
     return [
         f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
         for pod in pods
-        if not objects.is_deleting(dict(pod)) and not pod_terminal(dict(pod)) and requests_gpu(pod)
+        if not objects.is_deleting(pod)
+        and objects.status(pod).get("phase") not in ("Succeeded", "Failed")
+        and requests_gpu(pod)
     ]
 
 
@@ -298,3 +301,10 @@ def config_map(config: Mapping[str, Any] | None = None) -> Obj:
         "metadata": {"name": CONFIG_MAP, "namespace": NAMESPACE},
         "data": {CONFIG_KEY: json.dumps(DEFAULT_CONFIG if config is None else config, indent=2) + "\n"},
     }
+
+
+def device_config_crd() -> Obj:
+    """The ``DeviceConfig`` CRD (the operator's chart installs it; the embedded cluster has it from the
+    start), with the open schema of the sim's third-party CRDs."""
+    (crd,) = (c for c in thirdparty.crds() if c["metadata"]["name"] == "deviceconfigs.amd.com")
+    return crd

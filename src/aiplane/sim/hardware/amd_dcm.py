@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aiplane.sim.agents.amd_gpu import (
+from aiplane.sim.hardware.amd_gpu import (
     ALREADY_EXISTS,
     API_CALL_FAILED,
     CONFIGMAP_NOT_PRESENT,
