@@ -36,6 +36,17 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Stopped in this order, the reverse of starting: clients before the API server, the API server before etcd.
 _STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 _STOP_GRACE = 15.0
+#: What ``audit=True`` records: the metadata (user, User-Agent, verb, resource) of every write, once its
+#: response is sent. Reads are left out: the benchmarks count an operator's writes, and a log of every
+#: watch and GET would cost the server more than the requests it counts.
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+"""
 
 
 class ClusterError(Exception):
@@ -99,6 +110,17 @@ class _Ports:
     controller_manager: int = field(default_factory=free_port)
     scheduler: int = field(default_factory=free_port)
     kwok: int = field(default_factory=free_port)
+
+
+def _audit_flags(state: Path) -> list[str]:
+    policy = state / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY, encoding="utf-8")
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={state / 'logs' / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-mode=blocking",  # written as each request completes, not in batches a reader would miss
+    ]
 
 
 def _commands(bins: Path, state: Path, ports: _Ports) -> dict[str, list[str]]:
@@ -282,12 +304,14 @@ def start_real_cluster(
     install_crds: bool = False,
     timeout: float = 180.0,
     tie_to_parent: bool = False,
+    audit: bool = False,
 ) -> RealCluster:
     """Start a control plane in ``state_dir`` (made empty first) and return once it serves: ``/readyz``
     ok, every fleet node Ready (kwok), the ``default`` ServiceAccount made, the CRDs Established.
 
     ``tie_to_parent`` ends the components when this process dies (for test sessions); ``cluster up``
-    leaves them running for ``cluster down``.
+    leaves them running for ``cluster down``. ``audit`` writes kube-apiserver's audit log of every write
+    request to ``logs/audit.log`` (:data:`AUDIT_POLICY`; the benchmarks count writes by User-Agent there).
     """
     bins = check_bin_dir(bin_dir) if bin_dir is not None else bin_dir_from_env()
     state = state_dir.resolve()
@@ -306,6 +330,8 @@ def start_real_cluster(
     kubeconfig = state / "kubeconfig" / f"{pkimod.ADMIN.stem}.kubeconfig"
     cluster = RealCluster(state, kubeconfig, server)
     commands = _commands(bins, state, ports)
+    if audit:
+        commands["kube-apiserver"] += _audit_flags(state)
     processes: dict[str, subprocess.Popen[bytes]] = {}
     try:
         _start_all(commands, processes, state, ports, tie_to_parent, deadline, cluster)
