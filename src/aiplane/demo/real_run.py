@@ -68,7 +68,11 @@ async def start_cluster(console: Console) -> RealCluster:
         f"Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from {bins} ..."
     )
     return await asyncio.to_thread(
-        start_real_cluster, state_dir(), bin_dir=bins, install_crds=True, tie_to_parent=True
+        start_real_cluster,
+        state_dir(),
+        bin_dir=bins,
+        install_crds=True,
+        tie_to_parent=True,
     )
 
 
