@@ -286,8 +286,9 @@ def start_real_cluster(
     """Start a control plane in ``state_dir`` (made empty first) and return once it serves: ``/readyz``
     ok, every fleet node Ready (kwok), the ``default`` ServiceAccount made, the CRDs Established.
 
-    ``tie_to_parent`` ends the components when this process dies (for test sessions); ``cluster up``
-    leaves them running for ``cluster down``.
+    ``tie_to_parent`` ends the components when the calling thread's process dies (for test sessions;
+    Linux delivers the signal when the *thread* that started them exits, so call it from a thread that
+    lives as long as the cluster should); ``cluster up`` leaves them running for ``cluster down``.
     """
     bins = check_bin_dir(bin_dir) if bin_dir is not None else bin_dir_from_env()
     state = state_dir.resolve()
@@ -365,6 +366,11 @@ def _ours(pid: int, state: Path) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped by its parent, does not)."""
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rpartition(")")[2].split()[0] in {"Z", "X"}:
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
