@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from kubernetes import client, config
 
 from aiplane.kube.client import HttpKubeClient
+from aiplane.kube.resources import NAMESPACES
 from aiplane.realcluster import RealCluster, start_real_cluster
 from tests import chart_helpers, least_privilege
 from tests.real import operator as op
@@ -115,6 +117,15 @@ async def admin(real_cluster: RealCluster) -> AsyncIterator[HttpKubeClient]:
     http = await HttpKubeClient.from_kubeconfig(str(real_cluster.kubeconfig))
     yield http
     await http.close()
+
+
+@pytest.fixture
+async def namespace(admin: HttpKubeClient) -> AsyncIterator[str]:
+    """A namespace of the test's own, deleted after it (kube's namespace controller empties it)."""
+    name = f"real-{uuid.uuid4().hex[:8]}"
+    await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    await admin.delete(NAMESPACES, name)
 
 
 @pytest.fixture
