@@ -23,6 +23,7 @@ from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import NAMESPACES
 from aiplane.realcluster import RealCluster, start_real_cluster
 from tests import chart_helpers, least_privilege
+from tests.polling import eventually
 from tests.real import operator as op
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,13 +128,19 @@ async def namespace(admin: HttpKubeClient) -> AsyncIterator[str]:
     yield name
     await admin.delete(NAMESPACES, name)
 
+    async def gone() -> bool:
+        return all(n["metadata"]["name"] != name for n in (await admin.list(NAMESPACES))["items"])
+
+    # The next test may need the GPUs its pods held: wait for kube's namespace controller to empty it.
+    await eventually(gone, timeout=60, what=f"namespace {name} deleted", interval=0.2)
+
 
 @pytest.fixture
 def start_operator(
     real_cluster: RealCluster, release: op.Release, tmp_path: Path
 ) -> Iterator[Callable[[str], op.Process]]:
     """Start ``aiplane run --controllers <names>`` as the chart's ServiceAccount; on teardown stop it,
-    and fail the test if kube-apiserver refused it anything (403) while it ran."""
+    and fail the test if kube's RBAC refused it anything (403) while it ran, or it logged an error."""
     audit = op.Audit.from_now(real_cluster.audit_log, release.user)
     processes: list[op.Process] = []
 
@@ -149,6 +156,8 @@ def start_operator(
     refused = audit.refused()
     logs = "\n".join(p.tail() for p in processes)
     assert not refused, f"kube's RBAC refused the chart's ServiceAccount (403): {refused}\n{logs}"
+    errors = [line for p in processes for line in p.errors()]
+    assert not errors, "the operator logged errors on a healthy cluster:\n" + "\n".join(errors[:20])
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -144,6 +144,11 @@ class Process:
                 self.proc.wait()
         return self.proc.returncode
 
+    def errors(self) -> list[str]:
+        """The error-level lines of its JSON log."""
+        text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
+        return [line for line in text.splitlines() if '"level":"error"' in line]
+
     def tail(self, lines: int = 40) -> str:
         text = self.log.read_text(encoding="utf-8", errors="replace") if self.log.exists() else ""
         return "".join(text.splitlines(keepends=True)[-lines:])
@@ -182,6 +187,9 @@ class Request:
     namespace: str
     name: str
     code: int
+    #: kube's authorizer's decision (the audit annotation): "forbid" is an RBAC refusal; a 403 with
+    #: "allow" came from admission (a create in a namespace being deleted, say).
+    decision: str
 
     def grant(self) -> least_privilege.Grant:
         return (
@@ -227,17 +235,18 @@ class Audit:
                         namespace=ref.get("namespace", ""),
                         name=ref.get("name", ""),
                         code=event.get("responseStatus", {}).get("code", 0),
+                        decision=(event.get("annotations") or {}).get("authorization.k8s.io/decision", ""),
                     )
                 )
         return out
 
     def refused(self) -> list[str]:
-        """The requests RBAC refused (403), readable."""
-        return sorted({str(r) for r in self.requests() if r.code == 403})
+        """The requests kube's RBAC authorizer refused (403, decision "forbid"), readable."""
+        return sorted({str(r) for r in self.requests() if r.code == 403 and r.decision != "allow"})
 
     def used(self) -> set[least_privilege.Grant]:
-        """What RBAC allowed (any answer but 401/403): the grants the requests needed."""
-        return {r.grant() for r in self.requests() if r.resource and r.code not in (401, 403)}
+        """What RBAC allowed: the grants the requests needed."""
+        return {r.grant() for r in self.requests() if r.resource and r.decision == "allow"}
 
 
 @contextlib.contextmanager
