@@ -538,3 +538,24 @@ def test_bind_checks_preconditions_gates_and_dry_run(sim_api: Api) -> None:
     assert invalid.message == (
         '[target.kind: Unsupported value: "Pod": supported values: "Node", "<empty>", target.name: Required value]'
     )
+
+
+def test_a_pod_or_a_deployment_whose_container_has_no_image_is_refused_as_kube_does(sim_api: Api) -> None:
+    pods = sim_api.resource("v1", "Pod")
+    err = _error(
+        lambda: sim_api.create(
+            pods, "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+        )
+    )
+    assert (err.code, err.message) == (422, 'Pod "p" is invalid: spec.containers[0].image: Required value')
+    deployments = sim_api.resource("apps/v1", "Deployment")
+    template = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": ""}]}}
+    body = {
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": template},
+    }
+    err = _error(lambda: sim_api.create(deployments, "default", body))
+    assert (
+        err.message
+        == 'Deployment.apps "d" is invalid: spec.template.spec.containers[0].image: Required value'
+    )
