@@ -86,9 +86,7 @@ def sim_cluster(nodes: int, profile_sim: Path | None) -> Iterator[Cluster]:
 @contextlib.contextmanager
 def real_cluster(nodes: int) -> Iterator[Cluster]:
     """The real control plane with the fleet's nodes (kwok) and the simulated hardware beside it."""
-    with simproc.real_running(
-        "aiplane-pbench-real-", fleet=simproc.mi300x_fleet(nodes), audit=True, crds=True
-    ) as kube:
+    with simproc.real_running("aiplane-pbench-real-", fleet=simproc.mi300x_fleet(nodes), crds=True) as kube:
         hardware = simproc.aiplane_command(
             "hardware", "--kubeconfig", str(kube.kubeconfig), "--dcm-delay", "0"
         )

@@ -328,11 +328,12 @@ def kube_bin_dir() -> Path:
 
 @contextlib.contextmanager
 def real_running(
-    prefix: str, *, fleet: Mapping[str, object] | None = None, audit: bool = False, crds: bool = False
+    prefix: str, *, fleet: Mapping[str, object] | None = None, crds: bool = False
 ) -> Iterator[RealCluster]:
     """A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) in a
     temporary directory, with ``fleet``'s nodes as kwok nodes (else the default small fleet); stopped on
-    the way out. ``audit``: kube-apiserver's audit log of writes, for :func:`audit_writes`."""
+    the way out. kube-apiserver keeps an audit log of the requests of every client but its own
+    components (the launcher's policy), which :func:`audit_writes` reads."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         cluster = start_real_cluster(
             Path(tmp) / "kube",
@@ -340,7 +341,6 @@ def real_running(
             fleet=Fleet.model_validate(dict(fleet)) if fleet is not None else None,
             install_crds=crds,
             tie_to_parent=True,
-            audit=audit,
             timeout=600,
         )
         try:
@@ -360,7 +360,7 @@ def audit_writes(cluster: RealCluster, agent: str = OPERATOR_AGENT) -> dict[str,
         "deletecollection": "DELETE",
     }
     counts = dict.fromkeys(WRITE_VERBS, 0)
-    path = cluster.log("audit")
+    path = cluster.audit_log
     if not path.exists():
         return counts
     with path.open("rb") as log:
@@ -378,7 +378,7 @@ def audit_breakdown(cluster: RealCluster, agent: str = OPERATOR_AGENT, skip: int
     (what a ratio above the minimum is made of: conflicts, evictions, Events)."""
     counts: dict[str, int] = {}
     seen = 0
-    with cluster.log("audit").open("rb") as log:
+    with cluster.audit_log.open("rb") as log:
         for line in log:
             record = orjson.loads(line)
             product = str(record.get("userAgent", "")).split(" ", 1)[0].split("/", 1)[0]

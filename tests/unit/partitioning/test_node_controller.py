@@ -233,4 +233,3 @@ async def test_no_cordon_from_a_stale_node_view_until_it_is_fresh_again(
         return bool((await client.get(NODES, "mi300x-0"))["spec"].get("unschedulable"))
 
     await eventually(cordoned, 5)
-
