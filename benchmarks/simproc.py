@@ -312,6 +312,14 @@ async def event_writes(client: HttpKubeClient, components: set[str]) -> tuple[in
 # --- the real control plane (kube-apiserver and the rest, built by scripts/build-kube) ------------------
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The audit log's verbs of write requests, and the HTTP method ``/_sim/stats`` counts each under.
+AUDIT_WRITE_VERBS = {
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
 
 
 def kube_bin_dir() -> Path:
@@ -352,13 +360,7 @@ def real_running(
 def audit_writes(cluster: RealCluster, agent: str = OPERATOR_AGENT) -> dict[str, int]:
     """Write requests kube-apiserver has audited from User-Agent product ``agent`` so far, by verb
     (POST/PUT/PATCH/DELETE, as ``/_sim/stats`` counts them: the same definition on both servers)."""
-    verbs = {
-        "create": "POST",
-        "update": "PUT",
-        "patch": "PATCH",
-        "delete": "DELETE",
-        "deletecollection": "DELETE",
-    }
+    verbs = AUDIT_WRITE_VERBS
     counts = dict.fromkeys(WRITE_VERBS, 0)
     path = cluster.audit_log
     if not path.exists():
@@ -383,6 +385,8 @@ def audit_breakdown(cluster: RealCluster, agent: str = OPERATOR_AGENT, skip: int
             record = orjson.loads(line)
             product = str(record.get("userAgent", "")).split(" ", 1)[0].split("/", 1)[0]
             if product != agent or record.get("stage") != "ResponseComplete":
+                continue
+            if record.get("verb") not in AUDIT_WRITE_VERBS:
                 continue
             seen += 1
             if seen <= skip:
