@@ -23,8 +23,9 @@ best-effort and reported apart, as in ``modelinfer_bench.py``.
 kube-apiserver, etcd, the controller-manager (DaemonSets, PodDisruptionBudgets), the scheduler and kwok
 playing the kubelets of the same fleet's nodes, with the simulated hardware (``aiplane hardware``, DCM
 delay 0) in a process of its own and the operator in another. Writes are counted the same way, by the
-server, by User-Agent: from kube-apiserver's audit log of write requests. Reported instead of the sim's
-CPU: kube-apiserver + etcd, the other components, and the hardware. ``--real`` (= ``--target both``)
+server, by User-Agent: from kube-apiserver's audit log (its write verbs), with a breakdown by verb,
+resource and response code. Reported instead of the sim's CPU: kube-apiserver + etcd, the other
+components, and the hardware. ``--real`` (= ``--target both``)
 runs the sim, then the real control plane, in one sitting.
 
 Usage: ``.venv/bin/python benchmarks/partitioning_bench.py [--nodes 1000] [--max-parallel 50] [--real]
