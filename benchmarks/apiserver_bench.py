@@ -9,7 +9,14 @@ from one asyncio client process with a pool of keep-alive connections:
 * watch fan-out: 20 watchers, 10,000 events; checks that every watcher got every event once, in
   order, and reports the delivery rate (events received by all watchers per second)
 
-Usage: ``.venv/bin/python benchmarks/apiserver_bench.py [--seconds 5] [--concurrency 32]``.
+``--target real`` measures kube-apiserver instead (the real control plane of ``scripts/build-kube``:
+etcd, kube-apiserver v1.37, the controller-manager, the scheduler and kwok, on 127.0.0.1; the admin
+client certificate, which API Priority and Fairness exempts as the sim has no such limit), and
+``--real`` (= ``--target both``) runs both, one after the other, with the same client and load, and
+prints them side by side with each server's CPU seconds over its run (the sim's process; kube-apiserver
+plus etcd).
+
+Usage: ``.venv/bin/python benchmarks/apiserver_bench.py [--seconds 5] [--concurrency 32] [--real]``.
 """
 
 from __future__ import annotations
@@ -17,10 +24,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import os
 import ssl
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import simproc
+from benchmarks.procstats import cpu_seconds
 
 NS = "bench"
 OBJECTS = 100
@@ -41,26 +52,36 @@ OBJECTS = 100
 @dataclass
 class Target:
     url: str
-    token: str
+    token: str | None
     ssl: ssl.SSLContext
 
 
 def target(kubeconfig: Path) -> Target:
-    """Server, token and CA of the sim's kubeconfig, for a plain aiohttp client."""
+    """Server, credentials (a bearer token, or a client certificate) and CA of a kubeconfig, for a plain
+    aiohttp client."""
     config = yaml.safe_load(kubeconfig.read_text())
     cluster = config["clusters"][0]["cluster"]
+    user = config["users"][0]["user"]
     context = ssl.create_default_context(
         cadata=base64.b64decode(cluster["certificate-authority-data"]).decode()
     )
-    return Target(cluster["server"], config["users"][0]["user"]["token"], context)
+    if "client-certificate-data" in user:
+        # ssl loads a certificate chain only from files.
+        with tempfile.TemporaryDirectory(prefix="aiplane-bench-cert-") as tmp:
+            cert, key = Path(tmp) / "client.crt", Path(tmp) / "client.key"
+            cert.write_bytes(base64.b64decode(user["client-certificate-data"]))
+            key.write_bytes(base64.b64decode(user["client-key-data"]))
+            context.load_cert_chain(cert, key)
+    return Target(cluster["server"], user.get("token"), context)
 
 
 def session(target: Target, connections: int) -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=connections, ssl=target.ssl)
+    headers = {"Accept": "application/json"}
+    if target.token:
+        headers["Authorization"] = f"Bearer {target.token}"
     return aiohttp.ClientSession(
-        connector=connector,
-        headers={"Authorization": f"Bearer {target.token}", "Accept": "application/json"},
-        timeout=aiohttp.ClientTimeout(total=None, sock_read=120),
+        connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=None, sock_read=120)
     )
 
 
@@ -106,7 +127,7 @@ async def detect_patch(http: aiohttp.ClientSession, url: str) -> bool:
 async def fan_out(
     http: aiohttp.ClientSession, url: str, watchers: int, events: int, concurrency: int, patch: bool
 ) -> dict[str, Any]:
-    async with http.get(f"{url}{cm_path()}") as resp:
+    async with http.get(f"{url}{cm_path()}", params={"labelSelector": "app=bench"}) as resp:
         start_rv = (await resp.json())["metadata"]["resourceVersion"]
     received: list[list[int]] = [[] for _ in range(watchers)]
     all_done = asyncio.Event()
@@ -115,7 +136,13 @@ async def fan_out(
 
     async def watcher(w: int) -> None:
         nonlocal finished
-        params = {"watch": "1", "resourceVersion": start_rv, "timeoutSeconds": "600"}
+        # Only the benchmark's objects: kube-controller-manager publishes kube-root-ca.crt in every namespace.
+        params = {
+            "watch": "1",
+            "resourceVersion": start_rv,
+            "timeoutSeconds": "600",
+            "labelSelector": "app=bench",
+        }
         async with http.get(f"{url}{cm_path()}", params=params) as resp:
             assert resp.status == 200
             async for line in resp.content:
@@ -216,7 +243,7 @@ async def bench(
         rows.append((label, f"{n / dt:,.0f}/s", ">= 1,000/s"))
 
         async def lst(i: int) -> None:
-            async with http.get(f"{url}{cm_path()}") as resp:
+            async with http.get(f"{url}{cm_path()}", params={"labelSelector": "app=bench"}) as resp:
                 await resp.read()
                 assert resp.status == 200
 
@@ -237,6 +264,36 @@ async def bench(
     return rows
 
 
+@dataclass
+class Server:
+    """A server under test: its kubeconfig and the processes whose CPU is its cost."""
+
+    name: str
+    kubeconfig: Path
+    pids: list[int]
+
+
+@contextlib.contextmanager
+def server(kind: str) -> Iterator[Server]:
+    if kind == "sim":
+        with simproc.sim_running("aiplane-bench-", start_timeout=60) as sim:
+            yield Server("aiplane sim", sim.kubeconfig, [sim.pid])
+    else:
+        with simproc.real_running("aiplane-bench-real-") as cluster:
+            pids = [cluster.pids["kube-apiserver"], cluster.pids["etcd"]]
+            yield Server("kube-apiserver v1.37 + etcd", cluster.kubeconfig, pids)
+
+
+def measure(kind: str, args: argparse.Namespace) -> tuple[str, list[tuple[str, str, str]], float]:
+    """(server name, rows, server CPU seconds over the measurement) of one server."""
+    with server(kind) as srv:
+        cpu0 = sum(cpu_seconds(pid) for pid in srv.pids)
+        rows = asyncio.run(
+            bench(target(srv.kubeconfig), args.seconds, args.concurrency, args.watchers, args.events)
+        )
+        return srv.name, rows, sum(cpu_seconds(pid) for pid in srv.pids) - cpu0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -245,17 +302,24 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight")
     parser.add_argument("--watchers", type=int, default=20)
     parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument(
+        "--target", choices=["sim", "real", "both"], default="sim", help="which API server (default: sim)"
+    )
+    parser.add_argument("--real", action="store_true", help="both servers side by side (--target both)")
     args = parser.parse_args()
-    with simproc.sim_running("aiplane-bench-", start_timeout=60) as sim:
-        rows = asyncio.run(
-            bench(target(sim.kubeconfig), args.seconds, args.concurrency, args.watchers, args.events)
-        )
-    width = max(len(r[0]) for r in rows)
-    print(f"aiplane sim on {os.cpu_count()} cores, {args.concurrency} requests in flight, HTTPS")
-    print(f"{'measure':<{width}}  {'result':>18}  target/check")
-    for name, value, note in rows:
-        print(f"{name:<{width}}  {value:>18}  {note}")
-    return 0 if all("LOST" not in r[2] for r in rows) else 1
+    kinds = ["sim", "real"] if args.real or args.target == "both" else [args.target]
+    results = [measure(kind, args) for kind in kinds]
+    width = max(len(r[0]) for r in results[0][1])
+    print(f"{os.cpu_count()} cores, {args.concurrency} requests in flight, HTTPS, one client process")
+    header = "".join(f"  {name:>28}" for name, _, _ in results)
+    print(f"{'measure':<{width}}{header}  target/check")
+    for i, (label, _, _) in enumerate(results[0][1]):
+        values = "".join(f"  {rows[i][1]:>28}" for _, rows, _ in results)
+        notes = " | ".join(dict.fromkeys(rows[i][2] for _, rows, _ in results))
+        print(f"{label:<{width}}{values}  {notes}")
+    cpus = "".join(f"  {f'{cpu:.1f} s':>28}" for _, _, cpu in results)
+    print(f"{'server CPU over the run':<{width}}{cpus}")
+    return 0 if all("LOST" not in r[2] for _, rows, _ in results for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -20,7 +20,16 @@ from when the operator has settled after start-up (the KaiwoConfig controller ta
 once when it starts: not part of the rollout). Events (``kubectl describe`` shows them) are
 best-effort and reported apart, as in ``modelinfer_bench.py``.
 
-Usage: ``.venv/bin/python benchmarks/partitioning_bench.py [--nodes 1000] [--max-parallel 50]
+``--target real`` runs the same rollout on the real control plane of ``scripts/build-kube`` instead:
+kube-apiserver, etcd, the controller-manager (DaemonSets, PodDisruptionBudgets), the scheduler and kwok
+playing the kubelets of the same fleet's nodes, with the simulated hardware (``aiplane hardware``, DCM
+delay 0) in a process of its own and the operator in another. Writes are counted the same way, by the
+server, by User-Agent: from kube-apiserver's audit log (its write verbs), with a breakdown by verb,
+resource and response code. Reported instead of the sim's CPU: kube-apiserver + etcd, the other
+components, and the hardware. ``--real`` (= ``--target both``)
+runs the sim, then the real control plane, in one sitting.
+
+Usage: ``.venv/bin/python benchmarks/partitioning_bench.py [--nodes 1000] [--max-parallel 50] [--real]
 [--profile FILE] [--profile-sim FILE] [--memtrace FILE]`` (the operator / the sim under cProfile; the
 operator under tracemalloc, its largest allocations by file:line to FILE)
 """
@@ -29,8 +38,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -48,14 +60,70 @@ PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfi
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 
 
+@dataclass
+class Cluster:
+    """What the rollout runs on: its kubeconfig, how its server counts the operator's writes, and the CPU
+    seconds so far of what plays the cluster (by part)."""
+
+    name: str
+    kubeconfig: Path
+    writes: Callable[[HttpKubeClient], Awaitable[int]]
+    cpu: Callable[[], dict[str, float]]
+    breakdown: Callable[[int], dict[str, int]] | None = None
+
+
+@contextlib.contextmanager
+def sim_cluster(nodes: int, profile_sim: Path | None) -> Iterator[Cluster]:
+    with simproc.sim_running(
+        "aiplane-pbench-", nodes=nodes, dcm_delay=0, pod_ready_delay=0, profile=profile_sim
+    ) as sim:
+        yield Cluster(
+            "aiplane sim (embedded cluster)",
+            sim.kubeconfig,
+            simproc.write_count,
+            lambda: {"sim CPU": cpu_seconds(sim.pid)},
+        )
+
+
+@contextlib.contextmanager
+def real_cluster(nodes: int) -> Iterator[Cluster]:
+    """The real control plane with the fleet's nodes (kwok) and the simulated hardware beside it."""
+    with simproc.real_running("aiplane-pbench-real-", fleet=simproc.mi300x_fleet(nodes), crds=True) as kube:
+        hardware = simproc.aiplane_command(
+            "hardware", "--kubeconfig", str(kube.kubeconfig), "--dcm-delay", "0"
+        )
+        with simproc.running(hardware) as hw:
+
+            async def writes(_: HttpKubeClient) -> int:
+                return sum(simproc.audit_writes(kube).values())
+
+            def cpu() -> dict[str, float]:
+                parts = simproc.real_cpu_seconds(kube)
+                return {
+                    "kube-apiserver + etcd CPU": parts["kube-apiserver"] + parts["etcd"],
+                    "kcm + scheduler + kwok CPU": parts["kube-controller-manager"]
+                    + parts["kube-scheduler"]
+                    + parts["kwok"],
+                    "hardware CPU": cpu_seconds(hw.pid),
+                }
+
+            yield Cluster(
+                "kube-apiserver v1.37 (real control plane, kwok nodes)",
+                kube.kubeconfig,
+                writes,
+                cpu,
+                lambda skip: simproc.audit_breakdown(kube, skip=skip),
+            )
+
+
 async def measure(
-    kubeconfig: Path,
+    cluster: Cluster,
     nodes: int,
     max_parallel: int,
-    sim_pid: int,
     profile: Path | None = None,
     memtrace: Path | None = None,
 ) -> None:
+    kubeconfig = cluster.kubeconfig
     client = await simproc.bench_client(kubeconfig)
     try:
         await client.create(
@@ -72,18 +140,20 @@ async def measure(
                 kubeconfig, "all", 8, log_level="warning", profile=profile, memtrace=memtrace
             )
         ) as operator:
-            await _roll_out(client, nodes, max_parallel, operator.pid, sim_pid)
+            await _roll_out(client, cluster, nodes, max_parallel, operator.pid)
     finally:
         await client.close()
 
 
-async def _settled(client: HttpKubeClient, quiet: float = 2.0, timeout: float = 120) -> None:
+async def _settled(
+    client: HttpKubeClient, cluster: Cluster, quiet: float = 2.0, timeout: float = 120
+) -> None:
     """Wait until the operator has written nothing for ``quiet`` seconds (its start-up work done)."""
     end = time.monotonic() + timeout
-    last, since = await simproc.write_count(client), time.monotonic()
+    last, since = await cluster.writes(client), time.monotonic()
     while time.monotonic() < end:
         await asyncio.sleep(0.5)
-        count = await simproc.write_count(client)
+        count = await cluster.writes(client)
         if count != last:
             last, since = count, time.monotonic()
         elif time.monotonic() - since >= quiet:
@@ -92,7 +162,7 @@ async def _settled(client: HttpKubeClient, quiet: float = 2.0, timeout: float = 
 
 
 async def _roll_out(
-    client: HttpKubeClient, nodes: int, max_parallel: int, operator_pid: int, sim_pid: int
+    client: HttpKubeClient, cluster: Cluster, nodes: int, max_parallel: int, operator_pid: int
 ) -> None:
     """Once the profile is Ready, one plan to CPX over every node; report when it is Completed."""
 
@@ -104,12 +174,8 @@ async def _roll_out(
         )
 
     await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
-    await _settled(client)
-    before, cpu0, sim_cpu0 = (
-        await simproc.write_count(client),
-        cpu_seconds(operator_pid),
-        cpu_seconds(sim_pid),
-    )
+    await _settled(client, cluster)
+    before, cpu0, cluster_cpu0 = await cluster.writes(client), cpu_seconds(operator_pid), cluster.cpu()
     # Caches synced, nothing rolled out yet: what start-up (imports, lists) cost, apart from the rollout.
     rss0, peak0 = rss_mb(operator_pid), peak_rss_mb(operator_pid)
     started = time.monotonic()
@@ -136,11 +202,12 @@ async def _roll_out(
 
     await simproc.wait_until(completed, 3600, "the PartitioningPlan Completed")
     seconds = time.monotonic() - started
-    writes = await simproc.write_count(client) - before
+    writes = await cluster.writes(client) - before
     cpu = cpu_seconds(operator_pid) - cpu0
-    sim_cpu = cpu_seconds(sim_pid) - sim_cpu0
+    cluster_cpu = {part: seconds - cluster_cpu0[part] for part, seconds in cluster.cpu().items()}
     event_creates, event_patches, _ = await simproc.event_writes(client, COMPONENTS)
     needed = writes - event_creates - event_patches
+    print(f"{cluster.name}:")
     print(
         f"{nodes} MI300X nodes, maxParallel {max_parallel}, DCM delay 0, operator in its own process, 2 cores"
     )
@@ -156,7 +223,12 @@ async def _roll_out(
     simproc.figure(
         "operator RSS before plan", f"{rss0:.0f}", "MB", f"(peak so far {peak0:.0f} MB: start-up and lists)"
     )
-    simproc.figure("sim CPU", f"{sim_cpu:.1f}", "s", "(the embedded cluster, from the plan's create)")
+    for part, seconds in cluster_cpu.items():
+        simproc.figure(part, f"{seconds:.1f}", "s", "(from the plan's create)")
+    if cluster.breakdown is not None:
+        print("operator writes by verb, resource and response code (audit log):")
+        for what, count in cluster.breakdown(before).items():
+            print(f"  {count:>7}  {what}")
 
 
 def main() -> None:
@@ -177,13 +249,16 @@ def main() -> None:
     parser.add_argument(
         "--profile-sim", type=Path, default=None, help="run the sim under cProfile, stats to this file"
     )
+    parser.add_argument(
+        "--target", choices=["sim", "real", "both"], default="sim", help="which cluster (default: sim)"
+    )
+    parser.add_argument("--real", action="store_true", help="the sim, then the real control plane")
     args = parser.parse_args()
-    with simproc.sim_running(
-        "aiplane-pbench-", nodes=args.nodes, dcm_delay=0, pod_ready_delay=0, profile=args.profile_sim
-    ) as sim:
-        asyncio.run(
-            measure(sim.kubeconfig, args.nodes, args.max_parallel, sim.pid, args.profile, args.memtrace)
-        )
+    kinds = ["sim", "real"] if args.real or args.target == "both" else [args.target]
+    for kind in kinds:
+        context = sim_cluster(args.nodes, args.profile_sim) if kind == "sim" else real_cluster(args.nodes)
+        with context as cluster:
+            asyncio.run(measure(cluster, args.nodes, args.max_parallel, args.profile, args.memtrace))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@
 * :func:`bench_client` is the benchmark's own client (User-Agent ``aiplane-bench``, so that it is not
   counted as the operator), and :func:`writes_by_verb` / :func:`write_count` read the server's count
   of write requests by User-Agent from ``/_sim/stats``;
+* :func:`real_running` starts the real control plane instead (kube-apiserver and the rest, from
+  ``scripts/build-kube``), whose writes :func:`audit_writes` counts by User-Agent from kube-apiserver's
+  audit log, the same definition as ``/_sim/stats``;
 * :func:`wait_until` polls (:func:`check_running` to give up when a process has died);
   :func:`figure` prints one line of a figures report, :func:`operator_figures` the operator's CPU and
   peak RSS lines.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -27,10 +31,14 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import yaml
 
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import EVENTS, NAMESPACES
+from aiplane.realcluster import RealCluster, start_real_cluster
+from aiplane.sim.fleet import Fleet
+from benchmarks.procstats import cpu_seconds
 
 PY = sys.executable
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
@@ -299,3 +307,97 @@ async def event_writes(client: HttpKubeClient, components: set[str]) -> tuple[in
     for e in events:
         reasons[str(e.get("reason"))] = reasons.get(str(e.get("reason")), 0) + int(e.get("count") or 1)
     return len(events), sum(max(0, int(e.get("count") or 1) - 1) for e in events), reasons
+
+
+# --- the real control plane (kube-apiserver and the rest, built by scripts/build-kube) ------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The audit log's verbs of write requests, and the HTTP method ``/_sim/stats`` counts each under.
+AUDIT_WRITE_VERBS = {
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+    "deletecollection": "DELETE",
+}
+
+
+def kube_bin_dir() -> Path:
+    """The real control plane's binaries: ``AIPLANE_KUBE_BIN``, else what ``scripts/build-kube`` prints
+    (it builds them the first time, ~10 min; then a stamp check)."""
+    value = os.environ.get("AIPLANE_KUBE_BIN")
+    if value:
+        return Path(value)
+    out = subprocess.run(
+        [str(ROOT / "scripts" / "build-kube")], check=True, capture_output=True, text=True
+    ).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def real_running(
+    prefix: str, *, fleet: Mapping[str, object] | None = None, crds: bool = False
+) -> Iterator[RealCluster]:
+    """A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) in a
+    temporary directory, with ``fleet``'s nodes as kwok nodes (else the default small fleet); stopped on
+    the way out. kube-apiserver keeps an audit log of the requests of every client but its own
+    components (the launcher's policy), which :func:`audit_writes` reads."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        cluster = start_real_cluster(
+            Path(tmp) / "kube",
+            bin_dir=kube_bin_dir(),
+            fleet=Fleet.model_validate(dict(fleet)) if fleet is not None else None,
+            install_crds=crds,
+            tie_to_parent=True,
+            timeout=600,
+        )
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+def audit_writes(cluster: RealCluster, agent: str = OPERATOR_AGENT) -> dict[str, int]:
+    """Write requests kube-apiserver has audited from User-Agent product ``agent`` so far, by verb
+    (POST/PUT/PATCH/DELETE, as ``/_sim/stats`` counts them: the same definition on both servers)."""
+    verbs = AUDIT_WRITE_VERBS
+    counts = dict.fromkeys(WRITE_VERBS, 0)
+    path = cluster.audit_log
+    if not path.exists():
+        return counts
+    with path.open("rb") as log:
+        for line in log:
+            record = orjson.loads(line)
+            product = str(record.get("userAgent", "")).split(" ", 1)[0].split("/", 1)[0]
+            verb = verbs.get(record.get("verb", ""))
+            if product == agent and verb is not None and record.get("stage") == "ResponseComplete":
+                counts[verb] += 1
+    return counts
+
+
+def audit_breakdown(cluster: RealCluster, agent: str = OPERATOR_AGENT, skip: int = 0) -> dict[str, int]:
+    """The audited writes from ``agent`` after the first ``skip`` of them, by "verb resource[/sub] code"
+    (what a ratio above the minimum is made of: conflicts, evictions, Events)."""
+    counts: dict[str, int] = {}
+    seen = 0
+    with cluster.audit_log.open("rb") as log:
+        for line in log:
+            record = orjson.loads(line)
+            product = str(record.get("userAgent", "")).split(" ", 1)[0].split("/", 1)[0]
+            if product != agent or record.get("stage") != "ResponseComplete":
+                continue
+            if record.get("verb") not in AUDIT_WRITE_VERBS:
+                continue
+            seen += 1
+            if seen <= skip:
+                continue
+            ref = record.get("objectRef") or {}
+            what = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+            key = f"{record.get('verb')} {what} {(record.get('responseStatus') or {}).get('code')}"
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def real_cpu_seconds(cluster: RealCluster) -> dict[str, float]:
+    """CPU seconds so far of each running component of the real control plane."""
+    return {name: cpu_seconds(pid) for name, pid in cluster.pids.items()}

@@ -208,6 +208,14 @@ def demo(
             metavar="SECONDS", help="Seconds to count operator writes after convergence (should stay 0)."
         ),
     ] = 3.0,
+    real: Annotated[
+        bool,
+        typer.Option(
+            "--real",
+            help="On a real control plane instead (etcd, kube-apiserver, controller-manager, scheduler, kwok "
+            "nodes; built by scripts/build-kube, cached): sections it cannot host yet are skipped and say why.",
+        ),
+    ] = False,
 ) -> None:
     """Run the operator on the embedded cluster, live: the example partition profiles and plan roll CPX
     across the MI300X inference nodes under the plan's limits; the example 1P2D ModelInfer comes up on
@@ -249,6 +257,7 @@ def demo(
         pod_ready_delay=pod_ready_delay,
         plugin_refresh_delay=plugin_refresh_delay,
         quiet_seconds=quiet_seconds,
+        real=real,
     )
     raise typer.Exit(asyncio.run(run_demo(options, console)))
 

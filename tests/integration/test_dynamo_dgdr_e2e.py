@@ -188,6 +188,7 @@ async def test_online_profiling_job_stand_in(world: World) -> None:
     assert "--isl" in pod["containers"][0]["args"]
     assert (await world.dgdr("online"))["status"]["state"] == "Profiling"
     # The stand-in: the profiler's output copier applies the ConfigMap, then the Job completes.
+    image = {"extraPodSpec": {"mainContainer": {"image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.0"}}}
     graph = {
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "DynamoGraphDeployment",
@@ -195,8 +196,13 @@ async def test_online_profiling_job_stand_in(world: World) -> None:
         "spec": {
             "backendFramework": "vllm",
             "services": {
-                "Frontend": {"componentType": "frontend", "replicas": 1},
-                "VllmDecodeWorker": {"componentType": "worker", "subComponentType": "decode", "replicas": 1},
+                "Frontend": {"componentType": "frontend", "replicas": 1, **image},
+                "VllmDecodeWorker": {
+                    "componentType": "worker",
+                    "subComponentType": "decode",
+                    "replicas": 1,
+                    **image,
+                },
             },
         },
     }

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 from rich.live import Live
 
+from aiplane.kube.client import KubeClient
 from aiplane.kube.resources import resource_for
-from aiplane.sim.client import InMemoryKubeClient
+from aiplane.sim.apiserver.store import Event
 
 FIELD_MANAGER = "aiplane-demo"
 DEMO_NAMESPACE = "default"
@@ -29,13 +31,32 @@ class DemoOptions:
     pod_ready_delay: float
     plugin_refresh_delay: float
     quiet_seconds: float
+    real: bool = False
+
+
+class Feed(Protocol):
+    """Where the live views get every committed change: the embedded store's listeners, or watches of a
+    real cluster (:class:`aiplane.demo.real.WatchFeed`)."""
+
+    def subscribe(self, listener: Callable[[Event], None]) -> None: ...
+
+    def unsubscribe(self, listener: Callable[[Event], None]) -> None: ...
+
+
+class WriteCount(Protocol):
+    """The operator's write requests so far, as its client counts them."""
+
+    @property
+    def writes(self) -> int: ...
+
+    def reset_counts(self) -> None: ...
 
 
 def load_manifests(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
 
 
-async def apply_all(client: InMemoryKubeClient, docs: list[dict[str, Any]]) -> None:
+async def apply_all(client: KubeClient, docs: list[dict[str, Any]]) -> None:
     """Server-side apply, as ``kubectl apply --server-side`` would."""
     for doc in docs:
         res = resource_for(doc["apiVersion"], doc["kind"])
@@ -56,7 +77,7 @@ async def until(check: Any, timeout: float, live: Live, render: Any) -> bool:
     return False
 
 
-async def settled_writes(operator: InMemoryKubeClient, *, idle: float = 0.5, timeout: float = 5.0) -> int:
+async def settled_writes(operator: WriteCount, *, idle: float = 0.5, timeout: float = 5.0) -> int:
     """The operator's write count once it has written nothing for ``idle`` seconds (or ``timeout``).
 
     What the live view sees converge is the status write; the Events that reconcile records after it
@@ -74,7 +95,7 @@ async def settled_writes(operator: InMemoryKubeClient, *, idle: float = 0.5, tim
     return operator.writes
 
 
-async def writes_then_quiet(operator: InMemoryKubeClient, opts: DemoOptions) -> tuple[int, int]:
+async def writes_then_quiet(operator: WriteCount, opts: DemoOptions) -> tuple[int, int]:
     """The operator's writes once settled, then its writes in the ``quiet_seconds`` after: a steady
     cluster must see zero writes from us, and every section shows it."""
     writes = await settled_writes(operator)

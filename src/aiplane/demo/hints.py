@@ -66,12 +66,12 @@ def keep_message(kubeconfig: Path) -> str:
     )
 
 
-def closing_message(kubeconfig: Path) -> str:
+def closing_message(kubeconfig: Path, *, real: bool = False) -> str:
     setup = setup_line(kubeconfig)
     return (
         "\nTo keep the cluster running after the demo and point kubectl at it:\n"
         f"  {setup}\n"
-        f"  aiplane demo --keep --kubeconfig {shlex.quote(str(kubeconfig))}\n"
+        f"  aiplane demo{' --real' if real else ''} --keep --kubeconfig {shlex.quote(str(kubeconfig))}\n"
         "then, in another terminal, the same export line and: kubectl get gpuplan,np,nodes\n"
         f"or start an empty cluster with the controllers:  aiplane sim --kubeconfig {shlex.quote(str(kubeconfig))}"
         f"{_missing_kubectl()}"

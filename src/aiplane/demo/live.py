@@ -20,12 +20,12 @@ from rich.table import Table
 
 from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_NAME
-from aiplane.demo.common import DemoOptions, apply_all, load_manifests, until, writes_then_quiet
+from aiplane.demo.common import DemoOptions, WriteCount, apply_all, load_manifests, until, writes_then_quiet
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import NP_KEY, RolloutWatch
 from aiplane.demo.serving import MI_KEY, POD_KEY, FloorWatch
+from aiplane.kube.client import KubeClient
 from aiplane.kube.resources import NODES, PODS
-from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 
 #: What the inference pool goes back to, and from.
@@ -87,8 +87,8 @@ def floor_summary(floor: FloorWatch, mi_key: str) -> Table:
 
 async def _leg(
     cluster: EmbeddedCluster,
-    client: InMemoryKubeClient,
-    operator: InMemoryKubeClient,
+    client: KubeClient,
+    operator: WriteCount,
     opts: DemoOptions,
     console: Console,
     plan: dict[str, Any],
@@ -147,8 +147,8 @@ async def _leg(
 
 async def live_repartition_section(
     cluster: EmbeddedCluster,
-    client: InMemoryKubeClient,
-    operator: InMemoryKubeClient,
+    client: KubeClient,
+    operator: WriteCount,
     opts: DemoOptions,
     console: Console,
 ) -> bool:

@@ -11,9 +11,11 @@ from typing import Any
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity
+from aiplane.kube.resources import resource_for
 from aiplane.sim.apiserver.store import DELETED, Event
 
 CLUSTERQUEUE_KEY = "kueue.x-k8s.io/clusterqueues"
+CLUSTERQUEUES = resource_for("kueue.x-k8s.io/v1beta1", "ClusterQueue")
 
 
 def gpu_quota(clusterqueue: Mapping[str, Any] | None, resource: str = "amd.com/gpu") -> int:

@@ -16,17 +16,22 @@ import asyncio
 import copy
 import signal
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
 from rich.live import Live
 
+from aiplane.apimachinery import objects
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.demo.common import (
     DEMO_NAMESPACE,
     FIELD_MANAGER,
     DemoOptions,
+    Feed,
+    WriteCount,
     apply_all,
     load_manifests,
     until,
@@ -38,11 +43,11 @@ from aiplane.demo.hints import closing_message, follow_message, keep_message
 from aiplane.demo.live import live_repartition_section
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import RolloutWatch
-from aiplane.demo.platform import QueueWatch, credential_refs
+from aiplane.demo.platform import CLUSTERQUEUES, QueueWatch, credential_refs
 from aiplane.demo.request import RequestWatch
-from aiplane.kube.client import ApiError
+from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.logging import configure_logging
-from aiplane.kube.resources import NAMESPACES, NODES, PODS, resource_for
+from aiplane.kube.resources import NAMESPACES, NODES, PODS, Resource, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.simrun import in_process_manager
@@ -92,9 +97,9 @@ async def _manager(cluster: EmbeddedCluster) -> tuple[Any, InMemoryKubeClient]:
 
 
 async def partitioning_section(
-    cluster: EmbeddedCluster,
-    client: InMemoryKubeClient,
-    operator: InMemoryKubeClient,
+    feed: Feed,
+    client: KubeClient,
+    operator: WriteCount,
     opts: DemoOptions,
     console: Console,
 ) -> bool:
@@ -119,11 +124,8 @@ async def partitioning_section(
         "will be evicted through the Eviction API. The KaiwoConfig (examples/kaiwoconfig.yaml) keeps the "
         "Kueue ClusterQueue's amd.com/gpu quota in step with what the nodes advertise."
     )
-    queue = QueueWatch(str(kaiwo_queue_name(opts)))
-    cluster.server.store.subscribe(queue)
-    await until_quiet(lambda: bool(queue.quotas), opts.timeout)
-    queue.mark()
-    cluster.server.store.subscribe(watch)
+    queue = await _queue_watch(feed, client, opts, console)
+    feed.subscribe(watch)
     try:
         operator.reset_counts()
         await apply_all(client, profiles)
@@ -136,21 +138,15 @@ async def partitioning_section(
         writes, quiet = await writes_then_quiet(operator, opts)
         console.print()
         console.print(watch.summary(writes, quiet, opts.quiet_seconds))
-        expected = sum(
-            int(str((n.get("status") or {}).get("allocatable", {}).get("amd.com/gpu", "0")))
-            for n in (await client.list(NODES))["items"]
-        )
-        await until_quiet(lambda: bool(queue.quotas) and queue.quotas[-1] == expected, opts.timeout)
-        console.print(
-            f"Kueue ClusterQueue [bold]{queue.name}[/], amd.com/gpu nominal quota (from allocatable, partitions "
-            f"included): {queue.describe()}"
-        )
+        if queue is not None:
+            await _queue_followed(queue, client, opts, console)
     finally:
-        cluster.server.store.unsubscribe(watch)
-        cluster.server.store.unsubscribe(queue)
+        feed.unsubscribe(watch)
+        if queue is not None:
+            feed.unsubscribe(queue)
     ok = (
         done
-        and queue.never_lower()
+        and (queue is None or queue.never_lower())
         and watch.phase == "Completed"
         and not watch.left_marked()
         and watch.worst_in_progress <= watch.max_parallel
@@ -162,13 +158,44 @@ async def partitioning_section(
     return ok
 
 
+async def _queue_watch(
+    feed: Feed, client: KubeClient, opts: DemoOptions, console: Console
+) -> QueueWatch | None:
+    """Follow the KaiwoConfig's ClusterQueue from its first quota on; None where Kueue's API is not
+    served (the real control plane has no Kueue yet), said so, not imitated."""
+    if not await client.served(CLUSTERQUEUES):
+        console.print(
+            "[yellow]Kueue is not installed on this cluster (no ClusterQueue API): the ClusterQueue quota "
+            "part of this section is skipped.[/]"
+        )
+        return None
+    queue = QueueWatch(str(kaiwo_queue_name(opts)))
+    feed.subscribe(queue)
+    await until_quiet(lambda: bool(queue.quotas), opts.timeout)
+    queue.mark()
+    return queue
+
+
+async def _queue_followed(queue: QueueWatch, client: KubeClient, opts: DemoOptions, console: Console) -> None:
+    """The ClusterQueue's quota once it equals what the nodes now advertise (partitions included)."""
+    expected = sum(
+        int(str((n.get("status") or {}).get("allocatable", {}).get("amd.com/gpu", "0")))
+        for n in (await client.list(NODES))["items"]
+    )
+    await until_quiet(lambda: bool(queue.quotas) and queue.quotas[-1] == expected, opts.timeout)
+    console.print(
+        f"Kueue ClusterQueue [bold]{queue.name}[/], amd.com/gpu nominal quota (from allocatable, partitions "
+        f"included): {queue.describe()}"
+    )
+
+
 def kaiwo_queue_name(opts: DemoOptions) -> str:
     """The default ClusterQueue the example KaiwoConfig names."""
     doc = load_manifests(opts.examples / "kaiwoconfig.yaml")[0]
     return str(doc["spec"].get("defaultClusterQueueName") or "kaiwo")
 
 
-async def ensure_secret(client: InMemoryKubeClient, namespace: str, name: str, data: dict[str, str]) -> None:
+async def ensure_secret(client: KubeClient, namespace: str, name: str, data: dict[str, str]) -> None:
     """A Secret the example's pods read (a token), as the user would create it before applying: without
     it their containers wait in CreateContainerConfigError, as on a real cluster."""
     await client.apply(
@@ -199,9 +226,9 @@ def _bump_images(doc: dict[str, Any], tag: str) -> dict[str, Any]:
 
 
 async def modelinfer_section(
-    cluster: EmbeddedCluster,
-    client: InMemoryKubeClient,
-    operator: InMemoryKubeClient,
+    feed: Feed,
+    client: KubeClient,
+    operator: WriteCount,
     opts: DemoOptions,
     console: Console,
 ) -> bool:
@@ -218,7 +245,7 @@ async def modelinfer_section(
         f"(maxUnavailable {max_unavailable}, maxSurge {max_surge})."
     )
     watch = ModelInferWatch(namespace, name)
-    cluster.server.store.subscribe(watch)
+    feed.subscribe(watch)
     try:
         await client.apply(
             NAMESPACES,
@@ -270,7 +297,7 @@ async def modelinfer_section(
             f"{', '.join(pulls) or 'none'}."
         )
     finally:
-        cluster.server.store.unsubscribe(watch)
+        feed.unsubscribe(watch)
     replicas = int(doc["spec"]["replicas"])
     ok = (
         done
@@ -292,7 +319,7 @@ def _with_worker_image(doc: dict[str, Any], service: str, image: str) -> dict[st
     return out
 
 
-async def _dynamo_children(client: InMemoryKubeClient, namespace: str, name: str) -> dict[str, int]:
+async def _dynamo_children(client: KubeClient, namespace: str, name: str) -> dict[str, int]:
     """What the graph made, by kind, as ``kubectl get -l`` would count it."""
     selector = f"nvidia.com/dynamo-graph-deployment-name={name}"
     counts: dict[str, int] = {}
@@ -314,9 +341,9 @@ async def _dynamo_children(client: InMemoryKubeClient, namespace: str, name: str
 
 
 async def dynamo_section(
-    cluster: EmbeddedCluster,
-    client: InMemoryKubeClient,
-    operator: InMemoryKubeClient,
+    feed: Feed,
+    client: KubeClient,
+    operator: WriteCount,
     opts: DemoOptions,
     console: Console,
 ) -> bool:
@@ -331,7 +358,7 @@ async def dynamo_section(
         "'successful' again until the new pods are available."
     )
     watch = GraphWatch(namespace, name)
-    cluster.server.store.subscribe(watch)
+    feed.subscribe(watch)
     try:
         await client.apply(
             NAMESPACES,
@@ -376,14 +403,14 @@ async def dynamo_section(
             )
         )
     finally:
-        cluster.server.store.unsubscribe(watch)
+        feed.unsubscribe(watch)
     ok = done and quiet == 0 and watch.premature_successful == 0
     if not ok:
         console.print("[bold red]the graph's rollout did not complete cleanly[/]")
     return ok
 
 
-async def _gone(client: InMemoryKubeClient, namespace: str, name: str) -> bool:
+async def _gone(client: KubeClient, namespace: str, name: str) -> bool:
     """The graph and everything labelled as its own are gone."""
     pods = await client.list(
         PODS, namespace=namespace, label_selector=f"nvidia.com/dynamo-graph-deployment-name={name}"
@@ -395,9 +422,9 @@ async def _gone(client: InMemoryKubeClient, namespace: str, name: str) -> bool:
 
 
 async def request_section(
-    cluster: EmbeddedCluster,
-    client: InMemoryKubeClient,
-    operator: InMemoryKubeClient,
+    feed: Feed,
+    client: KubeClient,
+    operator: WriteCount,
     opts: DemoOptions,
     console: Console,
 ) -> bool:
@@ -406,9 +433,16 @@ async def request_section(
     graph_name = doc["spec"]["deploymentOverrides"]["name"]
     console.rule("[bold]5. An SLA-driven request: from a latency target to a running graph")
     # Make room on the H100 nodes: deleting a graph removes everything it created.
-    await client.delete(
-        resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment"), "llama-disagg", namespace=namespace
-    )
+    try:
+        await client.delete(
+            resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment"), "llama-disagg", namespace=namespace
+        )
+        deleted = "Deleted llama-disagg (its DCDs, Deployments, pods and PVC went with it). "
+    except ApiError as exc:
+        if not exc.not_found:  # the Dynamo section was skipped: nothing to make room from
+            raise
+        deleted = ""
+        await ensure_secret(client, namespace, HF_TOKEN_SECRET, {"HF_TOKEN": "hf_demo_placeholder"})
     end = time.monotonic() + opts.timeout
     while not await _gone(client, namespace, "llama-disagg"):
         if time.monotonic() > end:
@@ -417,14 +451,14 @@ async def request_section(
         await asyncio.sleep(0.2)
     sla = doc["spec"]["sla"]
     console.print(
-        f"Deleted llama-disagg (its DCDs, Deployments, pods and PVC went with it). Applying "
+        f"{deleted}Applying "
         f"{opts.examples}/dgdr-qwen3-8b-h100.yaml: [bold]{namespace}/{name}[/] asks for "
         f"{doc['spec']['modelName']} on H100 with TTFT ≤ {sla['ttft']} ms and ITL ≤ {sla['itl']} ms; the "
         "operator plans it in process and, with autoApply, creates the graph "
         f"[bold]{graph_name}[/] sized by the plan."
     )
     watch = RequestWatch(namespace, name, GraphWatch(namespace, graph_name))
-    cluster.server.store.subscribe(watch)
+    feed.subscribe(watch)
     try:
         operator.reset_counts()
         watch.started = watch.graph.started = time.monotonic()
@@ -443,11 +477,113 @@ async def request_section(
             )
         )
     finally:
-        cluster.server.store.unsubscribe(watch)
+        feed.unsubscribe(watch)
     ok = ready and quiet == 0
     if not ok:
         console.print("[bold red]the request did not reach a running graph cleanly[/]")
     return ok
+
+
+#: Why a section cannot run on the real control plane yet (it has kube's own controllers and scheduler,
+#: kwok's nodes and the simulated hardware; no Volcano, LeaderWorkerSet, Kueue or volume provisioner).
+VOLCANO_MISSING = (
+    "the example ModelInfer names schedulerName: volcano (gang scheduling of each InferGroup), and the "
+    "real control plane runs kube-scheduler only: its pods would stay Pending"
+)
+#: The request's plan fills every H100 GPU of the fleet (16 of 16) with 1- and 2-GPU workers; kube-scheduler
+#: places them one at a time (its default scoring looks at CPU and memory, ties broken at random), so in
+#: some runs two nodes are left with one free GPU each and a 2-GPU decode worker stays Unschedulable.
+FRAGMENTATION = (
+    "its plan fills all 16 H100 GPUs with 1- and 2-GPU workers, and kube-scheduler places them one at a time "
+    "with no look-ahead: some runs leave one free GPU on each node and a 2-GPU decode worker Unschedulable, "
+    "so the section would pass or fail by chance"
+)
+Section = Callable[[Feed, KubeClient, WriteCount, DemoOptions, Console], Awaitable[bool]]
+
+
+@dataclass
+class Sections:
+    """What ran, in order, and how it ended: the closing report lists every section."""
+
+    results: list[tuple[str, str]] = field(default_factory=list)
+
+    def skip(self, name: str, why: str, console: Console) -> None:
+        console.rule(f"[bold]{name}")
+        console.print(f"[bold yellow]Skipped on this cluster:[/] {why}.")
+        self.results.append((name, f"skipped: {why}"))
+
+    def record(self, name: str, ok: bool) -> bool:
+        self.results.append((name, "ran: converged cleanly" if ok else "ran: FAILED"))
+        return ok
+
+    def report(self, console: Console) -> None:
+        console.rule("[bold]Sections")
+        for name, result in self.results:
+            style = "green" if result.startswith("ran: conv") else "yellow" if "skipped" in result else "red"
+            console.print(f"[{style}]{name}: {result}[/]")
+
+
+async def _dynamo_blocker(client: KubeClient, opts: DemoOptions) -> str | None:
+    """Why the example graph cannot converge here, or None: its compilation-cache PVC names a
+    StorageClass, and a bare control plane has no provisioner for it."""
+    doc = load_manifests(opts.examples / "dynamo-vllm-disagg.yaml")[0]
+    classes = {str(p.get("storageClass")) for p in doc["spec"].get("pvcs") or [] if p.get("storageClass")}
+    storage = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
+    present = {objects.name(c) for c in (await client.list(storage))["items"]}
+    missing = sorted(classes - present)
+    if missing:
+        return (
+            f"the example graph's PVC names StorageClass {', '.join(missing)}, which this cluster lacks (a bare "
+            "control plane has no volume provisioner): the claim and the workers mounting it would stay Pending"
+        )
+    return None
+
+
+async def run_sections(
+    feed: Feed,
+    cluster: EmbeddedCluster | None,
+    client: KubeClient,
+    operator: WriteCount,
+    opts: DemoOptions,
+    console: Console,
+) -> tuple[bool, Sections]:
+    """Every section in order, each after the previous one converged; on a real control plane
+    (``cluster`` None) the sections it cannot host are skipped and said so."""
+    done = Sections()
+
+    async def step(name: str, section: Section) -> bool:
+        return done.record(name, await section(feed, client, operator, opts, console))
+
+    # The platform configuration first: the example KaiwoConfig (dynamic queues) over the defaulted one.
+    await apply_all(client, load_manifests(opts.examples / "kaiwoconfig.yaml"))
+    ok = await step("1. GPU partitioning", partitioning_section)
+    if ok and cluster is None:
+        done.skip("2. ModelInfer", VOLCANO_MISSING, console)
+        done.skip(
+            "3. Repartition the serving pool under live inference",
+            "it repartitions under section 2's ModelInfer",
+            console,
+        )
+    elif ok and cluster is not None:
+        ok = await step("2. ModelInfer", modelinfer_section)
+        if ok:
+            embedded = cluster
+
+            async def live(*_: object) -> bool:
+                return await live_repartition_section(embedded, client, operator, opts, console)
+
+            ok = await step("3. Repartition the serving pool under live inference", live)
+    if ok:
+        blocker = await _dynamo_blocker(client, opts) if cluster is None else None
+        if blocker:
+            done.skip("4. Dynamo", blocker, console)
+        else:
+            ok = await step("4. Dynamo", dynamo_section)
+    if ok and cluster is None:
+        done.skip("5. SLA-driven request", FRAGMENTATION, console)
+    elif ok:
+        ok = await step("5. SLA-driven request", request_section)
+    return ok, done
 
 
 async def run_demo(opts: DemoOptions, console: Console) -> int:
@@ -458,7 +594,27 @@ async def run_demo(opts: DemoOptions, console: Console) -> int:
         opts.log_file.replace(opts.log_file.with_name(f"{opts.log_file.name}.1"))
     with opts.log_file.open("w", encoding="utf-8") as log_stream:
         configure_logging("info", stream=log_stream)
+        if opts.real:
+            from aiplane.demo.real_run import run_real_demo  # noqa: PLC0415 - only --real starts a control plane
+
+            return await run_real_demo(opts, console)
         return await _run_demo(opts, console)
+
+
+async def keep_or_close(opts: DemoOptions, console: Console) -> None:
+    """With ``--keep``, wait for Ctrl-C (the cluster stays up for kubectl); else say how to keep it."""
+    if opts.keep:
+        # Handlers first: the message invites a Ctrl-C, which must find them installed.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        console.print(keep_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
+        await stop.wait()
+    else:
+        console.print(
+            closing_message(opts.kubeconfig, real=opts.real), soft_wrap=True, highlight=False, markup=False
+        )
 
 
 async def _run_demo(opts: DemoOptions, console: Console) -> int:
@@ -481,27 +637,9 @@ async def _run_demo(opts: DemoOptions, console: Console) -> int:
     console.print(follow_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
     ok = False
     try:
-        # The platform configuration first: the example KaiwoConfig (dynamic queues) over the defaulted one.
-        await apply_all(client, load_manifests(opts.examples / "kaiwoconfig.yaml"))
-        ok = await partitioning_section(cluster, client, operator, opts, console)
-        if ok:
-            ok = await modelinfer_section(cluster, client, operator, opts, console)
-        if ok:
-            ok = await live_repartition_section(cluster, client, operator, opts, console)
-        if ok:
-            ok = await dynamo_section(cluster, client, operator, opts, console)
-        if ok:
-            ok = await request_section(cluster, client, operator, opts, console)
-        if opts.keep:
-            # Handlers first: the message invites a Ctrl-C, which must find them installed.
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            console.print(keep_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
-            await stop.wait()
-        else:
-            console.print(closing_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
+        ok, sections = await run_sections(cluster.server.store, cluster, client, operator, opts, console)
+        sections.report(console)
+        await keep_or_close(opts, console)
     except ApiError as exc:
         console.print(f"[bold red]aiplane demo: the API answered {exc}[/]")
         ok = False

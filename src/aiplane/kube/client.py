@@ -150,6 +150,14 @@ class ApiError(Exception):
         return self.status == 422
 
     @property
+    def namespace_terminating(self) -> bool:
+        """kube's NamespaceLifecycle admission refusing a create in a namespace being deleted: a 403,
+        but no permission is missing (the namespace's deletion takes the object's owner with it)."""
+        causes = (self.body.get("details") or {}).get("causes") or []
+        # metav1.StatusCause serializes its Type as "reason".
+        return self.status == 403 and any(c.get("reason") == "NamespaceTerminating" for c in causes)
+
+    @property
     def gone(self) -> bool:
         return self.status == 410
 

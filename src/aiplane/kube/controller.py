@@ -67,9 +67,10 @@ def expected_race(exc: ApiError) -> bool:
     A conflict (409: a stale resourceVersion, "the object has been modified"), an AlreadyExists (a
     create the cache did not show yet) or a NotFound (a delete it did not show yet) is settled by the
     next reconcile reading fresher state, so it is requeued quietly: an operator that logs errors when
-    nothing is wrong trains people to ignore its errors.
+    nothing is wrong trains people to ignore its errors. A create refused because its namespace is
+    being deleted (a 403 from admission, not RBAC) is the same: the namespace's deletion settles it.
     """
-    return exc.status in (404, 409) or _MODIFIED in exc.message
+    return exc.status in (404, 409) or _MODIFIED in exc.message or exc.namespace_terminating
 
 
 @dataclass(frozen=True, order=True)

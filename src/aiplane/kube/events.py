@@ -139,7 +139,9 @@ class EventRecorder:
                 # The aggregated Event expired or was deleted: start a new one next time.
                 with contextlib.suppress(KeyError):
                     del self._seen[key]
-            log.warning("could not record event", reason=reason, object=meta.get("name"), error=exc.message)
+            # An Event in a namespace being deleted is refused (403) and would go with it anyway.
+            report = log.debug if exc.namespace_terminating else log.warning
+            report("could not record event", reason=reason, object=meta.get("name"), error=exc.message)
 
     def _event_body(
         self, obj: dict[str, Any], namespace: str, type_: str, reason: str, message: str, now: datetime

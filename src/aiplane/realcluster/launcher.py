@@ -36,6 +36,28 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Stopped in this order, the reverse of starting: clients before the API server, the API server before etcd.
 _STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 _STOP_GRACE = 15.0
+# The API server's audit log: every request of every client but the control plane's own components and
+# kwok (whose traffic would dwarf the rest), one JSON object a line, written before the response is sent
+# (the log backend's default "blocking" mode), so a test reads a refused request as soon as it returns.
+AUDIT_LOG = "audit.log"
+_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "None",
+            "users": [
+                pkimod.CONTROLLER_MANAGER.user,
+                pkimod.SCHEDULER.user,
+                pkimod.KWOK.user,
+                "system:apiserver",
+            ],
+        },
+        {"level": "None", "userGroups": ["system:serviceaccounts:kube-system", "system:nodes"]},
+        {"level": "Metadata"},
+    ],
+}
 
 
 class ClusterError(Exception):
@@ -89,6 +111,11 @@ class RealCluster:
 
     def log(self, component: str) -> Path:
         return self.state_dir / "logs" / f"{component}.log"
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log: JSON lines, one per request of a client outside the control plane."""
+        return self.state_dir / "logs" / AUDIT_LOG
 
 
 @dataclass
@@ -157,6 +184,9 @@ def _commands(bins: Path, state: Path, ports: _Ports) -> dict[str, list[str]]:
             f"--proxy-client-cert-file={p / 'front-proxy-client.crt'}",
             f"--proxy-client-key-file={p / 'front-proxy-client.key'}",
             "--profiling=false",
+            f"--audit-policy-file={state / 'audit-policy.json'}",
+            f"--audit-log-path={state / 'logs' / AUDIT_LOG}",
+            "--audit-log-format=json",
         ],
         "kube-controller-manager": [
             str(bins / "kube-controller-manager"),
@@ -298,6 +328,7 @@ def start_real_cluster(
     for sub in ("logs", "kubeconfig", "etcd"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "etcd").chmod(0o700)
+    (state / "audit-policy.json").write_text(json.dumps(_AUDIT_POLICY), encoding="utf-8")
     deadline = time.monotonic() + timeout
     ports = _Ports()
     server = f"https://127.0.0.1:{ports.apiserver}"

@@ -289,3 +289,9 @@ def test_pdb_hash_is_stable_and_follows_the_strategy_not_the_image_or_replicas()
     ramped = pdb_of(with_strategy(worker(gpu="1"), "RampedSlowRollout"))
     assert ramped is not None and needs_update(first, ramped)
     assert updated(first, ramped)["spec"]["maxUnavailable"] == 1
+
+
+def test_a_component_without_an_image_names_the_field_kube_would_refuse() -> None:
+    """kube-apiserver refuses a Deployment whose container has no image (422): say so once, in status."""
+    with pytest.raises(ChildrenError, match=r"spec\.extraPodSpec\.mainContainer\.image: required"):
+        build(dcd(extraPodSpec={}))

@@ -117,7 +117,7 @@ def test_pod_requests_are_the_larger_of_containers_and_init_containers_plus_over
         "overhead": {"cpu": "100m"},
     }
     assert pod_requests(spec) == {"cpu": 3100, "memory": 2**30, "amd.com/gpu": 2}
-    assert pod_requests({"containers": [{"name": "c"}]}) == {}
+    assert pod_requests({"containers": [{"name": "c", "image": "i"}]}) == {}
 
 
 def test_sidecar_init_containers_add_to_the_containers() -> None:
@@ -498,7 +498,7 @@ def _error(call: Any) -> ApiError:
 def test_bind_sets_the_node_the_condition_and_the_annotations_in_one_write(sim_api: Api) -> None:
     pods = sim_api.resource("v1", "Pod")
     created = sim_api.create(
-        pods, "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+        pods, "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
     )
     before = created.obj
     answer = sim_api.bind("default", "p", _binding("p", annotations={"sched": "yes"}))
@@ -518,7 +518,7 @@ def test_bind_sets_the_node_the_condition_and_the_annotations_in_one_write(sim_a
 
 def test_bind_checks_preconditions_gates_and_dry_run(sim_api: Api) -> None:
     pods = sim_api.resource("v1", "Pod")
-    spec = {"containers": [{"name": "c"}]}
+    spec = {"containers": [{"name": "c", "image": "i"}]}
     sim_api.create(pods, "default", {"metadata": {"name": "p"}, "spec": spec})
     err = _error(lambda: sim_api.bind("default", "p", _binding("p", uid="other")))
     assert err.code == 409 and "Precondition failed: UID in precondition: other" in err.message
@@ -537,4 +537,25 @@ def test_bind_checks_preconditions_gates_and_dry_run(sim_api: Api) -> None:
     assert invalid.code == 500 and "reason" not in invalid.status()
     assert invalid.message == (
         '[target.kind: Unsupported value: "Pod": supported values: "Node", "<empty>", target.name: Required value]'
+    )
+
+
+def test_a_pod_or_a_deployment_whose_container_has_no_image_is_refused_as_kube_does(sim_api: Api) -> None:
+    pods = sim_api.resource("v1", "Pod")
+    err = _error(
+        lambda: sim_api.create(
+            pods, "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+        )
+    )
+    assert (err.code, err.message) == (422, 'Pod "p" is invalid: spec.containers[0].image: Required value')
+    deployments = sim_api.resource("apps/v1", "Deployment")
+    template = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": ""}]}}
+    body = {
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": template},
+    }
+    err = _error(lambda: sim_api.create(deployments, "default", body))
+    assert (
+        err.message
+        == 'Deployment.apps "d" is invalid: spec.template.spec.containers[0].image: Required value'
     )

@@ -465,6 +465,11 @@ def desired_children(inp: ChildrenInput) -> Desired:
         # Before the multinode split: leader and worker templates both inherit the additions, and the
         # children's hash covers them, so a config change rolls out under each child's own strategy.
         template = decorate_template(template, inp.platform)
+        if not _main(template).get("image"):
+            # kube refuses a pod template whose container has no image (422): say which field, once.
+            raise ChildrenError(
+                "spec.extraPodSpec.mainContainer.image: required (the main container's image)"
+            )
         nodes = node_count(dcd)
         replicas = _replicas(dcd)
     except ChildrenError:

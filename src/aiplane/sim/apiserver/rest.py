@@ -618,12 +618,22 @@ class Api:
         if namespace is None:
             raise errors.not_found("namespaces", "", ns)
         if namespace["metadata"].get("deletionTimestamp"):
-            raise errors.forbidden(
+            # kube's NamespaceLifecycle admission: a 403 whose cause tells it from an RBAC refusal.
+            error = errors.forbidden(
                 rt.plural,
                 rt.group,
                 name,
                 f"unable to create new content in namespace {ns} because it is being terminated",
             )
+            error.details = error.details or {}
+            error.details.setdefault("causes", []).append(
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": f"namespace {ns} is being terminated",
+                    "field": "metadata.namespace",
+                }
+            )
+            raise error
 
     def _generated_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
         prefix = prefix[: 63 - 5] if len(prefix) > 58 else prefix

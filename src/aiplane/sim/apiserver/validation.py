@@ -118,8 +118,42 @@ def validate_object(rt: ResourceType, obj: dict[str, Any], old: dict[str, Any] |
         errs += validate(obj, schema, old=old)
     if (rt.group, rt.kind) == ("apiextensions.k8s.io", "CustomResourceDefinition"):
         errs += _validate_crd(obj, old)
+    errs += _pod_spec_errors(rt, obj)
     if errs:
         raise errors.invalid(rt.kind, rt.group, name, errs)
+
+
+# Where each built-in kind keeps its pod spec (kube validates pod templates as it validates Pods).
+_POD_SPECS = {
+    ("", "Pod"): ("spec",),
+    ("", "PodTemplate"): ("template", "spec"),
+    ("", "ReplicationController"): ("spec", "template", "spec"),
+    ("apps", "Deployment"): ("spec", "template", "spec"),
+    ("apps", "ReplicaSet"): ("spec", "template", "spec"),
+    ("apps", "StatefulSet"): ("spec", "template", "spec"),
+    ("apps", "DaemonSet"): ("spec", "template", "spec"),
+    ("batch", "Job"): ("spec", "template", "spec"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+
+
+def _pod_spec_errors(rt: ResourceType, obj: dict[str, Any]) -> list[FieldError]:
+    """``ValidatePodSpec``'s rule that every container names an image (``containers[i].image: Required
+    value``): kube-apiserver refuses a Deployment whose template has a container without one."""
+    path = _POD_SPECS.get((rt.group, rt.kind))
+    if path is None:
+        return []
+    spec: Any = obj
+    for key in path:
+        spec = spec.get(key) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    out = []
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or []):
+            if isinstance(container, dict) and not container.get("image"):
+                out.append(fe.required(f"{'.'.join(path)}.{key}[{i}].image", ""))
+    return out
 
 
 def _validate_meta(rt: ResourceType, meta: dict[str, Any], *, creating: bool) -> list[FieldError]:
