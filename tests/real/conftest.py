@@ -138,14 +138,16 @@ async def namespace(admin: HttpKubeClient) -> AsyncIterator[str]:
 @pytest.fixture
 def start_operator(
     real_cluster: RealCluster, release: op.Release, tmp_path: Path
-) -> Iterator[Callable[[str], op.Process]]:
+) -> Iterator[Callable[..., op.Process]]:
     """Start ``aiplane run --controllers <names>`` as the chart's ServiceAccount; on teardown stop it,
     and fail the test if kube's RBAC refused it anything (403) while it ran, or it logged an error."""
     audit = op.Audit.from_now(real_cluster.audit_log, release.user)
     processes: list[op.Process] = []
 
-    def start(controllers: str) -> op.Process:
-        process = op.operator_process(release, controllers, tmp_path / f"operator-{len(processes)}.log")
+    def start(controllers: str, *extra: str) -> op.Process:
+        process = op.operator_process(
+            release, controllers, tmp_path / f"operator-{len(processes)}.log", *extra
+        )
         processes.append(process.start())
         return process
 
