@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import resource_for
+from aiplane.kube.resources import NODES, resource_for
 from benchmarks import simproc
 from benchmarks.procstats import cpu_seconds, peak_rss_mb, rss_mb
 
@@ -58,6 +58,7 @@ COMPONENTS = {"partitioningprofile-controller", "partitioningplan-controller", "
 PRODUCT = "AMD_Instinct_MI300X_OAM"
 PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
+NODE_PARTITIONINGS = resource_for("infrastructure.silogen.ai/v1alpha1", "NodePartitioning")
 
 
 @dataclass
@@ -86,9 +87,16 @@ def sim_cluster(nodes: int, profile_sim: Path | None) -> Iterator[Cluster]:
 
 
 @contextlib.contextmanager
-def real_cluster(nodes: int) -> Iterator[Cluster]:
-    """The real control plane with the fleet's nodes (kwok) and the simulated hardware beside it."""
-    with simproc.real_running("aiplane-pbench-real-", fleet=simproc.mi300x_fleet(nodes), crds=True) as kube:
+def real_cluster(nodes: int, keep: Path | None = None) -> Iterator[Cluster]:
+    """The real control plane with the fleet's nodes (kwok) and the simulated hardware beside it.
+    ``keep``: the audit log records every client's Node writes in full and is copied there at the end."""
+    with simproc.real_running(
+        "aiplane-pbench-real-",
+        fleet=simproc.mi300x_fleet(nodes),
+        crds=True,
+        audit_node_writes=keep is not None,
+        keep=keep,
+    ) as kube:
         hardware = simproc.aiplane_command(
             "hardware", "--kubeconfig", str(kube.kubeconfig), "--dcm-delay", "0"
         )
@@ -122,6 +130,7 @@ async def measure(
     max_parallel: int,
     profile: Path | None = None,
     memtrace: Path | None = None,
+    timeout: float = 3600,
 ) -> None:
     kubeconfig = cluster.kubeconfig
     client = await simproc.bench_client(kubeconfig)
@@ -140,7 +149,7 @@ async def measure(
                 kubeconfig, "all", 8, log_level="warning", profile=profile, memtrace=memtrace
             )
         ) as operator:
-            await _roll_out(client, cluster, nodes, max_parallel, operator.pid)
+            await _roll_out(client, cluster, nodes, max_parallel, operator.pid, timeout)
     finally:
         await client.close()
 
@@ -161,8 +170,31 @@ async def _settled(
     raise SystemExit("the operator kept writing after start-up")
 
 
+async def _unfinished(client: HttpKubeClient) -> str:
+    """The NodePartitionings not Succeeded, with their last condition and their Node's taints."""
+    lines = []
+    for np in (await client.list(NODE_PARTITIONINGS))["items"]:
+        status = np.get("status") or {}
+        if status.get("phase") == "Succeeded":
+            continue
+        node = await client.get(NODES, np["spec"]["nodeName"])
+        last = max(status.get("conditions") or [{}], key=lambda c: str(c.get("lastTransitionTime")))
+        lines.append(
+            f"  {np['metadata']['name']} {status.get('phase')} {last.get('type')}={last.get('status')} "
+            f"{last.get('reason')}: {last.get('message')}; node resourceVersion "
+            f"{node['metadata']['resourceVersion']} taints {(node.get('spec') or {}).get('taints')} "
+            f"annotations {node['metadata'].get('annotations')}"
+        )
+    return "\n".join(lines)
+
+
 async def _roll_out(
-    client: HttpKubeClient, cluster: Cluster, nodes: int, max_parallel: int, operator_pid: int
+    client: HttpKubeClient,
+    cluster: Cluster,
+    nodes: int,
+    max_parallel: int,
+    operator_pid: int,
+    timeout: float = 3600,
 ) -> None:
     """Once the profile is Ready, one plan to CPX over every node; report when it is Completed."""
 
@@ -200,7 +232,11 @@ async def _roll_out(
     async def completed() -> bool:
         return ((await client.get(PLANS, "cpx-all")).get("status") or {}).get("phase") == "Completed"
 
-    await simproc.wait_until(completed, 3600, "the PartitioningPlan Completed")
+    try:
+        await simproc.wait_until(completed, timeout, "the PartitioningPlan Completed")
+    except SystemExit:
+        print(f"not Completed within {timeout:.0f} s:\n{await _unfinished(client)}")
+        raise
     seconds = time.monotonic() - started
     writes = await cluster.writes(client) - before
     cpu = cpu_seconds(operator_pid) - cpu0
@@ -253,12 +289,27 @@ def main() -> None:
         "--target", choices=["sim", "real", "both"], default="sim", help="which cluster (default: sim)"
     )
     parser.add_argument("--real", action="store_true", help="the sim, then the real control plane")
+    parser.add_argument(
+        "--timeout", type=float, default=3600, help="seconds to wait for Completed (then list what is not)"
+    )
+    parser.add_argument(
+        "--audit-nodes",
+        type=Path,
+        default=None,
+        help="real control plane: audit every client's Node writes in full, keep the log in this directory",
+    )
     args = parser.parse_args()
     kinds = ["sim", "real"] if args.real or args.target == "both" else [args.target]
     for kind in kinds:
-        context = sim_cluster(args.nodes, args.profile_sim) if kind == "sim" else real_cluster(args.nodes)
+        context = (
+            sim_cluster(args.nodes, args.profile_sim)
+            if kind == "sim"
+            else real_cluster(args.nodes, args.audit_nodes)
+        )
         with context as cluster:
-            asyncio.run(measure(cluster, args.nodes, args.max_parallel, args.profile, args.memtrace))
+            asyncio.run(
+                measure(cluster, args.nodes, args.max_parallel, args.profile, args.memtrace, args.timeout)
+            )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -336,12 +337,18 @@ def kube_bin_dir() -> Path:
 
 @contextlib.contextmanager
 def real_running(
-    prefix: str, *, fleet: Mapping[str, object] | None = None, crds: bool = False
+    prefix: str,
+    *,
+    fleet: Mapping[str, object] | None = None,
+    crds: bool = False,
+    audit_node_writes: bool = False,
+    keep: Path | None = None,
 ) -> Iterator[RealCluster]:
     """A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) in a
     temporary directory, with ``fleet``'s nodes as kwok nodes (else the default small fleet); stopped on
     the way out. kube-apiserver keeps an audit log of the requests of every client but its own
-    components (the launcher's policy), which :func:`audit_writes` reads."""
+    components (the launcher's policy), which :func:`audit_writes` reads. ``audit_node_writes`` adds
+    every client's Node writes, in full; ``keep`` is where the audit log is copied on the way out."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         cluster = start_real_cluster(
             Path(tmp) / "kube",
@@ -350,10 +357,14 @@ def real_running(
             install_crds=crds,
             tie_to_parent=True,
             timeout=600,
+            audit_node_writes=audit_node_writes,
         )
         try:
             yield cluster
         finally:
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                shutil.copy(cluster.audit_log, keep / "audit.log")
             cluster.stop()
 
 

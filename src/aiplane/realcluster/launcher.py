@@ -40,7 +40,7 @@ _STOP_GRACE = 15.0
 # kwok (whose traffic would dwarf the rest), one JSON object a line, written before the response is sent
 # (the log backend's default "blocking" mode), so a test reads a refused request as soon as it returns.
 AUDIT_LOG = "audit.log"
-_AUDIT_POLICY = {
+_AUDIT_POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
@@ -58,6 +58,28 @@ _AUDIT_POLICY = {
         {"level": "Metadata"},
     ],
 }
+# For investigating who wrote a Node's spec (a taint lost or brought back): every client's Node writes,
+# the control plane's and kwok's included, with the request and the stored object; the kubelet-like
+# status writes (kwok, the simulated device plugin) by metadata only. Off by default: larger logs.
+_NODE_WRITE_RULES: list[dict[str, Any]] = [
+    {
+        "level": "RequestResponse",
+        "verbs": ["create", "update", "patch", "delete"],
+        "resources": [{"group": "", "resources": ["nodes"]}],
+    },
+    {
+        "level": "Metadata",
+        "verbs": ["update", "patch"],
+        "resources": [{"group": "", "resources": ["nodes/status"]}],
+    },
+]
+
+
+def audit_policy(*, node_writes: bool = False) -> dict[str, Any]:
+    """The API server's audit policy; ``node_writes`` records every client's Node writes in full."""
+    if not node_writes:
+        return _AUDIT_POLICY
+    return {**_AUDIT_POLICY, "rules": [*_NODE_WRITE_RULES, *_AUDIT_POLICY["rules"]]}
 
 
 class ClusterError(Exception):
@@ -312,6 +334,7 @@ def start_real_cluster(
     install_crds: bool = False,
     timeout: float = 180.0,
     tie_to_parent: bool = False,
+    audit_node_writes: bool = False,
 ) -> RealCluster:
     """Start a control plane in ``state_dir`` (made empty first) and return once it serves: ``/readyz``
     ok, every fleet node Ready (kwok), the ``default`` ServiceAccount made, the CRDs Established.
@@ -319,6 +342,7 @@ def start_real_cluster(
     ``tie_to_parent`` ends the components when the calling thread's process dies (for test sessions;
     Linux delivers the signal when the *thread* that started them exits, so call it from a thread that
     lives as long as the cluster should); ``cluster up`` leaves them running for ``cluster down``.
+    ``audit_node_writes`` records every client's Node writes in the audit log, request and response.
     """
     bins = check_bin_dir(bin_dir) if bin_dir is not None else bin_dir_from_env()
     state = state_dir.resolve()
@@ -328,7 +352,9 @@ def start_real_cluster(
     for sub in ("logs", "kubeconfig", "etcd"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "etcd").chmod(0o700)
-    (state / "audit-policy.json").write_text(json.dumps(_AUDIT_POLICY), encoding="utf-8")
+    (state / "audit-policy.json").write_text(
+        json.dumps(audit_policy(node_writes=audit_node_writes)), encoding="utf-8"
+    )
     deadline = time.monotonic() + timeout
     ports = _Ports()
     server = f"https://127.0.0.1:{ports.apiserver}"
