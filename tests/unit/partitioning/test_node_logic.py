@@ -881,6 +881,32 @@ def test_verification_tolerates_a_slow_device_plugin() -> None:
     assert d.requeue_after == 10.0
 
 
+def test_verifying_removes_a_taint_of_ours_still_on_the_node() -> None:
+    """Our taint on a node being verified (the DCM-success step missed it, or it was put back) keeps
+    the device plugin, which does not tolerate it, off the node: the partitions would never show and
+    the node would sit in Verifying until the verify timeout. Verifying removes it, once."""
+    tainted = apply_node_actions(verifying_node("8"), [Taint(NP_NAME)])
+    d = run(verifying_np(), tainted, now=NOW + timedelta(seconds=30))
+    assert d.phase == "Verifying"
+    assert d.node_actions == (Untaint(NP_NAME),)
+    assert reason_of(d, "NodeTainted") == ("False", "TaintRemoved")
+    assert reason_of(d, "NodeCordoned") == ("True", "CordonSucceeded")
+    assert reason_of(d, "Verified") == ("False", "ResourceMismatch")
+    np = verifying_np()
+    np["status"] = d.status
+    again = run(np, apply_node_actions(tainted, d.node_actions), now=NOW + timedelta(seconds=31))
+    assert again.node_actions == () and again.status is None and again.events == ()
+
+
+def test_verifying_leaves_a_taint_that_is_not_ours() -> None:
+    foreign = apply_node_actions(verifying_node("8"), [Taint("someone-else")])
+    d = run(verifying_np(), foreign, now=NOW + timedelta(seconds=30))
+    assert d.phase == "Verifying" and d.node_actions == () and d.status is None
+    d = run(verifying_np(), foreign, now=NOW + timedelta(minutes=5))
+    assert d.phase == "Failed" and "not ours" in d.events[0].message
+    assert d.node_actions == (Uncordon(NP_NAME),)
+
+
 @pytest.mark.parametrize(
     ("gpus", "detail"),
     [("8", "amd.com/gpu: got 8 (expected 64)"), (None, "amd.com/gpu: not found (expected 64)")],

@@ -25,9 +25,8 @@ from datetime import datetime
 from typing import Final
 
 from aiplane.apimachinery.conditions import get_condition
-from aiplane.controllers.partitioning.node_actions import MarkApplied, RemoveLabels, SetLabels, Untaint
+from aiplane.controllers.partitioning.node_actions import MarkApplied, RemoveLabels, SetLabels
 from aiplane.controllers.partitioning.node_run import (
-    NODE_TAINTED,
     NORMAL,
     OPERATOR_READY,
     PROFILE_APPLIED,
@@ -46,10 +45,6 @@ from aiplane.controllers.partitioning.vocabulary import (
     DCM_STATE_SUCCESS,
     PROFILE_LABEL,
     PROFILE_STATE_LABEL,
-    TAINT_EFFECT,
-    TAINT_KEY,
-    TAINT_VALUE,
-    TAINTED_BY_ANNOTATION,
     VERIFYING,
     WAITING_OPERATOR,
 )
@@ -166,14 +161,7 @@ def applying(run: Run) -> bool:
 def _dcm_succeeded(run: Run, dcm: str) -> bool:
     """Untaint right away (the device plugin must restart), keep the cordon until verified."""
     run.cond(OPERATOR_READY, "True", "DCMSucceeded", f"DCM applied profile {dcm}")
-    if run.ours(TAINTED_BY_ANNOTATION):
-        run.act(Untaint(run.owner))
-        run.cond(
-            NODE_TAINTED,
-            "False",
-            "TaintRemoved",
-            f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} removed so the device plugin can restart",
-        )
+    run.untaint()
     run.act(RemoveLabels((APPLY_TRIGGER_LABEL,)))
     return run.goto(VERIFYING)
 
