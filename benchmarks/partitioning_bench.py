@@ -71,6 +71,7 @@ class Cluster:
     writes: Callable[[HttpKubeClient], Awaitable[int]]
     cpu: Callable[[], dict[str, float]]
     breakdown: Callable[[int], dict[str, int]] | None = None
+    logs: Path | None = None  # where the operator's log goes (else discarded)
 
 
 @contextlib.contextmanager
@@ -89,7 +90,10 @@ def sim_cluster(nodes: int, profile_sim: Path | None) -> Iterator[Cluster]:
 @contextlib.contextmanager
 def real_cluster(nodes: int, keep: Path | None = None) -> Iterator[Cluster]:
     """The real control plane with the fleet's nodes (kwok) and the simulated hardware beside it.
-    ``keep``: the audit log records every client's Node writes in full and is copied there at the end."""
+    ``keep``: the audit log records every client's Node writes in full and is copied there at the end,
+    with the hardware's and the operator's logs."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     with simproc.real_running(
         "aiplane-pbench-real-",
         fleet=simproc.mi300x_fleet(nodes),
@@ -100,7 +104,7 @@ def real_cluster(nodes: int, keep: Path | None = None) -> Iterator[Cluster]:
         hardware = simproc.aiplane_command(
             "hardware", "--kubeconfig", str(kube.kubeconfig), "--dcm-delay", "0"
         )
-        with simproc.running(hardware) as hw:
+        with simproc.running(hardware, log=keep / "hardware.log" if keep is not None else None) as hw:
 
             async def writes(_: HttpKubeClient) -> int:
                 return sum(simproc.audit_writes(kube).values())
@@ -121,6 +125,7 @@ def real_cluster(nodes: int, keep: Path | None = None) -> Iterator[Cluster]:
                 writes,
                 cpu,
                 lambda skip: simproc.audit_breakdown(kube, skip=skip),
+                keep,
             )
 
 
@@ -147,7 +152,8 @@ async def measure(
         with simproc.running(
             simproc.operator_command(
                 kubeconfig, "all", 8, log_level="warning", profile=profile, memtrace=memtrace
-            )
+            ),
+            log=cluster.logs / "operator.log" if cluster.logs is not None else None,
         ) as operator:
             await _roll_out(client, cluster, nodes, max_parallel, operator.pid, timeout)
     finally:

@@ -68,19 +68,26 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
 
 @contextlib.contextmanager
 def running(
-    cmd: Sequence[str], *, env: Mapping[str, str] | None = None, show_stderr: bool = False
+    cmd: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    show_stderr: bool = False,
+    log: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``cmd`` as a process (output discarded, stderr shown if asked) for the ``with`` block."""
-    proc = subprocess.Popen(
-        list(cmd),
-        env=None if env is None else dict(env),
-        stdout=subprocess.DEVNULL,
-        stderr=None if show_stderr else subprocess.DEVNULL,
-    )
-    try:
-        yield proc
-    finally:
-        stop(proc)
+    """``cmd`` as a process (output discarded, stderr shown if asked, or both written to ``log``)
+    for the ``with`` block."""
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("wb")) if log is not None else None
+        proc = subprocess.Popen(
+            list(cmd),
+            env=None if env is None else dict(env),
+            stdout=out if out is not None else subprocess.DEVNULL,
+            stderr=out if out is not None else None if show_stderr else subprocess.DEVNULL,
+        )
+        try:
+            yield proc
+        finally:
+            stop(proc)
 
 
 def check_running(proc: subprocess.Popen[bytes], name: str = "operator") -> None:

@@ -59,13 +59,20 @@ _AUDIT_POLICY: dict[str, Any] = {
     ],
 }
 # For investigating who wrote a Node's spec (a taint lost or brought back): every client's Node writes,
-# the control plane's and kwok's included, with the request and the stored object; the kubelet-like
-# status writes (kwok, the simulated device plugin) by metadata only. Off by default: larger logs.
+# the control plane's and kwok's included, with the request and the stored object, and the
+# NodePartitionings' (whose status says which step wrote what); the kubelet-like status writes (kwok,
+# the simulated device plugin) by metadata only. Off by default: larger logs.
 _NODE_WRITE_RULES: list[dict[str, Any]] = [
     {
         "level": "RequestResponse",
         "verbs": ["create", "update", "patch", "delete"],
-        "resources": [{"group": "", "resources": ["nodes"]}],
+        "resources": [
+            {"group": "", "resources": ["nodes"]},
+            {
+                "group": "infrastructure.silogen.ai",
+                "resources": ["nodepartitionings", "nodepartitionings/status"],
+            },
+        ],
     },
     {
         "level": "Metadata",
