@@ -136,6 +136,7 @@ async def measure(
     profile: Path | None = None,
     memtrace: Path | None = None,
     timeout: float = 3600,
+    at_once: bool = False,
 ) -> None:
     kubeconfig = cluster.kubeconfig
     client = await simproc.bench_client(kubeconfig)
@@ -155,7 +156,7 @@ async def measure(
             ),
             log=cluster.logs / "operator.log" if cluster.logs is not None else None,
         ) as operator:
-            await _roll_out(client, cluster, nodes, max_parallel, operator.pid, timeout)
+            await _roll_out(client, cluster, nodes, max_parallel, operator.pid, timeout, at_once)
     finally:
         await client.close()
 
@@ -201,6 +202,7 @@ async def _roll_out(
     max_parallel: int,
     operator_pid: int,
     timeout: float = 3600,
+    at_once: bool = False,
 ) -> None:
     """Once the profile is Ready, one plan to CPX over every node; report when it is Completed."""
 
@@ -212,7 +214,8 @@ async def _roll_out(
         )
 
     await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
-    await _settled(client, cluster)
+    if not at_once:
+        await _settled(client, cluster)
     before, cpu0, cluster_cpu0 = await cluster.writes(client), cpu_seconds(operator_pid), cluster.cpu()
     # Caches synced, nothing rolled out yet: what start-up (imports, lists) cost, apart from the rollout.
     rss0, peak0 = rss_mb(operator_pid), peak_rss_mb(operator_pid)
@@ -304,6 +307,13 @@ def main() -> None:
         default=None,
         help="real control plane: audit every client's Node writes in full, keep the log in this directory",
     )
+    parser.add_argument(
+        "--at-once",
+        action="store_true",
+        help="create the plan as soon as the profile is Ready, not once the operator has settled: the "
+        "first nodes are drained while kube still creates the DaemonSets' pods (writes then include "
+        "start-up's)",
+    )
     args = parser.parse_args()
     kinds = ["sim", "real"] if args.real or args.target == "both" else [args.target]
     for kind in kinds:
@@ -314,7 +324,15 @@ def main() -> None:
         )
         with context as cluster:
             asyncio.run(
-                measure(cluster, args.nodes, args.max_parallel, args.profile, args.memtrace, args.timeout)
+                measure(
+                    cluster,
+                    args.nodes,
+                    args.max_parallel,
+                    args.profile,
+                    args.memtrace,
+                    args.timeout,
+                    args.at_once,
+                )
             )
 
 
