@@ -129,10 +129,9 @@ def _application_mark(run: Run) -> str:
 
 def _shows_our_request(run: Run, dcm: str) -> bool:
     """Does the Node view show our request (the profile label and our record, written together)?"""
-    return (
-        run.node.labels.get(PROFILE_LABEL) == dcm
-        and run.node.annotations.get(APPLIED_BY_ANNOTATION) == _application_mark(run)
-    )
+    return run.node.labels.get(PROFILE_LABEL) == dcm and run.node.annotations.get(
+        APPLIED_BY_ANNOTATION
+    ) == _application_mark(run)
 
 
 def applying(run: Run) -> bool:
