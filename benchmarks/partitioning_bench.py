@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import NODES, resource_for
+from aiplane.kube.resources import DAEMONSETS, NODES, PODS, resource_for
 from benchmarks import simproc
 from benchmarks.procstats import cpu_seconds, peak_rss_mb, rss_mb
 
@@ -59,6 +59,8 @@ PRODUCT = "AMD_Instinct_MI300X_OAM"
 PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
 NODE_PARTITIONINGS = resource_for("infrastructure.silogen.ai/v1alpha1", "NodePartitioning")
+PLUGIN_NAMESPACE, PLUGIN_DAEMONSET = "kube-amd-gpu", "amd-gpu-device-plugin"
+HELD = "aiplane.io/bench-held"
 
 
 @dataclass
@@ -137,6 +139,7 @@ async def measure(
     memtrace: Path | None = None,
     timeout: float = 3600,
     at_once: bool = False,
+    plugin_held: float | None = None,
 ) -> None:
     kubeconfig = cluster.kubeconfig
     client = await simproc.bench_client(kubeconfig)
@@ -156,7 +159,7 @@ async def measure(
             ),
             log=cluster.logs / "operator.log" if cluster.logs is not None else None,
         ) as operator:
-            await _roll_out(client, cluster, nodes, max_parallel, operator.pid, timeout, at_once)
+            await _roll_out(client, cluster, nodes, max_parallel, operator.pid, timeout, at_once, plugin_held)
     finally:
         await client.close()
 
@@ -195,6 +198,26 @@ async def _unfinished(client: HttpKubeClient) -> str:
     return "\n".join(lines)
 
 
+async def _plugin_selector(client: HttpKubeClient, held: bool) -> None:
+    """Hold the device plugin's DaemonSet off every node (a node selector nothing matches), or let it
+    back; held, wait until its pods are gone."""
+    patch = {"spec": {"template": {"spec": {"nodeSelector": {HELD: "true" if held else None}}}}}
+
+    async def installed() -> bool:
+        daemonsets = (await client.list(DAEMONSETS, PLUGIN_NAMESPACE))["items"]
+        return any(d["metadata"]["name"] == PLUGIN_DAEMONSET for d in daemonsets)
+
+    await simproc.wait_until(installed, 300, "the device plugin's DaemonSet")
+    await client.patch(DAEMONSETS, PLUGIN_DAEMONSET, patch, namespace=PLUGIN_NAMESPACE)
+
+    async def gone() -> bool:
+        pods = (await client.list(PODS, PLUGIN_NAMESPACE))["items"]
+        return not any(p["metadata"]["name"].startswith(PLUGIN_DAEMONSET) for p in pods)
+
+    if held:
+        await simproc.wait_until(gone, 300, "the device plugin's pods gone")
+
+
 async def _roll_out(
     client: HttpKubeClient,
     cluster: Cluster,
@@ -203,6 +226,7 @@ async def _roll_out(
     operator_pid: int,
     timeout: float = 3600,
     at_once: bool = False,
+    plugin_held: float | None = None,
 ) -> None:
     """Once the profile is Ready, one plan to CPX over every node; report when it is Completed."""
 
@@ -214,6 +238,8 @@ async def _roll_out(
         )
 
     await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
+    if plugin_held is not None:
+        await _plugin_selector(client, held=True)
     if not at_once:
         await _settled(client, cluster)
     before, cpu0, cluster_cpu0 = await cluster.writes(client), cpu_seconds(operator_pid), cluster.cpu()
@@ -237,6 +263,10 @@ async def _roll_out(
             },
         },
     )
+
+    if plugin_held is not None:
+        await asyncio.sleep(plugin_held)
+        await _plugin_selector(client, held=False)
 
     async def completed() -> bool:
         return ((await client.get(PLANS, "cpx-all")).get("status") or {}).get("phase") == "Completed"
@@ -314,6 +344,14 @@ def main() -> None:
         "first nodes are drained while kube still creates the DaemonSets' pods (writes then include "
         "start-up's)",
     )
+    parser.add_argument(
+        "--plugin-held",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="keep the device plugin's DaemonSet off every node until SECONDS after the plan's create: "
+        "the first nodes are drained with no pod to move, the taint and the DCM label in one write",
+    )
     args = parser.parse_args()
     kinds = ["sim", "real"] if args.real or args.target == "both" else [args.target]
     for kind in kinds:
@@ -332,6 +370,7 @@ def main() -> None:
                     args.memtrace,
                     args.timeout,
                     args.at_once,
+                    args.plugin_held,
                 )
             )
 
