@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiplane.realcluster import pki, running_pids, stop_cluster
+from aiplane.realcluster.launcher import audit_policy
 from aiplane.realcluster.nodes import fake_nodes
 from aiplane.sim.fleet import AMD_PRODUCTS, NVIDIA_PRODUCTS, Fleet, GpuSpec, NodePool, node_objects
 
@@ -94,3 +95,15 @@ def test_down_signals_no_process_that_is_not_its_clusters(tmp_path: Path) -> Non
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_the_node_write_audit_records_every_clients_node_writes_in_full() -> None:
+    """Who last wrote a Node's taints (kube-controller-manager and kwok included, whom the default
+    policy leaves out) is only known when their Node writes are recorded with their bodies."""
+    default = audit_policy()
+    full = audit_policy(node_writes=True)
+    first = full["rules"][0]
+    assert first["level"] == "RequestResponse" and "users" not in first and "userGroups" not in first
+    assert {"group": "", "resources": ["nodes"]} in first["resources"]
+    assert full["rules"][len(full["rules"]) - len(default["rules"]) :] == default["rules"]
+    assert not any(r["level"] == "RequestResponse" for r in default["rules"])
