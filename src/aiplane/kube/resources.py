@@ -72,6 +72,8 @@ PODGROUPS = _r("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 RESOURCEFLAVORS = _r("kueue.x-k8s.io", "v1beta1", "resourceflavors", "ResourceFlavor", False)
 CLUSTERQUEUES = _r("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False)
 LOCALQUEUES = _r("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
+#: Kueue's admission units (served as v1beta1 by every Kueue release since v0.14, beside v1beta2).
+WORKLOADS = _r("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
 GATEWAYS = _r("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
 HTTPROUTES = _r("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 VIRTUALSERVICES = _r("networking.istio.io", "v1beta1", "virtualservices", "VirtualService")
@@ -103,6 +105,7 @@ _BUILTIN = (
     RESOURCEFLAVORS,
     CLUSTERQUEUES,
     LOCALQUEUES,
+    WORKLOADS,
     GATEWAYS,
     HTTPROUTES,
     VIRTUALSERVICES,
