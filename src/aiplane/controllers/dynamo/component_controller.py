@@ -39,6 +39,7 @@ Why the pieces are the way they are:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 import structlog
@@ -51,6 +52,7 @@ from aiplane.apimachinery.meta import (
     has_finalizer,
     is_controlled_by,
 )
+from aiplane.controllers import queueing
 from aiplane.controllers.disruption import Arbitration, arbitrate, budget_differs, is_released
 from aiplane.controllers.dynamo import component_disruption as cdis
 from aiplane.controllers.dynamo import etcd
@@ -159,7 +161,26 @@ TRANSITION_EVENTS: Final = (
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, from_statuses=("True",)),
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=FAILURE_REASONS),
     ConditionEvent(cdis.CONDITION_DISRUPTION_HELD, "True", WARNING),
+    # It starts waiting for Kueue's quota: once per wait, with Kueue's reason.
+    ConditionEvent(
+        CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=(queueing.REASON_PENDING,)
+    ),
 )
+
+
+def _deployment_of_pod_name(pod: str) -> str | None:
+    """``<deployment>-<pod-template-hash>-<5 random>``: the Deployment a ReplicaSet's pod is named after."""
+    parts = pod.rsplit("-", 2)
+    return parts[0] if len(parts) == 3 and len(parts[2]) == 5 else None
+
+
+def _deployment_pod_owner(workload: Mapping[str, Any], deployment: str) -> str | None:
+    """The name of the pod owning ``workload`` when it is a pod of ``deployment``, else None."""
+    for ref in objects.meta(workload).get("ownerReferences") or []:
+        name = str(ref.get("name") or "")
+        if ref.get("kind") == "Pod" and _deployment_of_pod_name(name) == deployment:
+            return name
+    return None
 
 
 def _by_node(pod: Mapping[str, Any]) -> list[str]:
@@ -256,13 +277,64 @@ class ComponentReconciler:
         _, informer = self.children[kind]
         return self.expectations.view(f"{kind}/{namespace}/{name}", informer.get(f"{namespace}/{name}"))
 
-    def _graph_backend(self, dcd: Mapping[str, Any]) -> str | None:
+    def _graph(self, dcd: Mapping[str, Any]) -> Obj | None:
         for ref in objects.meta(dcd).get("ownerReferences") or []:
             if isinstance(ref, Mapping) and ref.get("kind") == DGD_KIND and ref.get("name"):
-                dgd = self.dgds.get(f"{objects.namespace(dcd)}/{ref['name']}")
-                backend = objects.spec(dgd).get("backendFramework") if dgd else None
-                return str(backend) if backend else None
+                return self.dgds.get(f"{objects.namespace(dcd)}/{ref['name']}")
         return None
+
+    def _graph_backend(self, dcd: Mapping[str, Any]) -> str | None:
+        dgd = self._graph(dcd)
+        backend = objects.spec(dgd).get("backendFramework") if dgd else None
+        return str(backend) if backend else None
+
+    # --- Kueue --------------------------------------------------------------------------------------
+
+    def _queue_waits(self, dcd: Obj, desired: Desired) -> list[tuple[str, queueing.QuotaWait]]:
+        """The component's Kueue Workloads that wait: a LeaderWorkerSet's own, or its Deployment's pods'
+        (Kueue gives each pod of a Deployment a Workload owned by the pod)."""
+        workloads = self.platform.workloads if self.platform is not None else None
+        if workloads is None:
+            return []
+        namespace, name = objects.namespace(dcd), objects.name(dcd)
+        listed = workloads.list(namespace)
+        if desired.multinode:
+            waits = []
+            for child in desired.children:
+                if child["kind"] != "LeaderWorkerSet":
+                    continue
+                lws = self._view("LeaderWorkerSet", namespace, objects.name(child))
+                if lws is None or queueing.QUEUE_LABEL not in objects.labels(lws):
+                    continue
+                for wl in queueing.owned_workloads(listed, [objects.uid(lws)]):
+                    wait = queueing.quota_wait(wl)
+                    if wait is not None:
+                        waits.append((f"LeaderWorkerSet {objects.name(lws)}", wait))
+            return waits
+        deployment = self._view("Deployment", namespace, name)
+        if deployment is None or queueing.QUEUE_LABEL not in objects.labels(deployment):
+            return []
+        return [
+            (f"pod {pod}", wait)
+            for wl in listed
+            if (pod := _deployment_pod_owner(wl, name)) and (wait := queueing.quota_wait(wl)) is not None
+        ]
+
+    def workload_to_dcd(self, workload: Obj) -> list[Request]:
+        """A Kueue Workload's DCD: its LeaderWorkerSet's owner, or the Deployment its pod is named after."""
+        ns = objects.namespace(workload)
+        for ref in objects.meta(workload).get("ownerReferences") or []:
+            if ref.get("kind") == "LeaderWorkerSet" and "LeaderWorkerSet" in self.children:
+                lws = self.children["LeaderWorkerSet"][1].get(f"{ns}/{ref.get('name')}")
+                owner = controller_of(lws) if lws is not None else None
+                if owner is not None and owner.get("kind") == DCD_KIND and owner.get("name"):
+                    return [Request(ns or None, str(owner["name"]))]
+                return []
+            if ref.get("kind") == "Pod":
+                deployment = _deployment_of_pod_name(str(ref.get("name") or ""))
+                if deployment and self.dcds.get(f"{ns}/{deployment}") is not None:
+                    return [Request(ns or None, deployment)]
+        return []
 
     def _service_account(self, namespace: str) -> str | None:
         names = sorted(objects.name(sa) for sa in self.service_accounts.list(namespace))
@@ -302,6 +374,9 @@ class ComponentReconciler:
                     missing_multinode_api=self.missing_multinode_api,
                     virtual_services="VirtualService" in self.children,
                     platform=self.platform.platform(namespace) if self.platform else Platform(),
+                    queue=queueing.queue_for(self.platform.platform(namespace), dcd, self._graph(dcd))
+                    if self.platform
+                    else None,
                 )
             )
         except ChildrenError as exc:
@@ -460,10 +535,16 @@ class ComponentReconciler:
     def _availability(self, dcd: Obj, desired: Desired) -> Availability:
         namespace, name = objects.namespace(dcd), objects.name(dcd)
         if not desired.multinode:
-            return deployment_availability(self._view("Deployment", namespace, name), name)
-        names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
-        observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
-        return lws_availability(names, observed)
+            found = deployment_availability(self._view("Deployment", namespace, name), name)
+        else:
+            names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
+            observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
+            found = lws_availability(names, observed)
+        waits = self._queue_waits(dcd, desired) if found.status != "True" else []
+        if not waits:
+            return found
+        # Not available because Kueue has not admitted it: say so, in Kueue's words.
+        return replace(found, reason=queueing.REASON_PENDING, message=queueing.wait_message(waits))
 
     async def _report(self, dcd: Obj, availability: Availability, held: str | None = None) -> Obj:
         """Write the status if it changed; returns the DCD as written (or as it was)."""
@@ -552,6 +633,8 @@ def build(
         builder = builder.watches(
             PODS, _dcd_of_pod, predicates=[pod_changed_for_arbiter], label_selector=cdis.POD_SELECTOR
         ).watches(NODES, reconciler.dcds_on_node, predicates=[unschedulable_changed])
+    if platform is not None and platform.workloads is not None:
+        builder = builder.watches(platform.workloads.resource, reconciler.workload_to_dcd)
     if platform is not None:
         builder = watch_platform(
             builder,

@@ -2,8 +2,9 @@
 
 ::
 
-    observe   the KaiwoConfig, Nodes, our Kueue objects and the namespaces that run a ModelInfer or a
-              DynamoGraphDeployment or hold an AIMNamespaceConfig, all from informer caches
+    observe   the KaiwoConfig, Nodes, our Kueue objects and the namespaces that run a ModelInfer, a
+              DynamoGraphDeployment or a DynamoComponentDeployment or hold an AIMNamespaceConfig (a
+              LocalQueue goes to each: our workloads are queued there), all from informer caches
     decide    pools.discover_pools (node pools, allocatable quotas, the cordon rule), kueue.* (desired
               objects), nodes.node_patch (pool labels, the GPU taint) — pure
     act       Node merge patches (guarded by resourceVersion); Topology → ResourceFlavors →
@@ -53,6 +54,9 @@ AIMNAMESPACECONFIGS: Final = Resource(
 )
 MODELINFERS: Final = Resource("workload.volcano.sh", "v1alpha1", "modelinfers", "ModelInfer", True)
 DGDS: Final = Resource("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True)
+DCDS: Final = Resource("nvidia.com", "v1alpha1", "dynamocomponentdeployments", "DynamoComponentDeployment", True)
+#: The kinds whose namespaces get a LocalQueue (their workloads are queued there).
+WORKLOAD_KINDS: Final = (MODELINFERS, DGDS, DCDS, AIMNAMESPACECONFIGS)
 TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1alpha1", "topologies", "Topology", False)
 #: Spec fields accepted and reported, but read by nothing in this suite (no Ray or duration workloads).
 NOT_CONSUMED: Final = (
@@ -82,7 +86,7 @@ class KaiwoConfigReconciler:
             on_add=self.fleet.put, on_update=self.fleet.update, on_delete=self.fleet.delete
         )
         self._settings: tuple[bool, bool, str] | None = None
-        self.workloads = [factory.informer(r) for r in (MODELINFERS, DGDS, AIMNAMESPACECONFIGS)]
+        self.workloads = [factory.informer(r) for r in WORKLOAD_KINDS]
         self.kueue_served = kueue_served
         self.topology_served = topology_served
         self.flavors: Informer | None = factory.informer(RESOURCEFLAVORS) if kueue_served else None
@@ -292,7 +296,7 @@ async def ensure_singleton(client: KubeClient) -> None:
 def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
     reconciler = KaiwoConfigReconciler(manager, kueue_served=kueue_served, topology_served=topology_served)
     builder = Controller.build("kaiwoconfig").for_(KAIWOCONFIGS).watches(NODES, _singleton)
-    for resource in (MODELINFERS, DGDS, AIMNAMESPACECONFIGS):
+    for resource in WORKLOAD_KINDS:
         builder = builder.watches(resource, _singleton)
     if kueue_served:
         for resource in (RESOURCEFLAVORS, CLUSTERQUEUES, LOCALQUEUES):
@@ -315,7 +319,7 @@ PERMISSIONS: Final = (
     # Namespaces that need a LocalQueue: those holding workloads.
     Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs",), READ),
     Permission("workload.volcano.sh", ("modelinfers",), READ),
-    Permission("nvidia.com", ("dynamographdeployments",), READ),
+    Permission("nvidia.com", ("dynamographdeployments", "dynamocomponentdeployments"), READ),
     # Kueue objects it owns: created, patched when they differ, deleted (UID precondition).
     Permission(
         "kueue.x-k8s.io",

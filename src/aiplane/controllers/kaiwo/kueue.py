@@ -10,11 +10,13 @@ KaiwoConfig: only objects with both are ever changed or deleted (upstream delete
 ClusterQueue and ResourceFlavor it did not know).
 
 "Differs" compares only the fields we set, quantities by value, so the fields a real Kueue defaults
-(``queueingStrategy``, ``preemption``, ``flavorFungibility``, ``stopPolicy``) never cause a write loop.
+(``queueingStrategy``, ``flavorFungibility``, ``stopPolicy``) never cause a write loop; ``preemption``
+is written out (:data:`PREEMPTION`, equal to Kueue's defaults).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -38,6 +40,14 @@ TOPOLOGY_NAME: Final = "default-topology"
 TOPOLOGY_LEVELS: Final = (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)
 DEFAULT_BLOCK: Final = "block-a"
 DEFAULT_RACK: Final = "rack-a"
+#: Kueue never evicts an admitted workload of ours to make room for another: quota lowered below what
+#: is admitted (a repartition back to SPX) only holds new workloads back until usage drops. These are
+#: Kueue's defaults, written out so that nobody's defaulting can change them.
+PREEMPTION: Final = {
+    "withinClusterQueue": "Never",
+    "reclaimWithinCohort": "Never",
+    "borrowWithinCohort": {"policy": "Never"},
+}
 #: Kueue's limits on one resource group (``MaxItems`` in clusterqueue_types.go).
 MAX_FLAVORS: Final = 64
 MAX_RESOURCES: Final = 64
@@ -98,7 +108,7 @@ def cluster_queue(
                 "resources": [{"name": r, "nominalQuota": str(quota.get(r, Quantity(0)))} for r in covered],
             }
         )
-    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": []}
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [], "preemption": copy.deepcopy(PREEMPTION)}
     if flavors:
         spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
     if cohort:

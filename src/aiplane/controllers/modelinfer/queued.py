@@ -1,0 +1,71 @@
+"""A ModelInfer's groups in Kueue (controllers/queueing.py says how our workloads are queued).
+
+Each group on one revision is a Kueue plain pod group named ``<mi>-<g>-<revision>``; Kueue names the
+group's Workload after it, so the Workload of a group is found by name, and a Workload leads back to
+its ModelInfer through the pods that own it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from aiplane.apimachinery import objects
+from aiplane.controllers import queueing
+from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, group_name
+from aiplane.controllers.platform_source import PlatformSource
+from aiplane.kube.controller import Request
+from aiplane.kube.informer import Informer
+
+Obj = dict[str, Any]
+
+
+def queue_of_group(
+    pods: Iterable[Mapping[str, Any]],
+    mi: Mapping[str, Any],
+    ordinal: int,
+    revision: str,
+    platform: PlatformSource | None,
+) -> str | None:
+    """The Kueue queue of a new pod of group ``ordinal`` on ``revision``: its siblings' when the group
+    has pods already (a group is never split between Kueue and the scheduler), else the platform's."""
+    group = group_name(objects.name(mi), ordinal)
+    siblings = [
+        p
+        for p in pods
+        if objects.labels(p).get(LABEL_GROUP_NAME) == group
+        and objects.labels(p).get(LABEL_REVISION) == revision
+    ]
+    queue, any_sibling = queueing.sibling_queue(siblings)
+    if any_sibling or platform is None:
+        return queue
+    return queueing.queue_for(platform.platform(objects.namespace(mi)), mi)
+
+
+def quota_waits(
+    pods: Iterable[Mapping[str, Any]], workloads: Informer | None
+) -> tuple[bool, list[tuple[str, queueing.QuotaWait]]]:
+    """Whether any pod of the ModelInfer is queued, and its groups whose Kueue Workload waits."""
+    live = [p for p in pods if not objects.is_deleting(p)]
+    groups = sorted({str(g) for p in live if (g := objects.labels(p).get(queueing.POD_GROUP_LABEL))})
+    if not groups or workloads is None:
+        return bool(groups), []
+    namespace = objects.namespace(live[0])
+    waits = []
+    for group in groups:
+        wait = queueing.quota_wait(workloads.get(f"{namespace}/{group}"))
+        if wait is not None:
+            waits.append((f"group {group}", wait))
+    return True, waits
+
+
+def modelinfers_of_workload(workload: Mapping[str, Any], pods: Informer) -> list[Request]:
+    """A Kueue Workload's ModelInfer: through the pods that own it (a pod group's Workload)."""
+    ns = objects.namespace(workload)
+    out = set()
+    for ref in objects.meta(workload).get("ownerReferences") or []:
+        pod = pods.get(f"{ns}/{ref.get('name')}") if ref.get("kind") == "Pod" else None
+        name = objects.labels(pod).get(LABEL_NAME) if pod is not None else None
+        if name:
+            out.add(str(name))
+    return [Request(ns or None, name) for name in sorted(out)]
