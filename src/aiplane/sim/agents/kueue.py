@@ -154,11 +154,33 @@ def workload_name(
 
 
 def _shape_hash(spec: Mapping[str, Any]) -> str:
-    """A pod set name for one pod shape (Kueue's role hash: the first 8 hex of a hash of the shape)."""
+    """A pod set name for one pod shape: Kueue's role hash (``utilpod.GenerateRoleHash``), the first 8
+    hex of a SHA-256 over what admission reads (requests, ports, placement); env and images do not count."""
+
+    def containers(key: str) -> list[Obj]:
+        return [
+            {"resources": {"requests": (c.get("resources") or {}).get("requests")}, "ports": c.get("ports")}
+            for c in spec.get(key) or []
+        ]
+
     shape = {
-        k: spec.get(k) for k in ("containers", "initContainers", "nodeSelector", "tolerations", "affinity")
+        "initContainers": containers("initContainers"),
+        "containers": containers("containers"),
+        **{
+            k: spec.get(k)
+            for k in (
+                "nodeSelector",
+                "affinity",
+                "tolerations",
+                "runtimeClassName",
+                "priority",
+                "topologySpreadConstraints",
+                "overhead",
+                "resourceClaims",
+            )
+        },
     }
-    text = json.dumps(shape, sort_keys=True, separators=(",", ":"), default=str)
+    text = json.dumps({"spec": shape}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
