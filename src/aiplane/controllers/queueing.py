@@ -55,6 +55,7 @@ __all__ = [
     "quota_condition",
     "quota_wait",
     "skips_queue",
+    "undecided",
 ]
 
 Obj = dict[str, Any]
@@ -170,6 +171,14 @@ def quota_wait(workload: Mapping[str, Any] | None) -> QuotaWait | None:
     )
 
 
+def undecided(workload: Mapping[str, Any] | None) -> bool:
+    """Kueue has not said yet: no Workload (a pod group's comes once all its pods exist), or one with
+    neither an admission nor a ``QuotaReserved`` condition."""
+    if workload is None:
+        return True
+    return not is_admitted(workload) and _condition(workload, "QuotaReserved") is None
+
+
 def owned_workloads(
     workloads: Iterable[Mapping[str, Any]], owner_uids: Sequence[str]
 ) -> list[Mapping[str, Any]]:
@@ -202,13 +211,19 @@ def quota_condition(
     queued: bool,
     generation: int | None,
     now: datetime,
+    undecided_parts: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """``QuotaReserved``: False (:data:`REASON_PENDING`, Kueue's words) while a part waits, True once
-    Kueue admitted every queued part, absent when nothing is queued."""
+    """``QuotaReserved``: False (:data:`REASON_PENDING`, Kueue's words) while a part waits, Unknown
+    (``Queued``) while Kueue has not decided on a part, True once Kueue admitted every queued part,
+    absent when nothing is queued."""
     if not queued:
         return remove_condition(conditions, CONDITION)[0] if conditions else []
     if waits:
         status, reason, message = "False", REASON_PENDING, wait_message(waits)
+    elif undecided_parts:
+        named = ", ".join(undecided_parts[:_MAX_NAMED])
+        more = f" and {len(undecided_parts) - _MAX_NAMED} more" if len(undecided_parts) > _MAX_NAMED else ""
+        status, reason, message = "Unknown", "Queued", f"Kueue has not admitted {named}{more} yet"
     else:
         status, reason, message = "True", "Admitted", "Kueue admitted every queued workload"
     return set_condition(

@@ -20,12 +20,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 
 from aiplane.apimachinery import objects
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.demo import queued as queued_demo
 from aiplane.demo.common import (
     DEMO_NAMESPACE,
     FIELD_MANAGER,
@@ -125,27 +126,39 @@ async def partitioning_section(
         "Kueue ClusterQueue's amd.com/gpu quota in step with what the nodes advertise."
     )
     queue = await _queue_watch(feed, client, opts, console)
+    # A second workload, too big for the SPX quota: it waits in Kueue until CPX adds capacity.
+    waiting = await queued_demo.submit(feed, client, queue, opts, console) if queue is not None else None
+    admitted = True
     feed.subscribe(watch)
+
+    def render() -> Any:
+        return watch.render() if waiting is None else Group(waiting.line(), watch.render())
+
     try:
         operator.reset_counts()
         await apply_all(client, profiles)
         await apply_all(client, [plan])
         watch.started = time.monotonic()
-        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+        with Live(render(), console=console, refresh_per_second=8, transient=False) as live:
             done = await until(
-                lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, watch.render
+                lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, render
             )
+            if waiting is not None:  # admitted mid-rollout: its pods start before the quiet window
+                await until(waiting.done, opts.timeout, live, render)
         writes, quiet = await writes_then_quiet(operator, opts)
         console.print()
         console.print(watch.summary(writes, quiet, opts.quiet_seconds))
         if queue is not None:
             await _queue_followed(queue, client, opts, console)
+        if waiting is not None:
+            admitted = await queued_demo.finish(feed, client, waiting, opts, console)
     finally:
         feed.unsubscribe(watch)
         if queue is not None:
             feed.unsubscribe(queue)
     ok = (
         done
+        and admitted
         and (queue is None or queue.never_lower())
         and watch.phase == "Completed"
         and not watch.left_marked()

@@ -54,7 +54,9 @@ AIMNAMESPACECONFIGS: Final = Resource(
 )
 MODELINFERS: Final = Resource("workload.volcano.sh", "v1alpha1", "modelinfers", "ModelInfer", True)
 DGDS: Final = Resource("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True)
-DCDS: Final = Resource("nvidia.com", "v1alpha1", "dynamocomponentdeployments", "DynamoComponentDeployment", True)
+DCDS: Final = Resource(
+    "nvidia.com", "v1alpha1", "dynamocomponentdeployments", "DynamoComponentDeployment", True
+)
 #: The kinds whose namespaces get a LocalQueue (their workloads are queued there).
 WORKLOAD_KINDS: Final = (MODELINFERS, DGDS, DCDS, AIMNAMESPACECONFIGS)
 TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1alpha1", "topologies", "Topology", False)

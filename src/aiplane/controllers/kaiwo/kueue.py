@@ -108,7 +108,11 @@ def cluster_queue(
                 "resources": [{"name": r, "nominalQuota": str(quota.get(r, Quantity(0)))} for r in covered],
             }
         )
-    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [], "preemption": copy.deepcopy(PREEMPTION)}
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [],
+        "preemption": copy.deepcopy(PREEMPTION),
+    }
     if flavors:
         spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
     if cohort:

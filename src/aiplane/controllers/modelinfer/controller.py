@@ -88,7 +88,7 @@ from aiplane.controllers.modelinfer.planner import (
     group_availability,
     plan,
 )
-from aiplane.controllers.modelinfer.queued import modelinfers_of_workload, queue_of_group, quota_waits
+from aiplane.controllers.modelinfer.queued import modelinfers_of_workload, queue_of_group, queue_view
 from aiplane.controllers.modelinfer.revision import (
     controller_revision,
     next_revision_number,
@@ -639,9 +639,14 @@ class ModelInferReconciler:
         )
         conditions = disruption_condition(conditions, decision, generation=generation, now=now)
         workloads = self.platform.workloads if self.platform is not None else None
-        queued, waits = quota_waits(self.pods.by_index(BY_MODELINFER, objects.key(mi)), workloads)
+        queue = queue_view(self.pods.by_index(BY_MODELINFER, objects.key(mi)), workloads)
         conditions = queueing.quota_condition(
-            conditions, waits, queued=queued, generation=generation, now=now
+            conditions,
+            queue.waits,
+            queued=queue.queued,
+            undecided_parts=queue.undecided,
+            generation=generation,
+            now=now,
         )
         status = {**status, "conditions": conditions}
         if await self.status.write(mi, status) is not None:

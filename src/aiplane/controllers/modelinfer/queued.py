@@ -8,6 +8,7 @@ its ModelInfer through the pods that own it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiplane.apimachinery import objects
@@ -42,21 +43,32 @@ def queue_of_group(
     return queueing.queue_for(platform.platform(objects.namespace(mi)), mi)
 
 
-def quota_waits(
-    pods: Iterable[Mapping[str, Any]], workloads: Informer | None
-) -> tuple[bool, list[tuple[str, queueing.QuotaWait]]]:
-    """Whether any pod of the ModelInfer is queued, and its groups whose Kueue Workload waits."""
+@dataclass(frozen=True)
+class QueueView:
+    """The ModelInfer's groups in Kueue: any queued at all, those waiting (Kueue's words), and those
+    Kueue has not decided on yet."""
+
+    queued: bool = False
+    waits: tuple[tuple[str, queueing.QuotaWait], ...] = ()
+    undecided: tuple[str, ...] = ()
+
+
+def queue_view(pods: Iterable[Mapping[str, Any]], workloads: Informer | None) -> QueueView:
     live = [p for p in pods if not objects.is_deleting(p)]
     groups = sorted({str(g) for p in live if (g := objects.labels(p).get(queueing.POD_GROUP_LABEL))})
     if not groups or workloads is None:
-        return bool(groups), []
+        return QueueView(queued=bool(groups))
     namespace = objects.namespace(live[0])
     waits = []
+    undecided = []
     for group in groups:
-        wait = queueing.quota_wait(workloads.get(f"{namespace}/{group}"))
+        workload = workloads.get(f"{namespace}/{group}")
+        wait = queueing.quota_wait(workload)
         if wait is not None:
             waits.append((f"group {group}", wait))
-    return True, waits
+        elif queueing.undecided(workload):
+            undecided.append(f"group {group}")
+    return QueueView(True, tuple(waits), tuple(undecided))
 
 
 def modelinfers_of_workload(workload: Mapping[str, Any], pods: Informer) -> list[Request]:
