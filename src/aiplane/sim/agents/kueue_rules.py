@@ -248,3 +248,18 @@ def add_usage(usage: Usage, assigned: Iterable[Assigned]) -> None:
         for res, amount in a.usage.items():
             key = (a.flavors[res], res)
             usage[key] = usage.get(key, 0) + amount
+
+
+def schedule(
+    pending: Sequence[tuple[str, Sequence[PodSet]]], groups: Sequence[ResourceGroup], usage: Usage
+) -> list[tuple[str, Decision]]:
+    """One scheduling pass of one ClusterQueue (BestEffortFIFO): each pending workload in order against
+    what the admitted ones and those admitted before it in this pass hold. ``usage`` is not changed."""
+    held = dict(usage)
+    out = []
+    for name, podsets in pending:
+        decision = assign(podsets, groups, held)
+        if decision.admitted:
+            add_usage(held, decision.assigned)
+        out.append((name, decision))
+    return out
