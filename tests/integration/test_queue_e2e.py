@@ -45,7 +45,9 @@ def modelinfer(name: str, gpus: int, *, skip: bool = False) -> Obj:
     """One group of one role replica: an entry and two workers of ``gpus`` GPUs each."""
     template = {
         "spec": {
-            "containers": [{"name": "vllm", "image": "vllm:v1", "resources": {"limits": {"amd.com/gpu": str(gpus)}}}]
+            "containers": [
+                {"name": "vllm", "image": "vllm:v1", "resources": {"limits": {"amd.com/gpu": str(gpus)}}}
+            ]
         }
     }
     meta: Obj = {"name": name, "namespace": NS}
@@ -84,7 +86,9 @@ class World:
         return None
 
     async def pods(self, name: str) -> list[Obj]:
-        listed = await self.client.list(PODS, namespace=NS, label_selector=f"modelinfer.volcano.sh/name={name}")
+        listed = await self.client.list(
+            PODS, namespace=NS, label_selector=f"modelinfer.volcano.sh/name={name}"
+        )
         return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
 
     async def running(self, name: str, count: int) -> bool:
