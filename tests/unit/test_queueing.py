@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +17,7 @@ from aiplane.controllers.dynamo.component_children import (
     needs_update,
     updated,
 )
+from aiplane.controllers.dynamo.graph_status import WantedDcd, dcd_view, not_ready_reason
 from aiplane.controllers.modelinfer.queued import queue_view
 from aiplane.controllers.platform import Platform
 from tests.unit.dynamo_component.test_children import dcd, worker
@@ -141,4 +143,25 @@ def test_a_component_is_queued_at_creation_and_keeps_its_queue_after() -> None:
         queueing.QUEUE_LABEL not in c["metadata"].get("labels", {})
         for c in frontend.children
         if c["kind"] not in ("Deployment", "LeaderWorkerSet")
+    )
+
+
+def test_a_graph_repeats_why_its_component_waits_for_kueue() -> None:
+    component = {
+        "metadata": {"name": "g-decode", "generation": 1, "uid": "u", "ownerReferences": []},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Available",
+                    "status": "False",
+                    "reason": "QuotaPending",
+                    "message": "pod p waits in Kueue LocalQueue kaiwo (Workload w): no room",
+                    "observedGeneration": 1,
+                }
+            ]
+        },
+    }
+    view = replace(dcd_view(component, ""), controlled=True)  # owned by the graph
+    assert not_ready_reason(WantedDcd("g-decode", ""), view) == (
+        "QuotaPending: pod p waits in Kueue LocalQueue kaiwo (Workload w): no room"
     )

@@ -28,6 +28,7 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import get_condition, set_condition
 from aiplane.apimachinery.meta import is_controlled_by
 from aiplane.controllers.dynamo.naming import ANNOTATION_LAST_APPLIED_HASH
+from aiplane.controllers.queueing import REASON_PENDING
 from aiplane.kube.status import ConditionEvent, transition_events
 
 __all__ = [
@@ -86,6 +87,8 @@ class DcdView:
     available: str | None  # the Available condition's status; None when there is none
     available_reason: str
     available_generation: int | None
+    #: ``QuotaPending: <the Available message>`` when the DCD waits for Kueue (the graph repeats it).
+    quota_message: str = ""
 
 
 def _int(value: Any) -> int | None:
@@ -106,6 +109,9 @@ def dcd_view(dcd: Obj, owner_uid: str) -> DcdView:
         available=str(available.get("status")) if available is not None else None,
         available_reason=str((available or {}).get("reason") or ""),
         available_generation=_int((available or {}).get("observedGeneration")),
+        quota_message=f"{REASON_PENDING}: {(available or {}).get('message') or ''}"
+        if (available or {}).get("reason") == REASON_PENDING
+        else "",
     )
 
 
@@ -160,7 +166,8 @@ def not_ready_reason(wanted: WantedDcd, view: DcdView | None) -> str | None:
             f"(Available observed generation {view.available_generation or 0})"
         )
     if view.available != "True":
-        return view.available_reason or f"Available is {view.available}"
+        # A component waiting for Kueue says why, in Kueue's words.
+        return view.quota_message or view.available_reason or f"Available is {view.available}"
     return None
 
 
