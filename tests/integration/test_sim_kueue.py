@@ -241,3 +241,20 @@ async def test_a_deployments_pods_are_queued_one_by_one(client: InMemoryKubeClie
         return (run, waiting) if run + waiting == 3 and run == 2 else None
 
     assert await until(split, "two pods admitted (6 of 8 GPUs), the third waiting") == (2, 1)
+
+
+async def test_a_replaced_member_joins_its_admitted_group(client: InMemoryKubeClient) -> None:
+    await submit(client, "r", total=2)
+    await until(lambda: running(client, "r"), "the group running")
+    uid = (await workload(client, "r") or {})["metadata"]["uid"]
+    for i in range(2):  # every member replaced, one at a time (a recovery)
+        await client.delete(PODS, f"r-{i}", namespace=NS)
+
+        async def gone(name: str = f"r-{i}") -> bool:
+            return all(p["metadata"]["name"] != name for p in await group_pods(client, "r"))
+
+        await until(gone, "the old member gone")
+        await client.create(PODS, group_pod("r", i, 2), namespace=NS)
+        await until(lambda: running(client, "r"), "the replacement ungated by the admitted Workload")
+    wl = await workload(client, "r")
+    assert wl is not None and wl["metadata"]["uid"] == uid, "the same Workload, owned by the new members"

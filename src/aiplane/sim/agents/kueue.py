@@ -278,6 +278,7 @@ class KueueController(AgentLoop):
                     self._create(wl_rt, wl, existing)
         for (ns, group), pods in groups.items():
             if (ns, group) in existing:
+                self._own(wl_rt, existing[(ns, group)], pods)
                 continue
             total = int(objects.annotations(pods[0]).get(TOTAL_COUNT_ANNOTATION) or len(pods))
             if len(pods) >= total:
@@ -313,6 +314,28 @@ class KueueController(AgentLoop):
                 if err.code != 404:
                     raise
             existing.pop((wl_ns, name), None)
+
+    def _own(self, wl_rt: ResourceType, wl: Obj, pods: list[Obj]) -> None:
+        """Kueue's ``EnsureWorkloadOwnedByAllMembers``: a pod that joined the group (a replacement) owns
+        its Workload too, so the Workload lives as long as any member does."""
+        refs = list(objects.meta(wl).get("ownerReferences") or [])
+        known = {r.get("uid") for r in refs}
+        added = [self._owner(p, "v1", "Pod", controller=False) for p in pods if objects.uid(p) not in known]
+        if not added:
+            return
+        body = {**wl, "metadata": {**objects.meta(wl), "ownerReferences": refs + added}}
+        try:
+            self.api.update(
+                wl_rt,
+                objects.namespace(wl),
+                objects.name(wl),
+                body,
+                WriteOptions(field_manager=FIELD_MANAGER),
+            )
+        except ApiError as err:
+            if err.code not in (404, 409):
+                raise
+            self.enqueue(("sync",))
 
     def _create(self, wl_rt: ResourceType, wl: Obj, existing: dict[tuple[str, str], Obj]) -> None:
         ns = objects.namespace(wl)
