@@ -25,7 +25,7 @@ from tests.unit.dynamo_component.test_children import dcd, worker
 Obj = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KAIWO = KaiwoConfigSpec.model_validate({})
-QUEUED = Platform(kaiwo=KAIWO, kueue_served=True)
+QUEUED = Platform(kaiwo=KAIWO, kueue_served=True, cluster_queues=frozenset({"kaiwo", "team"}))
 
 
 def workload(name: str = "g", *conditions: tuple[str, str, str, str], queue: str = "kaiwo") -> Obj:
@@ -43,11 +43,11 @@ def test_the_queue_needs_kueue_and_a_kaiwoconfig_and_honours_the_opt_out() -> No
     assert queueing.queue_for(QUEUED, mi) == "kaiwo"
     assert queueing.queue_for(Platform(kaiwo=KAIWO), mi) is None, "Kueue not served"
     assert queueing.queue_for(Platform(kueue_served=True), mi) is None, "no KaiwoConfig"
+    no_queue = Platform(kaiwo=KAIWO, kueue_served=True)
+    assert queueing.queue_for(no_queue, mi) is None, "its ClusterQueue is not there (nobody makes it)"
     skipped = {"metadata": {"annotations": {queueing.SKIP_QUEUE_ANNOTATION: "true"}}}
     assert queueing.queue_for(QUEUED, mi, skipped) is None, "the parent graph opted out"
-    custom = Platform(
-        kaiwo=KaiwoConfigSpec.model_validate({"defaultClusterQueueName": "team"}), kueue_served=True
-    )
+    custom = replace(QUEUED, kaiwo=KaiwoConfigSpec.model_validate({"defaultClusterQueueName": "team"}))
     assert queueing.queue_for(custom, mi) == "team"
 
 

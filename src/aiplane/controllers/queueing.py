@@ -1,6 +1,7 @@
 """Submitting our workloads to the KaiwoConfig's Kueue queue, and saying why one waits (pure, no I/O).
 
-When the cluster serves Kueue and the KaiwoConfig ``kaiwo`` exists, every workload our controllers
+When the cluster serves Kueue, the KaiwoConfig ``kaiwo`` exists and so does its default ClusterQueue
+(the KaiwoConfig controller makes it), every workload our controllers
 create goes to the LocalQueue named like its default ClusterQueue (``defaultClusterQueueName``; the
 KaiwoConfig controller keeps one in every namespace holding a ModelInfer or a
 DynamoGraphDeployment), through the Kueue integration that fits it:
@@ -87,10 +88,13 @@ def skips_queue(*owners: Mapping[str, Any] | None) -> bool:
 
 def queue_for(platform: Platform, *owners: Mapping[str, Any] | None) -> str | None:
     """The LocalQueue a new workload of ``owners`` goes to: the KaiwoConfig's default queue when Kueue
-    is served and nobody opted out; None otherwise."""
+    is served, its ClusterQueue exists and nobody opted out; None otherwise."""
     if not platform.kueue_served or platform.kaiwo is None or skips_queue(*owners):
         return None
-    return platform.kaiwo.defaultClusterQueueName or None
+    queue = platform.kaiwo.defaultClusterQueueName
+    # Its ClusterQueue not there (the KaiwoConfig controller not running, or not yet): not queued, rather
+    # than gated behind a queue nobody will make.
+    return queue if queue and queue in platform.cluster_queues else None
 
 
 def pod_group_name(group: str, revision: str) -> str:
