@@ -165,3 +165,20 @@ def test_a_graph_repeats_why_its_component_waits_for_kueue() -> None:
     assert not_ready_reason(WantedDcd("g-decode", ""), view) == (
         "QuotaPending: pod p waits in Kueue LocalQueue kaiwo (Workload w): no room"
     )
+
+
+def test_a_pools_lasting_taints_go_to_its_flavor() -> None:
+    from aiplane.controllers.kaiwo.kueue import pool_taints
+    from aiplane.controllers.kaiwo.pools import NodeView
+
+    def node(*taints: dict[str, str]) -> NodeView:
+        return NodeView("n", {}, {}, {}, taints=taints)
+
+    control = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    passing = [
+        {"key": "amd-dcm", "value": "up", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+    ]
+    assert pool_taints([node(control, *passing), node(control)]) == [control]
+    assert pool_taints([node(control), node()]) == [], "only what every node of the pool carries"
+    assert pool_taints([node({"key": "x", "effect": "PreferNoSchedule"})]) == []

@@ -186,3 +186,20 @@ def test_admission_never_exceeds_the_quota_and_lowering_it_evicts_nothing(
         queue.pending = [(n, p) for n, p in queue.pending if n not in queue.admitted]
         # Nothing admitted before this step is gone but what was finished (quota changes evict nothing).
         assert set(before) <= set(queue.admitted)
+
+
+def test_a_flavor_with_a_taint_the_pod_does_not_tolerate_is_skipped() -> None:
+    taint = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    control = rules.Flavor("control", {GPU: 8}, {}, (taint,))
+    gpus = rules.Flavor("gpus", {GPU: 8})
+    plain = rules.assign([podset(gpus=0)], [rules.ResourceGroup((GPU,), (control, gpus))], {})
+    assert plain.admitted and rules.admission_of("cq", plain)["podSetAssignments"][0]["flavors"] == {}
+    decision = rules.assign([podset()], [rules.ResourceGroup((GPU,), (control, gpus))], {})
+    assert decision.assigned[0].flavors == {GPU: "gpus"}
+    only = rules.assign([podset()], [rules.ResourceGroup((GPU,), (control,))], {})
+    assert only.message == (
+        "couldn't assign flavors to pod set main: untolerated taint "
+        "{node-role.kubernetes.io/control-plane  NoSchedule <nil>} in flavor control"
+    )
+    tolerant = rules.PodSet("main", 1, {GPU: 8}, {}, ({"key": taint["key"], "operator": "Exists"},))
+    assert rules.assign([tolerant], [rules.ResourceGroup((GPU,), (control,))], {}).admitted

@@ -184,8 +184,10 @@ class KaiwoConfigReconciler:
             if self.topologies is not None:
                 await self._ensure(TOPOLOGIES, self.topologies, kueue.topology(config), uid, conflicts)
             for pool in pools:
+                views = self.fleet.views
+                taints = kueue.pool_taints(views[n] for n in pool.nodes if n in views)
                 await self._ensure(
-                    RESOURCEFLAVORS, self.flavors, kueue.resource_flavor(pool, config), uid, conflicts
+                    RESOURCEFLAVORS, self.flavors, kueue.resource_flavor(pool, config, taints), uid, conflicts
                 )
             quotas = {p.name: held_quota(p, current.get(p.name)) for p in pools}
             desired_cq = kueue.cluster_queue(name, spec.defaultClusterQueueCohortName, pools, current, config)

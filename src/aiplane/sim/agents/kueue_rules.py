@@ -6,7 +6,9 @@ a flavor to each pod set and words why it cannot, ``pkg/scheduler/scheduler.go``
 
 * **Flavor assignment.** The ClusterQueue's resource groups list flavors in order; a pod set gets the
   first flavor of the group covering its resources in which every requested resource fits. A flavor
-  whose ``nodeLabels`` contradict the pod's ``nodeSelector`` is skipped (only the keys the flavor names
+  with a ``NoSchedule``/``NoExecute`` ``nodeTaints`` entry the pod does not tolerate is skipped
+  (``untolerated taint {key value effect <nil>} in flavor F``), so is one whose ``nodeLabels``
+  contradict the pod's ``nodeSelector`` (only the keys the flavor names
   count, as Kueue's flavor selector). A resource no group covers: ``resource R unavailable in
   ClusterQueue``.
 * **Fit.** ``requested`` = what earlier pod sets of the same workload took from the flavor + this pod
@@ -48,6 +50,7 @@ class PodSet:
     #: One pod's requests (scheduler units).
     requests: Mapping[str, int]
     node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class Flavor:
     name: str
     quota: Mapping[str, int]
     node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_taints: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ def podsets_of(workload: Mapping[str, Any]) -> list[PodSet]:
                 count=int(ps.get("count") or 1),
                 requests=pod_requests(spec),
                 node_selector=dict(spec.get("nodeSelector") or {}),
+                tolerations=tuple(t for t in spec.get("tolerations") or [] if isinstance(t, Mapping)),
             )
         )
     return out
@@ -116,8 +121,10 @@ def resource_groups(
                 str(r.get("name")): quantity_int(str(r.get("name")), r.get("nominalQuota", 0))
                 for r in f.get("resources") or []
             }
-            labels = dict((rf.get("spec") or {}).get("nodeLabels") or {})
-            fl.append(Flavor(name, quota, labels))
+            rf_spec = rf.get("spec") or {}
+            labels = dict(rf_spec.get("nodeLabels") or {})
+            taints = tuple(t for t in rf_spec.get("nodeTaints") or [] if isinstance(t, Mapping))
+            fl.append(Flavor(name, quota, labels, taints))
         out.append(ResourceGroup(tuple(str(r) for r in group.get("coveredResources") or []), tuple(fl)))
     return out
 
@@ -138,6 +145,32 @@ def _selector_conflict(podset: PodSet, flavor: Flavor) -> bool:
     return any(
         k in flavor.node_labels and flavor.node_labels[k] != v for k, v in podset.node_selector.items()
     )
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """``Toleration.ToleratesTaint``."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration.get("key") != taint.get("key"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return True
+    return bool(toleration.get("key")) and str(toleration.get("value") or "") == str(taint.get("value") or "")
+
+
+def untolerated(podset: PodSet, flavor: Flavor) -> Mapping[str, Any] | None:
+    """The first ``NoSchedule``/``NoExecute`` taint of the flavor the pod set does not tolerate."""
+    for taint in flavor.node_taints:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+            _tolerates(t, taint) for t in podset.tolerations
+        ):
+            return taint
+    return None
+
+
+def _go_taint(taint: Mapping[str, Any]) -> str:
+    """How Kueue's ``%s`` prints a ``corev1.Taint`` value: its fields in braces."""
+    return f"{{{taint.get('key', '')} {taint.get('value', '') or ''} {taint.get('effect', '')} <nil>}}"
 
 
 def _try_flavor(
@@ -181,6 +214,10 @@ def _assign_podset(
             continue
         picked = None
         for flavor in group.flavors:
+            taint = untolerated(podset, flavor)
+            if taint is not None:
+                reasons.append(f"untolerated taint {_go_taint(taint)} in flavor {flavor.name}")
+                continue
             if _selector_conflict(podset, flavor):
                 reasons.append(f"flavor {flavor.name} doesn't match node affinity")
                 continue
