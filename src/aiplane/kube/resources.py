@@ -67,6 +67,8 @@ LEASES = _r("coordination.k8s.io", "v1", "leases", "Lease")
 HPAS = _r("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 INGRESSES = _r("networking.k8s.io", "v1", "ingresses", "Ingress")
 CRDS = _r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+PVS = _r("", "v1", "persistentvolumes", "PersistentVolume", False)
+STORAGECLASSES = _r("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
 
 PODGROUPS = _r("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 RESOURCEFLAVORS = _r("kueue.x-k8s.io", "v1beta1", "resourceflavors", "ResourceFlavor", False)
@@ -99,6 +101,8 @@ _BUILTIN = (
     HPAS,
     INGRESSES,
     CRDS,
+    PVS,
+    STORAGECLASSES,
     PODGROUPS,
     RESOURCEFLAVORS,
     CLUSTERQUEUES,

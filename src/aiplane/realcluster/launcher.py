@@ -40,6 +40,47 @@ _STOP_GRACE = 15.0
 # kwok (whose traffic would dwarf the rest), one JSON object a line, written before the response is sent
 # (the log backend's default "blocking" mode), so a test reads a refused request as soon as it returns.
 AUDIT_LOG = "audit.log"
+
+
+def scheduler_config(kubeconfig: Path) -> dict[str, Any]:
+    """kube-scheduler's configuration: the default profile, packing GPUs.
+
+    The default scoring spreads pods (``NodeResourcesBalancedAllocation`` and the system-default
+    ``PodTopologySpread`` constraints) and weighs only CPU and memory, so GPU pods of mixed sizes are
+    placed one at a time with no regard to the GPUs they leave: 1- and 2-GPU workers that fill every GPU
+    of two nodes can end with one free GPU on each and a 2-GPU worker Unschedulable. GPU clusters pack
+    instead (kube's "resource bin packing": ``NodeResourcesFit`` with ``MostAllocated`` over the GPU
+    resources), so a node's GPUs are filled before the next node's are touched.
+    """
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [
+                                    {"name": "nvidia.com/gpu", "weight": 1},
+                                    {"name": "amd.com/gpu", "weight": 1},
+                                ],
+                            }
+                        },
+                    },
+                    {"name": "PodTopologySpread", "args": {"defaultingType": "List"}},
+                ],
+            }
+        ],
+    }
+
+
 _AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -206,11 +247,13 @@ def _commands(bins: Path, state: Path, ports: _Ports) -> dict[str, list[str]]:
         ],
         "kube-scheduler": [
             str(bins / "kube-scheduler"),
-            *client_flags("scheduler"),
+            # With --config, kube-scheduler ignores --kubeconfig and --leader-elect: both are in the file.
+            f"--config={state / 'scheduler-config.json'}",
+            f"--authentication-kubeconfig={kc / 'scheduler.kubeconfig'}",
+            f"--authorization-kubeconfig={kc / 'scheduler.kubeconfig'}",
             "--bind-address=127.0.0.1",
             f"--secure-port={ports.scheduler}",
             f"--cert-dir={state / 'scheduler'}",
-            "--leader-elect=false",
             "--profiling=false",
         ],
         "kwok": [
@@ -329,6 +372,9 @@ def start_real_cluster(
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "etcd").chmod(0o700)
     (state / "audit-policy.json").write_text(json.dumps(_AUDIT_POLICY), encoding="utf-8")
+    (state / "scheduler-config.json").write_text(
+        json.dumps(scheduler_config(state / "kubeconfig" / "scheduler.kubeconfig")), encoding="utf-8"
+    )
     deadline = time.monotonic() + timeout
     ports = _Ports()
     server = f"https://127.0.0.1:{ports.apiserver}"
