@@ -1,6 +1,6 @@
 """What a DynamoGraphDeployment's status says: a pure decision over the DCDs as observed.
 
-Upstream (``dynamographdeployment_controller.go``, ``../shared/reference/dynamo.md`` §1 "DGD status")
+Upstream (ai-dynamo/dynamo ``internal/controller/dynamographdeployment_controller.go``; docs/dynamo.md)
 reports ``status.state`` (``pending`` | ``successful`` | ``failed``) and one condition ``Ready``
 whose reasons are ``all_resources_are_ready``, ``some_resources_are_not_ready``,
 ``failed_to_reconcile_the_resources`` and ``failed_to_handle_the_finalizer``. We keep those.

@@ -100,7 +100,7 @@ class _Views:
 
     Informer caches replace an object on every change and never mutate one, so an object's identity
     stands for its version. Building the three views on every reconcile (the profile's hash, the
-    Node's allocatable quantities) was a fifth of the NodePartitioning controller's CPU (issue 17).
+    Node's allocatable quantities) was a fifth of the NodePartitioning controller's CPU.
     """
 
     def __init__(self) -> None:
@@ -195,7 +195,7 @@ class NodePartitioningExecutor:
         selector = compile_selector(objects.spec(pdb).get("selector"))
         requests = []
         # Only the draining NodePartitionings (an index), not the fleet's: budgets change often while
-        # workloads roll, and each change was a pass over every NodePartitioning (issue 17).
+        # workloads roll, and each change was a pass over every NodePartitioning.
         for np in self.nps.by_index(BY_PHASE, DRAINING):
             node_name = str(objects.spec(np).get("nodeName") or "")
             if any(

@@ -183,7 +183,7 @@ class Rollup:
     :func:`rollup` computes it from every NodePartitioning (the specification); the plan
     controller's :class:`~aiplane.controllers.partitioning.plan_index.PlanIndex` keeps the same
     numbers up to date per event (a property test holds the two equal), so a reconcile's status
-    costs O(changed) instead of a pass over the fleet (issue 17).
+    costs O(changed) instead of a pass over the fleet.
     """
 
     plan: PlanView
