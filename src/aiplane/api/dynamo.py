@@ -374,6 +374,13 @@ class DynamoComponentDeploymentStatus(ApiModel):
         None,
         description="LabelSelector is the pod selector in string form, for the scale subresource and HPA.",
     )
+    waitingFor: str | None = Field(
+        None,
+        description=(
+            "WaitingFor names what holds the pods while they are not ready (a scheduler message, a\n"
+            "missing Secret, image pull back-off, a crash loop, an unbound claim), one cause per item."
+        ),
+    )
 
 
 class DynamoComponentDeployment(Resource):
@@ -392,6 +399,7 @@ class DynamoComponentDeployment(Resource):
             PrinterColumn("Replicas", ".spec.replicas", "integer"),
             PrinterColumn("Ready-Replicas", ".status.readyReplicas", "integer"),
             PrinterColumn("Available", '.status.conditions[?(@.type=="Available")].status'),
+            PrinterColumn("Waiting-For", ".status.waitingFor", description="What holds the pods"),
             AGE,
         ),
         scale=Scale(),
@@ -490,6 +498,13 @@ class DynamoGraphDeploymentStatus(ApiModel):
             "DynamoComponentDeployment that is Available at its current generation."
         ),
     )
+    waitingFor: str | None = Field(
+        None,
+        description=(
+            "WaitingFor names what holds the pods while they are not ready (a scheduler message, a\n"
+            "missing Secret, image pull back-off, a crash loop, an unbound claim), per service."
+        ),
+    )
 
 
 class DynamoGraphDeployment(Resource):
@@ -507,6 +522,7 @@ class DynamoGraphDeployment(Resource):
             PrinterColumn("State", ".status.state"),
             PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
             PrinterColumn("Ready-Services", ".status.readyServices"),
+            PrinterColumn("Waiting-For", ".status.waitingFor", description="What holds the pods"),
             AGE,
         ),
     )
