@@ -166,8 +166,8 @@ def test_only_causes_not_named_before_get_an_event() -> None:
 
 _POD_KINDS = st.sampled_from(
     [
-        lambda n: ready(n),
-        lambda n: unschedulable(n),
+        ready,
+        unschedulable,
         lambda n: waiting(n, "CreateContainerConfigError", 'configmap "c" not found'),
         lambda n: waiting(n, "ImagePullBackOff"),
         lambda n: waiting(n, "ContainerCreating"),
