@@ -63,6 +63,10 @@ app = typer.Typer(
     cls=_Group,
     add_completion=False,
     no_args_is_help=True,
+    # Plain help: rich's option table cuts long option names at 80 columns ("--leader-election…" five
+    # times over), so a user could not tell them apart.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="aiplane: the control plane of a GPU inference cluster (operators, CRDs, embedded cluster).",
 )
 #: How long the simulated DCM takes to partition a node, for ``aiplane sim`` and ``aiplane demo`` alike
@@ -80,6 +84,28 @@ if not console.is_terminal:
     console = Console(width=160)
 err_console = Console(stderr=True)
 _EXAMPLES = examples_dir()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("aiplane")
+        except PackageNotFoundError:  # a source checkout on PYTHONPATH, not installed
+            found = "unknown (not installed)"
+        typer.echo(f"aiplane {found}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """aiplane: the control plane of a GPU inference cluster (operators, CRDs, embedded cluster)."""
 
 
 class AuthorizationMode(enum.StrEnum):

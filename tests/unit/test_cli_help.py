@@ -90,3 +90,30 @@ def test_validate_says_plainly_why_a_file_cannot_be_read(
     monkeypatch.setattr(Path, "read_text", refuse)
     [checked] = check_file(locked)
     assert [str(p) for p in checked.problems] == [f"{locked}: permission denied: cannot read it"]
+
+
+def test_version_and_short_help() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"aiplane {version('aiplane')}"
+    for args in ([], ["run"], ["sim"], ["validate"]):
+        short = CliRunner().invoke(app, [*args, "-h"], env={"COLUMNS": "80"}, prog_name="aiplane")
+        assert short.exit_code == 0, short.output
+        assert short.output.startswith(f"Usage: aiplane {' '.join(args)}".rstrip() + " ")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_is_named_in_full_at_80_columns(command: str) -> None:
+    """At a terminal's 80 columns every option of every command shows its whole name, once: no two
+    options look alike (rich once cut five --leader-election-… options to the same "--leader-election…")."""
+    text = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"}).output
+    assert "…" not in text
+    params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+    shown = re.findall(r"^\s+((?:-\w, )?--[\w-]+)", text, flags=re.MULTILINE)
+    for param in params:
+        if isinstance(param, TyperOption):
+            long = max(param.opts, key=len)
+            assert sum(1 for s in shown if s.split(", ")[-1] == long) == 1, (long, text)
+    assert len(shown) == len(set(shown)), text
+    assert max(len(line) for line in text.splitlines()) <= 80
