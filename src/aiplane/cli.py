@@ -4,63 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from aiplane.api.packaged import examples_dir
+from aiplane.clibase import Command, Group, PipeConsole, version_callback
 from aiplane.controllers import registry
 
-
-def _hide_flag_placeholder(option: object) -> None:
-    """A flag takes no value, so its help shows none (typer would print ``<bool>``)."""
-    if isinstance(option, TyperOption) and option.is_flag and option.metavar is None:
-        option.metavar = ""
-
-
-def _no_type(ctx: Any) -> None:
-    return None
-
-
-class _Command(TyperCommand):
-    """Help in the words of the command line, not Python's: metavars, no ``<bool>``, no ``{files}``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            _hide_flag_placeholder(param)
-            if isinstance(param, TyperArgument) and param.metavar:
-                # Its metavar (FILE) already says what to give; typer would add <list[Path]> beside it.
-                setattr(param, "display_type_rich", _no_type)  # noqa: B010  # an instance override
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        _hide_flag_placeholder(option)
-        return option
-
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = [self.options_metavar] if self.options_metavar else []
-        for param in self.get_params(ctx):
-            if isinstance(param, TyperArgument):
-                name = (param.metavar or (param.name or "ARG").upper()) + ("..." if param.nargs != 1 else "")
-                pieces.append(name if param.required else f"[{name}]")
-        return pieces
-
-
-class _Group(TyperGroup):
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        _hide_flag_placeholder(option)
-        return option
-
-
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     # Plain help: rich's option table cuts long option names at 80 columns ("--leader-election…" five
@@ -78,31 +36,20 @@ _CONTROLLER_NAMES = (
     ", ".join(name for name in registry.MODULES if name not in registry.DIAGNOSTIC)
     + f" (diagnostic, only by name: {', '.join(sorted(registry.DIAGNOSTIC))})"
 )
-console = Console()
-if not console.is_terminal:
-    # Piped or captured output: rich would assume 80 columns and truncate the tables.
-    console = Console(width=160)
+#: The terminal's own width (the demo's tables fit it, demo.common.fit); in a pipe, $COLUMNS when set,
+#: else no wrapping at all: a log or a grep gets whole lines, never a table cut to a guessed width.
+console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else PipeConsole()
 err_console = Console(stderr=True)
 _EXAMPLES = examples_dir()
-
-
-def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            found = version("aiplane")
-        except PackageNotFoundError:  # a source checkout on PYTHONPATH, not installed
-            found = "unknown (not installed)"
-        typer.echo(f"aiplane {found}")
-        raise typer.Exit()
 
 
 @app.callback()
 def _root(
     show_version: Annotated[
         bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+        typer.Option(
+            "--version", callback=version_callback, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """aiplane: the control plane of a GPU inference cluster (operators, CRDs, embedded cluster)."""
@@ -115,7 +62,7 @@ class AuthorizationMode(enum.StrEnum):
     RBAC = "RBAC"
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def crds(
     output: Annotated[
         Path | None,
@@ -135,7 +82,7 @@ def crds(
     err_console.print(f"wrote {len(generated)} CRDs to {output}")
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def rbac(
     controllers: Annotated[
         str,
@@ -167,7 +114,7 @@ def rbac(
     sys.stdout.write(yaml.safe_dump(role, sort_keys=False))
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def validate(
     files: Annotated[
         list[Path], typer.Argument(metavar="FILE", help="Manifest files (multi-document YAML).")
@@ -196,7 +143,7 @@ def validate(
     raise typer.Exit(1 if bad else 0)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def demo(
     examples: Annotated[
         Path,
@@ -288,7 +235,7 @@ def demo(
     raise typer.Exit(asyncio.run(run_demo(options, console)))
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def api(
     examples: Annotated[
         Path,
@@ -340,7 +287,7 @@ def api(
     raise typer.Exit(1 if invalid else 0)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def sim(
     kubeconfig: Annotated[
         Path, typer.Option(metavar="PATH", help="Where to write the kubeconfig (atomically, once serving).")
@@ -432,7 +379,7 @@ def sim(
     raise typer.Exit(code)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def hardware(
     kubeconfig: Annotated[
         Path | None, typer.Option(metavar="PATH", help="Kubeconfig; default: $KUBECONFIG or ~/.kube/config.")
@@ -467,7 +414,7 @@ def hardware(
     raise typer.Exit(code)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def run(
     kubeconfig: Annotated[
         Path | None,
@@ -687,7 +634,7 @@ def run(
     raise typer.Exit(code)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def plan(
     model: Annotated[
         str,
