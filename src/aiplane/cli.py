@@ -117,20 +117,27 @@ def rbac(
 @app.command(cls=Command)
 def validate(
     files: Annotated[
-        list[Path], typer.Argument(metavar="FILE", help="Manifest files (multi-document YAML).")
+        list[Path],
+        typer.Argument(
+            metavar="FILE",
+            help="Manifest files (multi-document YAML), or directories of them (not recursive).",
+        ),
     ],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
 ) -> None:
-    """Check manifests against the CRD schemas and CEL rules (and built-in kinds against Kubernetes 1.37).
+    """Check manifests against the CRD schemas and CEL rules (and built-in kinds against Kubernetes 1.37),
+    then with the checks our controllers run on what the schema lets through (a DGD's names, a
+    ModelInfer's roles and gang).
 
     Exit status 1 if any document is invalid; each problem names file#document, object, field path and rule.
     """
-    from aiplane.api.manifests import check_file
+    from aiplane.api.manifests import check_file, manifest_files
+    from aiplane.controllers.spec_checks import spec_problems
 
     bad = 0
     total = 0
-    for path in files:
-        for checked in check_file(path):
+    for path in (found for given in files for found in manifest_files(given)):
+        for checked in check_file(path, spec_problems):
             total += 1
             if checked.problems:
                 bad += 1
