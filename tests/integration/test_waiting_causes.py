@@ -155,3 +155,24 @@ async def test_a_gang_too_big_for_the_cluster_is_named_by_its_modelinfer(client:
         return found or None
 
     assert len(await eventually(event, 10, "a Warning Event for the gang")) == 1
+
+
+async def test_an_unbound_claim_names_the_storage_class_it_lacks(client: InMemoryKubeClient) -> None:
+    body = graph("1")
+    body["spec"]["pvcs"] = [
+        {
+            "name": "cache",
+            "create": True,
+            "storageClass": "fast-nvme",
+            "size": "10Gi",
+            "volumeAccessMode": "ReadWriteOnce",
+        }
+    ]
+    body["spec"]["services"]["VllmWorker"]["volumeMounts"] = [{"name": "cache", "mountPoint": "/cache"}]
+    await client.create(DGD, body, namespace=NS)
+
+    async def held() -> str | None:
+        return (await _status(client, DGD, "g")).get("waitingFor")
+
+    waiting = await eventually(held, 20, "the graph names the claim its pods wait for")
+    assert waiting == 'persistentvolumeclaim "cache" is not bound: storageclass "fast-nvme" not found'

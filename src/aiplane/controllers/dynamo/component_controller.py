@@ -103,8 +103,10 @@ from aiplane.kube.resources import (
     PDBS,
     PODGROUPS,
     PODS,
+    PVCS,
     SERVICEACCOUNTS,
     SERVICES,
+    STORAGECLASSES,
     Resource,
     resource_for,
 )
@@ -225,6 +227,8 @@ class ComponentReconciler:
         platform: PlatformSource | None = None,
         pods: Informer | None = None,
         nodes: Informer | None = None,
+        claims: Informer | None = None,
+        storage_classes: Informer | None = None,
     ) -> None:
         self.client = client
         self.platform = platform
@@ -243,6 +247,9 @@ class ComponentReconciler:
         self.pods = pods
         #: Nodes (multinode replica budgets); None: LeaderWorkerSet is not served here.
         self.nodes = nodes
+        #: Claims and StorageClasses: an unbound claim of a pod names the StorageClass it lacks.
+        self.claims = claims
+        self.storage_classes = storage_classes
         if pods is not None:
             pods.add_indexer(BY_NODE, _by_node)
             pods.add_indexer(BY_LWS, _by_lws)
@@ -484,7 +491,13 @@ class ComponentReconciler:
         """What holds the component's pods, while it is not available for want of them."""
         if self.pods is None or availability.status == "True" or availability.reason in FAILURE_REASONS:
             return ()
-        return causes.collect(self.pods.by_index(BY_COMPONENT, objects.key(dcd)))
+        namespace = objects.namespace(dcd)
+        claims, classes = self.claims, self.storage_classes
+        return causes.collect(
+            self.pods.by_index(BY_COMPONENT, objects.key(dcd)),
+            claims=(lambda name: claims.get(f"{namespace}/{name}")) if claims is not None else None,
+            storage_classes=(lambda name: classes.get(name) is not None) if classes is not None else None,
+        )
 
     async def _report(self, dcd: Obj, availability: Availability, held: str | None = None) -> Obj:
         """Write the status if it changed; returns the DCD as written (or as it was)."""
@@ -518,6 +531,9 @@ PERMISSIONS: Final = (
     # Pods: what holds them goes into the status; for multinode replicas, they and the nodes they
     # stand on decide the per-replica budgets.
     Permission("", ("pods", "nodes"), READ),
+    # An unbound claim a pod waits for is named with the StorageClass it lacks.
+    Permission("", ("persistentvolumeclaims",), READ),
+    Permission("storage.k8s.io", ("storageclasses",), READ),
     # Children, each created, replaced when it differs, deleted when no longer wanted.
     Permission("", ("services",), WRITE_CHILD),
     Permission("apps", ("deployments",), WRITE_CHILD),
@@ -569,6 +585,8 @@ def build(
         platform=platform,
         pods=pods,
         nodes=nodes,
+        claims=informers.informer(PVCS),
+        storage_classes=informers.informer(STORAGECLASSES),
     )
     builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
     for res in kinds:
