@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aiplane.apimachinery import objects
+from aiplane.demo.common import fit
 from aiplane.demo.dynamo import GraphWatch
 from aiplane.sim.apiserver.store import DELETED, Event
 
@@ -100,7 +101,7 @@ class RequestWatch:
             f"  ({' → '.join(self.states) or '-'})   DGD {deployment.get('name', '-')}: "
             f"{deployment.get('state', '-')}   {time.monotonic() - self.started:5.1f}s",
         )
-        parts: list[Any] = [header, conditions]
+        parts: list[Any] = [header, fit(conditions, "condition", "status", "reason")]
         plan = self.disagg()
         if plan:
             parts.append(
@@ -144,4 +145,4 @@ class RequestWatch:
         table.add_row(
             "operator API writes", f"{writes}, then {quiet_writes} in the {quiet_seconds:.0f}s after"
         )
-        return table
+        return fit(table, 0)

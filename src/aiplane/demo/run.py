@@ -429,6 +429,9 @@ async def request_section(
     console: Console,
 ) -> bool:
     doc = load_manifests(opts.examples / "dgdr-qwen3-8b-h100.yaml")[0]
+    # The example only plans (its graph would take every H100, beside the Dynamo example's graph); here
+    # the Dynamo graph is deleted first, so the request may deploy what it plans.
+    doc["spec"]["autoApply"] = True
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     graph_name = doc["spec"]["deploymentOverrides"]["name"]
     console.rule("[bold]5. An SLA-driven request: from a latency target to a running graph")
@@ -454,7 +457,7 @@ async def request_section(
         f"{deleted}Applying "
         f"{opts.examples}/dgdr-qwen3-8b-h100.yaml: [bold]{namespace}/{name}[/] asks for "
         f"{doc['spec']['modelName']} on H100 with TTFT ≤ {sla['ttft']} ms and ITL ≤ {sla['itl']} ms; the "
-        "operator plans it in process and, with autoApply, creates the graph "
+        "operator plans it in process and, with autoApply set to true here, creates the graph "
         f"[bold]{graph_name}[/] sized by the plan."
     )
     watch = RequestWatch(namespace, name, GraphWatch(namespace, graph_name))

@@ -90,6 +90,23 @@ def test_successful_means_ready_upstream_bug_fixed() -> None:
     assert conds(d.status)["DeploymentReady"]["status"] == "True"
 
 
+def test_deploying_says_what_its_graph_waits_for() -> None:
+    deploying = view("Deploying", 1, 1, auto_apply=True, status=DEPLOYED)
+    waiting = 'secret "hf-token-secret" not found'
+    d = decide(deploying, Observed(dgd=DgdSeen(True, "pending", waiting)), NOW)
+    cond = conds(d.status)["DeploymentReady"]
+    assert (cond["status"], cond["reason"]) == ("False", "DeploymentPending")
+    assert cond["message"].endswith(f"is pending, waiting for: {waiting}")
+    assert d.status["state"] == "Deploying" and d.events == []  # the DGD's own Events say it once
+    # Steady: the same cause decides the same status.
+    again = decide(
+        view("Deploying", 1, 1, auto_apply=True, status=d.status),
+        Observed(dgd=DgdSeen(True, "pending", waiting)),
+        NOW,
+    )
+    assert again.status == d.status
+
+
 def test_degraded_goes_back_to_deploying_and_deleted_is_terminal() -> None:
     ready = view("Ready", 1, 1, auto_apply=True, status=DEPLOYED)
     d = decide(ready, Observed(dgd=DgdSeen(True, "pending")), NOW)

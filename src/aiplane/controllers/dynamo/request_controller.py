@@ -381,7 +381,10 @@ class RequestReconciler:
                 if exc.not_found:
                     return DgdSeen(exists=False)
                 raise
-        return DgdSeen(exists=True, state=str(objects.status(dgd).get("state") or ""))
+        status = objects.status(dgd)
+        return DgdSeen(
+            exists=True, state=str(status.get("state") or ""), waiting_for=str(status.get("waitingFor") or "")
+        )
 
     # --- act --------------------------------------------------------------------------------------
 

@@ -117,6 +117,8 @@ class DgdSeen:
 
     exists: bool
     state: str = ""
+    #: The DGD's ``status.waitingFor``: what holds its pods (the Deploying message repeats it).
+    waiting_for: str = ""
 
 
 @dataclass(frozen=True)
@@ -340,6 +342,10 @@ def _follow(step: _Step, seen: Observed) -> None:
         step.state(READY)
         step.cond(DEPLOYMENT_READY, "True", "DeploymentReady", f"DynamoGraphDeployment {where} is ready")
         step.event("Normal", "DeploymentReady", f"DynamoGraphDeployment {where} is ready")
+    elif state == DEPLOYING and dgd.waiting_for:
+        # Deploying says what the graph waits for (a missing Secret, no free GPU, …), not just "pending".
+        message = f"DynamoGraphDeployment {where} is {dgd.state or 'pending'}, waiting for: {dgd.waiting_for}"
+        step.cond(DEPLOYMENT_READY, "False", "DeploymentPending", message)
     elif dgd.state != DGD_SUCCESSFUL and state == READY:
         message = f"DynamoGraphDeployment {where} is {dgd.state or 'pending'}, no longer ready"
         step.state(DEPLOYING)
