@@ -84,9 +84,13 @@ async def test_leaderworkerset_group_gets_lws_env_and_turns_ready(
 def _queues(custom: client.CustomObjectsApi, namespace: str, flavor: str) -> None:
     """A ResourceFlavor, a ClusterQueue with one CPU of quota for this namespace alone, and its LocalQueue."""
     custom.create_cluster_custom_object(
-        KUEUE, KUEUE_VERSION, "resourceflavors", {"kind": "ResourceFlavor", "metadata": {"name": flavor}}
+        KUEUE,
+        KUEUE_VERSION,
+        "resourceflavors",
+        {"apiVersion": f"{KUEUE}/{KUEUE_VERSION}", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
     )
     cluster_queue = {
+        "apiVersion": f"{KUEUE}/{KUEUE_VERSION}",
         "kind": "ClusterQueue",
         "metadata": {"name": namespace},
         "spec": {
@@ -100,7 +104,12 @@ def _queues(custom: client.CustomObjectsApi, namespace: str, flavor: str) -> Non
         },
     }
     custom.create_cluster_custom_object(KUEUE, KUEUE_VERSION, "clusterqueues", cluster_queue)
-    local_queue = {"kind": "LocalQueue", "metadata": {"name": "team"}, "spec": {"clusterQueue": namespace}}
+    local_queue = {
+        "apiVersion": f"{KUEUE}/{KUEUE_VERSION}",
+        "kind": "LocalQueue",
+        "metadata": {"name": "team"},
+        "spec": {"clusterQueue": namespace},
+    }
     custom.create_namespaced_custom_object(KUEUE, KUEUE_VERSION, namespace, "localqueues", local_queue)
 
 

@@ -359,6 +359,12 @@ def start_real_cluster(
         for node in nodes:
             admin.create("/api/v1/nodes", node)
         crds = _install_crds(admin) if install_crds else []
+        plan = None
+        if source is not None:
+            # The neighbours' CRDs (large) go in while kwok brings the nodes up.
+            plan = nb.prepare(neighbours, source, state, keys, server)
+            nb.install_crds(admin, plan)
+            crds += plan.crd_names()
         names = {node["metadata"]["name"] for node in nodes}
         _wait(
             "the fleet's nodes Ready (kwok)", lambda: _nodes_ready(admin, names), processes, state, deadline
@@ -371,8 +377,7 @@ def start_real_cluster(
             deadline,
         )
         _wait("the CRDs Established", lambda: _established(admin, crds), processes, state, deadline)
-        if source is not None:
-            plan = nb.prepare(neighbours, source, state, keys, server)
+        if plan is not None:
             _start_neighbours(plan, admin, processes, state, tie_to_parent, deadline, cluster)
     except BaseException:
         stop_cluster(state, keep_state=True)
@@ -412,11 +417,8 @@ def _start_neighbours(
     deadline: float,
     cluster: RealCluster,
 ) -> None:
-    """CRDs first (a controller's informers need them), then the processes, then, once each serves, the
+    """The processes (their CRDs are Established: their informers need them), then, once each serves, the
     webhook configurations, whose failure policy would otherwise refuse every matching request."""
-    nb.install_crds(admin, plan)
-    names = plan.crd_names()
-    _wait("the neighbours' CRDs Established", lambda: _established(admin, names), processes, state, deadline)
     for process in plan.processes:
         processes[process.name] = _spawn(
             process.name, process.argv, state, tie_to_parent=tie_to_parent, env=process.env

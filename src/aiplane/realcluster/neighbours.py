@@ -139,9 +139,13 @@ class Plan:
         return [crd["metadata"]["name"] for crd in self.crds]
 
 
+# libyaml's loader where PyYAML has it: the CRDs are megabytes of YAML, ~8x faster to read than in pure Python.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _yaml_docs(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as stream:
-        yield from (doc for doc in yaml.safe_load_all(stream) if doc)
+        yield from (doc for doc in yaml.load_all(stream, Loader=_LOADER) if doc)
 
 
 def _client_config(port: int, path: str, ca_bundle: str) -> dict[str, Any]:
