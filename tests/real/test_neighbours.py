@@ -74,11 +74,15 @@ async def test_leaderworkerset_group_gets_lws_env_and_turns_ready(
     assert apps.read_namespaced_stateful_set("infer", namespace).spec.replicas == 1
     assert apps.read_namespaced_stateful_set("infer-0", namespace).spec.replicas == 1
 
-    def ready_replicas() -> bool:
+    def ready() -> bool:
+        # What aiplane's Dynamo status reads of a LeaderWorkerSet (component_status._lws_ready).
         status = custom.get_namespaced_custom_object(*LWS[:2], namespace, LWS[2], "infer").get("status", {})
-        return bool(status.get("readyReplicas") == 1)
+        available = {c["type"]: c["status"] for c in status.get("conditions", [])}.get("Available")
+        return status.get("readyReplicas") == 1 and status.get("updatedReplicas") == 1 and available == "True"
 
-    await eventually(ready_replicas, timeout=60, what="LWS status.readyReplicas 1 (kwok runs both pods)")
+    await eventually(
+        ready, timeout=60, what="LWS readyReplicas 1, updatedReplicas 1, Available (kwok runs both pods)"
+    )
 
 
 def _queues(custom: client.CustomObjectsApi, namespace: str, flavor: str) -> None:
