@@ -1,7 +1,7 @@
 """The upstream neighbours run on the real control plane as ``cluster up --with`` starts them: LeaderWorkerSet
 builds its groups (leader and worker StatefulSets, its webhook's env in each pod) and reports them ready once
-kwok runs the pods; Kueue gates a queued pod, admits it within its ClusterQueue's quota and keeps the next
-one gated, saying which quota is short; the Gateway API's CRDs are served. One control plane with the
+kwok runs the pods; Kueue gates a queued pod, admits it within its ClusterQueue's quota (queues written at
+v1beta1, converted by its webhook) and keeps the next one gated, saying which quota is short; the Gateway API's CRDs are served. One control plane with the
 neighbours serves the whole module (tests/real/conftest.py: ``neighbour_cluster``)."""
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ pytestmark = pytest.mark.real
 LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
 KUEUE = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
+# The queues are written at v1beta1, as aiplane's KaiwoConfig controller writes them (controllers/kaiwo/kueue.py):
+# Kueue v0.17 stores v1beta2, so the API server converts through Kueue's conversion webhook on 127.0.0.1.
+QUEUES_VERSION = "v1beta1"
 GATE = "kueue.x-k8s.io/admission"
 
 
@@ -89,12 +92,12 @@ def _queues(custom: client.CustomObjectsApi, namespace: str, flavor: str) -> Non
     """A ResourceFlavor, a ClusterQueue with one CPU of quota for this namespace alone, and its LocalQueue."""
     custom.create_cluster_custom_object(
         KUEUE,
-        KUEUE_VERSION,
+        QUEUES_VERSION,
         "resourceflavors",
-        {"apiVersion": f"{KUEUE}/{KUEUE_VERSION}", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
+        {"apiVersion": f"{KUEUE}/{QUEUES_VERSION}", "kind": "ResourceFlavor", "metadata": {"name": flavor}},
     )
     cluster_queue = {
-        "apiVersion": f"{KUEUE}/{KUEUE_VERSION}",
+        "apiVersion": f"{KUEUE}/{QUEUES_VERSION}",
         "kind": "ClusterQueue",
         "metadata": {"name": namespace},
         "spec": {
@@ -107,14 +110,14 @@ def _queues(custom: client.CustomObjectsApi, namespace: str, flavor: str) -> Non
             ],
         },
     }
-    custom.create_cluster_custom_object(KUEUE, KUEUE_VERSION, "clusterqueues", cluster_queue)
+    custom.create_cluster_custom_object(KUEUE, QUEUES_VERSION, "clusterqueues", cluster_queue)
     local_queue = {
-        "apiVersion": f"{KUEUE}/{KUEUE_VERSION}",
+        "apiVersion": f"{KUEUE}/{QUEUES_VERSION}",
         "kind": "LocalQueue",
         "metadata": {"name": "team"},
         "spec": {"clusterQueue": namespace},
     }
-    custom.create_namespaced_custom_object(KUEUE, KUEUE_VERSION, namespace, "localqueues", local_queue)
+    custom.create_namespaced_custom_object(KUEUE, QUEUES_VERSION, namespace, "localqueues", local_queue)
 
 
 def _queued_pod(name: str) -> dict[str, Any]:
@@ -171,8 +174,8 @@ async def test_kueue_admits_within_quota_and_names_the_quota_that_is_short(
         assert not still.spec.node_name
     finally:
         # Cluster-scoped, so the namespace's deletion does not take them along.
-        custom.delete_cluster_custom_object(KUEUE, KUEUE_VERSION, "clusterqueues", namespace)
-        custom.delete_cluster_custom_object(KUEUE, KUEUE_VERSION, "resourceflavors", flavor)
+        custom.delete_cluster_custom_object(KUEUE, QUEUES_VERSION, "clusterqueues", namespace)
+        custom.delete_cluster_custom_object(KUEUE, QUEUES_VERSION, "resourceflavors", flavor)
 
 
 def test_gateway_api_crds_are_served(api: client.ApiClient) -> None:
