@@ -90,7 +90,7 @@ def scheduler_config(kubeconfig: Path) -> dict[str, Any]:
     }
 
 
-_AUDIT_POLICY = {
+_AUDIT_POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
@@ -108,6 +108,35 @@ _AUDIT_POLICY = {
         {"level": "Metadata"},
     ],
 }
+# For investigating who wrote a Node's spec (a taint lost or brought back): every client's Node writes,
+# the control plane's and kwok's included, with the request and the stored object, and the
+# NodePartitionings' (whose status says which step wrote what); the kubelet-like status writes (kwok,
+# the simulated device plugin) by metadata only. Off by default: larger logs.
+_NODE_WRITE_RULES: list[dict[str, Any]] = [
+    {
+        "level": "RequestResponse",
+        "verbs": ["create", "update", "patch", "delete"],
+        "resources": [
+            {"group": "", "resources": ["nodes"]},
+            {
+                "group": "infrastructure.silogen.ai",
+                "resources": ["nodepartitionings", "nodepartitionings/status"],
+            },
+        ],
+    },
+    {
+        "level": "Metadata",
+        "verbs": ["update", "patch"],
+        "resources": [{"group": "", "resources": ["nodes/status"]}],
+    },
+]
+
+
+def audit_policy(*, node_writes: bool = False) -> dict[str, Any]:
+    """The API server's audit policy; ``node_writes`` records every client's Node writes in full."""
+    if not node_writes:
+        return _AUDIT_POLICY
+    return {**_AUDIT_POLICY, "rules": [*_NODE_WRITE_RULES, *_AUDIT_POLICY["rules"]]}
 
 
 class ClusterError(Exception):
@@ -361,6 +390,7 @@ def start_real_cluster(
     neighbours_dir: Path | None = None,
     timeout: float = 180.0,
     tie_to_parent: bool = False,
+    audit_node_writes: bool = False,
 ) -> RealCluster:
     """Start a control plane in ``state_dir`` (made empty first) and return once it serves: ``/readyz``
     ok, every fleet node Ready (kwok), the ``default`` ServiceAccount made, the CRDs Established.
@@ -372,6 +402,7 @@ def start_real_cluster(
     ``tie_to_parent`` ends the components when the calling thread's process dies (for test sessions;
     Linux delivers the signal when the *thread* that started them exits, so call it from a thread that
     lives as long as the cluster should); ``cluster up`` leaves them running for ``cluster down``.
+    ``audit_node_writes`` records every client's Node writes in the audit log, request and response.
     """
     bins = check_bin_dir(bin_dir) if bin_dir is not None else bin_dir_from_env()
     source = None
@@ -384,7 +415,9 @@ def start_real_cluster(
     for sub in ("logs", "kubeconfig", "etcd"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     (state / "etcd").chmod(0o700)
-    (state / "audit-policy.json").write_text(json.dumps(_AUDIT_POLICY), encoding="utf-8")
+    (state / "audit-policy.json").write_text(
+        json.dumps(audit_policy(node_writes=audit_node_writes)), encoding="utf-8"
+    )
     (state / "scheduler-config.json").write_text(
         json.dumps(scheduler_config(state / "kubeconfig" / "scheduler.kubeconfig")), encoding="utf-8"
     )
