@@ -1,6 +1,6 @@
 """AIConfigurator's measured-kernel engine behind our :class:`LatencyModel` (``latency_model: aic``).
 
-``aiconfigurator-core`` (optional extra ``aiplane[aic]``) ships NVIDIA's measured kernel tables and a
+``aiconfigurator-core`` (a dependency) ships NVIDIA's measured kernel tables and a
 compiled estimator. Its Python entry points are internal and versioned, so everything it is asked goes
 through this module: our model and system names are mapped to AIC's here, its engine is reached only
 through an ``Any``-typed handle, and its failures come out as :class:`PlannerError` naming the field.
@@ -20,7 +20,7 @@ from aiplane.planner.types import ModelSpec, PlannerError, SystemSpec
 #: The engine release this mapping was written and calibrated against (pyproject's ``aic`` extra).
 AIC_PACKAGE = "aiconfigurator-core"
 AIC_VERSION = "0.12.0"
-INSTALL_HINT = "pip install 'aiplane[aic]'"
+INSTALL_HINT = "pip install aiconfigurator-core==0.12.0 (a dependency of aiplane)"
 
 AicBackend = Literal["vllm", "sglang", "trtllm"]
 
@@ -146,6 +146,20 @@ def aic_model(model: ModelSpec) -> AicTarget:
     return AicTarget(variants[0].model_id, _GEMM_QUANT[model.weight_dtype])
 
 
+_DATABASES: dict[tuple[str, str, str | None], Any] = {}
+
+
+def _database(aic_sys: str, backend: str, version: str | None) -> Any:
+    """AIC's measured tables for (system, backend): loaded once per process (seconds), then shared."""
+    key = (aic_sys, backend, version)
+    found = _DATABASES.get(key)
+    if found is None:
+        engine = _load_engine_module()
+        literal = engine._literal_backend_version(aic_sys, backend, version, None, None)
+        found = _DATABASES[key] = engine._maybe_load_database(aic_sys, backend, literal, None)
+    return found
+
+
 def _load_engine_module() -> Any:
     try:
         return importlib.import_module("aiconfigurator_core.sdk.engine")
@@ -192,37 +206,79 @@ class AicLatency:
                 backend_version=self.backend_version,
                 tp_size=tp,
                 gemm_quant_mode=target.gemm_quant_mode,
+                # MoE layers split like attention (AIC requires tp x dp == moe_tp x moe_ep).
+                **({"moe_tp_size": tp, "moe_ep_size": 1} if model.num_experts else {}),
             )
             self._engines[key] = engine
         return engine
 
-    def _session(self, model: ModelSpec, system: SystemSpec, tp: int) -> tuple[Any, Any, Any]:
-        """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with."""
+    def key(self, model: ModelSpec, system: SystemSpec, layout: Any) -> tuple[Any, ...]:
+        """What AIC's answer for one worker layout depends on (memo key across plans)."""
+        target = aic_model(model)
+        return (target.model_id, target.gemm_quant_mode, aic_system(system), self.backend, self.backend_version, layout)
+
+    def _session(self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None) -> tuple[Any, Any, Any]:
+        """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with.
+
+        ``layout`` (a :class:`aiplane.planner.search.Layout`) adds attention data parallelism and the
+        MoE layers' TP/EP; without it a MoE model's experts are split like its attention (MoE TP = TP).
+        """
         target = aic_model(model)
         aic_sys = aic_system(system)
-        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp)
+        dp, moe_tp, moe_ep = (1, tp, 1) if layout is None else (layout.dp, layout.moe_tp, layout.moe_ep)
+        if not model.num_experts:
+            moe_tp = 1
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep)
         session = self._sessions.get(key)
         if session is None:
-            engine = self._engine_module
-            config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
-                tp_size=tp,
-                pp_size=1,
-                attention_dp_size=1,
-                moe_tp_size=1,
-                moe_ep_size=1,
-                gemm_quant_mode=target.gemm_quant_mode,
-            )
-            aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
-                target.model_id, config, self.backend
-            )
-            version = engine._literal_backend_version(aic_sys, self.backend, self.backend_version, None, None)
-            database = engine._maybe_load_database(aic_sys, self.backend, version, None)
-            backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
-                self.backend
-            )
+            try:
+                config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
+                    tp_size=tp,
+                    pp_size=1,
+                    attention_dp_size=dp,
+                    moe_tp_size=moe_tp,
+                    moe_ep_size=moe_ep,
+                    gemm_quant_mode=target.gemm_quant_mode,
+                )
+                aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
+                    target.model_id, config, self.backend
+                )
+                database = _database(aic_sys, self.backend, self.backend_version)
+            except PlannerError:
+                raise
+            except Exception as err:  # AIC's own failures mean "cannot model this"
+                raise PlannerError(
+                    f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                    f"({self.backend}): {err}"
+                ) from err
+            backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(self.backend)
             session = (aic_model_obj, database, backend)
             self._sessions[key] = session
         return session
+
+    def run(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        layout: Any,
+        mode: str,
+        batch: int,
+        isl: int,
+        osl: int,
+        correction: float,
+    ) -> Any:
+        """AIC's static run (``static_ctx`` or ``static_gen``) of one worker layout: its summary."""
+        aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+        try:
+            runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
+                batch_size=batch, isl=isl, osl=osl
+            )
+            return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
+        except Exception as err:  # as in _query
+            raise PlannerError(
+                f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                f"({self.backend}, {layout.label}): {err}"
+            ) from err
 
     def _query(
         self, kind: str, model: ModelSpec, system: SystemSpec, tp: int, batch: int, x: int, osl: int = 2
