@@ -553,6 +553,15 @@ class GPUSpec(ApiModel):
         ge=1,
         description="MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8.",
     )
+    totalGpus: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "TotalGPUs caps the GPU budget of the plan. When omitted, the budget is the GPUs of this\n"
+            "type on schedulable nodes that other pods do not already request (upstream v1beta1:\n"
+            "spec.hardware.totalGpus)."
+        ),
+    )
 
 
 class DeploymentOverridesSpec(ApiModel):
@@ -626,6 +635,14 @@ class DynamoGraphDeploymentRequestSpec(ApiModel):
         description=(
             "AutoApply indicates whether to automatically create a DynamoGraphDeployment\n"
             "after profiling completes. If false, only the spec is generated in status."
+        ),
+    )
+    autoApplyBestEffort: bool = Field(
+        False,
+        description=(
+            "AutoApplyBestEffort lets autoApply create the DynamoGraphDeployment even when the best\n"
+            "plan misses the SLA (the SLAMet condition says by how much). Default: false, such a plan\n"
+            "is generated but not applied."
         ),
     )
     deploymentOverrides: DeploymentOverridesSpec | None = Field(
@@ -720,6 +737,7 @@ class DynamoGraphDeploymentRequest(Resource):
             PrinterColumn("Model", ".spec.modelName"),
             PrinterColumn("Backend", ".spec.backend"),
             PrinterColumn("State", ".status.state"),
+            PrinterColumn("SLA-Met", '.status.conditions[?(@.type=="SLAMet")].status'),
             PrinterColumn("DGD-State", ".status.deployment.state"),
             AGE,
         ),

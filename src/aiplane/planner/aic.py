@@ -215,9 +215,18 @@ class AicLatency:
     def key(self, model: ModelSpec, system: SystemSpec, layout: Any) -> tuple[Any, ...]:
         """What AIC's answer for one worker layout depends on (memo key across plans)."""
         target = aic_model(model)
-        return (target.model_id, target.gemm_quant_mode, aic_system(system), self.backend, self.backend_version, layout)
+        return (
+            target.model_id,
+            target.gemm_quant_mode,
+            aic_system(system),
+            self.backend,
+            self.backend_version,
+            layout,
+        )
 
-    def _session(self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None) -> tuple[Any, Any, Any]:
+    def _session(
+        self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None
+    ) -> tuple[Any, Any, Any]:
         """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with.
 
         ``layout`` (a :class:`aiplane.planner.search.Layout`) adds attention data parallelism and the
@@ -232,7 +241,9 @@ class AicLatency:
         session = self._sessions.get(key)
         if session is None:
             try:
-                config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
+                config = importlib.import_module(
+                    "aiconfigurator_core.sdk.config_builders"
+                ).build_model_config(
                     tp_size=tp,
                     pp_size=1,
                     attention_dp_size=dp,
@@ -251,7 +262,9 @@ class AicLatency:
                     f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
                     f"({self.backend}): {err}"
                 ) from err
-            backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(self.backend)
+            backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
+                self.backend
+            )
             session = (aic_model_obj, database, backend)
             self._sessions[key] = session
         return session

@@ -25,7 +25,6 @@ from aiplane.planner.search import (
     PrefillWorker,
     Workload,
 )
-from aiplane.planner.types import PlannerError
 
 #: Worker sizes (GPUs) AIC searches by default: dense models up to one 8-GPU node (16 on GB200/GB300's
 #: NVL domains), mixture-of-experts models up to 16 (task_v2 ``build_disagg_parallel_lists``).
@@ -61,7 +60,6 @@ def layouts(
     return [Layout(int(tp), int(dp), int(moe_tp), int(moe_ep)) for tp, _pp, dp, moe_tp, moe_ep, _cp in found]
 
 
-
 def _summary_row(summary: Any) -> dict[str, Any]:
     frame = summary.get_summary_df()
     row: dict[str, Any] = frame.to_dict("records")[0]
@@ -75,7 +73,9 @@ def prefill_workers(session: Any, w: Workload, found: Sequence[Layout]) -> list[
         key = ("prefill", session.key(w.model, w.system, par), w.isl, w.osl)
         row = _MEMO.get(key)
         if key not in _MEMO:
-            summary = session.run(w.model, w.system, par, "static_ctx", 1, w.isl, w.osl, PREFILL_LATENCY_CORRECTION)
+            summary = session.run(
+                w.model, w.system, par, "static_ctx", 1, w.isl, w.osl, PREFILL_LATENCY_CORRECTION
+            )
             row = None if summary.check_oom() or summary.check_kv_cache_oom() else _summary_row(summary)
             _MEMO[key] = row
         if row is None:
@@ -104,11 +104,3 @@ def decode_workers(session: Any, w: Workload, found: Sequence[Layout]) -> list[D
         for batch, row in rows:
             out.append(DecodeWorker(par.tp, batch, float(row["tpot"]), float(row["seq/s"]), par))
     return out
-
-
-def require_rows(kind: str, workers: Sequence[object], w: Workload) -> None:
-    if not workers:
-        raise PlannerError(
-            f"model: {w.model.name} fits no {kind} worker of AIConfigurator's sizes on {w.system.name}"
-            + ("" if w.total_gpus is None else f" within totalGpus {w.total_gpus}")
-        )

@@ -134,7 +134,7 @@ def _aic_workers(
 
 def _fits_nowhere(request: PlanRequest, w: search.Workload, lat: LatencyModel) -> str:
     """Why no worker fits, naming the smallest GPU count that would hold one (weights and one prompt)."""
-    budget = "" if request.total_gpus is None else f" within totalGpus {request.total_gpus}"
+    budget = "" if request.total_gpus is None else f" within `totalGpus` {request.total_gpus}"
     for gpus in (1, 2, 4, 8, 16, 32, 64, 128):
         if kv_capacity_tokens(w.model, w.system, gpus) >= w.isl:
             break
@@ -179,14 +179,16 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
     if lat.name == "aic":
         prefills, decodes, tps = _aic_workers(request, w, lat)
     else:
-        # The analytic model knows only intra-node links: engines stay within one node.
-        cap = system.gpus_per_node
+        # The analytic model knows only intra-node links: engines stay within one node (another model
+        # plugged in may span nodes).
+        node = system.gpus_per_node if lat.name == "builtin" else None
+        cap = node
         if request.total_gpus is not None:
-            cap = min(cap, request.total_gpus)
+            cap = request.total_gpus if cap is None else min(cap, request.total_gpus)
         hi = request.max_gpus_per_engine if request.max_gpus_per_engine is not None else system.gpus_per_node
         tps = search.tp_sizes(request.min_gpus_per_engine, hi, cap)
         if not tps:
-            raise PlannerError(_no_engine_size(request, system.gpus_per_node))
+            raise PlannerError(_no_engine_size(request, node))
         prefills = search.prefill_workers(w, lat, tps)
         decodes = search.decode_workers(w, lat, tps)
     found, meets = search.search_disagg(w, prefills, decodes)

@@ -123,11 +123,44 @@ _FLAGS = {
 }
 
 
-def flag_message(message: str) -> str:
-    """A PlannerError's message with its field ("isl: ...") spelled as the CLI flag ("--isl: ...")."""
+#: The same fields as the DynamoGraphDeploymentRequest names them (the controller's messages).
+_CR_FIELDS = {
+    "model": "spec.modelName",
+    "model config": "spec.profilingConfig.configMapRef (key config.json)",
+    "modelConfig": "spec.profilingConfig.configMapRef (key config.json)",
+    "system": "spec.gpu.type",
+    "backend": "spec.backend",
+    "isl": "spec.sla.isl",
+    "osl": "spec.sla.osl",
+    "ttft": "spec.sla.ttft",
+    "itl": "spec.sla.itl",
+    "minGpusPerEngine": "spec.gpu.minNumGPUsPerEngine",
+    "maxGpusPerEngine": "spec.gpu.maxNumGPUsPerEngine",
+    "totalGpus": "spec.gpu.totalGpus",
+    "partitionsPerGpu": "spec.gpu.type (partition mode)",
+    "latencyModel": "latency model",
+}
+_FLAGS["modelConfig"] = "--model-config"
+
+
+def _spelled(message: str, names: dict[str, str]) -> str:
+    """``message`` with its leading field and every `backquoted` field spelled by ``names``."""
     field, sep, rest = message.partition(": ")
-    flag = _FLAGS.get(field)
-    return f"{flag}: {rest}" if sep and flag else message
+    if sep and field in names:
+        message = f"{names[field]}: {rest}"
+    for name, spelled in names.items():
+        message = message.replace(f"`{name}`", spelled)
+    return message
+
+
+def flag_message(message: str) -> str:
+    """A PlannerError's message with its fields ("isl: ...") spelled as CLI flags ("--isl: ...")."""
+    return _spelled(message, _FLAGS)
+
+
+def cr_message(message: str) -> str:
+    """A PlannerError's message with its fields spelled as the DGDR's (``spec.sla.isl: ...``)."""
+    return _spelled(message, _CR_FIELDS)
 
 
 def frontier_rows(result: PlanResult, limit: int = 12) -> list[tuple[str, str]]:

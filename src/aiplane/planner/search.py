@@ -96,7 +96,6 @@ class Layout:
         return f"tp{self.tp}pp1dp{self.dp}etp{self.moe_tp}ep{self.moe_ep}"
 
 
-
 @dataclass(frozen=True)
 class PrefillWorker:
     tp: int
@@ -279,7 +278,9 @@ def disagg_plan(m: Match, w: Workload, meets: bool) -> Plan:
 
 
 def _engine(par: Layout, workers: int, batch: int | None) -> EnginePlan:
-    return EnginePlan(tp=par.tp, workers=workers, batch=batch, dp=par.dp, moe_tp=par.moe_tp, moe_ep=par.moe_ep)
+    return EnginePlan(
+        tp=par.tp, workers=workers, batch=batch, dp=par.dp, moe_tp=par.moe_tp, moe_ep=par.moe_ep
+    )
 
 
 def _pairable(w: Workload, p: PrefillWorker, d: DecodeWorker) -> bool:

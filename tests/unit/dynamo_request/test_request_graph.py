@@ -107,3 +107,31 @@ def test_unknown_or_absent_gpu_type_names_the_field() -> None:
     assert isinstance(problem, str) and problem.startswith("spec.gpu.type:") and "known:" in problem
     problem = find_target(nodes, "mi300x", _canonical)
     assert isinstance(problem, str) and "h100_sxm" in problem
+
+
+def _pod(node: str, gpus: int, phase: str = "Running") -> dict[str, object]:
+    return {
+        "metadata": {"name": f"w-{node}-{gpus}"},
+        "spec": {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_the_budget_is_what_other_pods_have_not_requested() -> None:
+    """Another graph holding all 16 H100s leaves nothing: the request is told so, not planned on them."""
+    nodes = [_node(f"h{i}", H100, "nvidia.com/gpu", "8") for i in range(2)]
+    held = [_pod("h0", 8), _pod("h1", 4), _pod("h1", 4)]
+    problem = find_target(nodes, "h100", _canonical, held)
+    assert isinstance(problem, str) and "requested by other pods" in problem
+    partly = [_pod("h0", 8), _pod("h1", 2), _pod("h1", 4, phase="Succeeded")]
+    target = find_target(nodes, "h100", _canonical, partly)
+    assert isinstance(target, Target)
+    assert (target.budget, target.allocatable, target.in_use) == (6, 16, 10)
+    assert "6 free of 16" in target.describe()
+
+
+def test_spec_gpu_total_gpus_caps_the_budget() -> None:
+    nodes = [_node(f"h{i}", H100, "nvidia.com/gpu", "8") for i in range(2)]
+    target = find_target(nodes, "h100", _canonical, [], cap=4)
+    assert isinstance(target, Target) and target.budget == 4
+    assert "capped by spec.gpu.totalGpus 4" in target.describe()
