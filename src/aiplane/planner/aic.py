@@ -189,7 +189,7 @@ class AicLatency:
         self.backend = backend
         self.backend_version = backend_version
         self._engines: dict[tuple[str, str | None, str, int], Any] = {}
-        self._sessions: dict[tuple[str, str | None, str, int], tuple[Any, Any, Any]] = {}
+        self._sessions: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
         self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
         self._memo: dict[tuple[str, str, str, int, int, int, int], float] = {}
 
