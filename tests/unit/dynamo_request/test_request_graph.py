@@ -7,7 +7,13 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.controllers.dynamo.request_graph import GraphPlan, generate_graph, patch_tp, worker_services
+from aiplane.controllers.dynamo.request_graph import (
+    GraphPlan,
+    generate_graph,
+    patch_layout,
+    patch_tp,
+    worker_services,
+)
 from aiplane.controllers.dynamo.request_target import Target, find_target
 from aiplane.controllers.dynamo.request_templates import base_graph
 
@@ -22,6 +28,10 @@ plans = st.builds(
     itl_ms=st.integers(1, 100),
     gpu_resource=st.sampled_from(["nvidia.com/gpu", "amd.com/gpu"]),
     profile_configmap=st.sampled_from([None, "dgdr-output-x"]),
+    prefill_dp=st.sampled_from([1, 2, 4]),
+    prefill_ep=st.sampled_from([1, 4]),
+    decode_dp=st.sampled_from([1, 2, 8]),
+    decode_ep=st.sampled_from([1, 8]),
 )
 
 
@@ -34,9 +44,9 @@ def test_generated_graph_is_idempotent_and_replicas_equal_the_plan(plan: GraphPl
     prefill, decode = worker_services(services, plan.backend)
     assert services[prefill]["replicas"] == plan.prefill_workers
     assert services[decode]["replicas"] == plan.decode_workers
-    for key, tp in ((prefill, plan.prefill_tp), (decode, plan.decode_tp)):
+    for key, gpus in ((prefill, plan.prefill_gpus), (decode, plan.decode_gpus)):
         nodes = services[key].get("multinode", {}).get("nodeCount", 1)
-        assert int(services[key]["resources"]["limits"]["gpu"]) * nodes == tp
+        assert int(services[key]["resources"]["limits"]["gpu"]) * nodes == gpus
         # Always explicit, NVIDIA's too: an absent gpuType would let KaiwoConfig's
         # defaultGpuResourceKey move a graph planned for H100s onto AMD GPUs.
         for side in ("requests", "limits"):
@@ -51,6 +61,23 @@ def test_patch_tp_rewrites_a_shell_line_or_tokens_and_adds_when_absent() -> None
     assert patch_tp(["--tp", "1", "--x"], "sglang", 8) == ["--tp", "8", "--x"]
     assert patch_tp(["python3 -m dynamo.sglang --model-path m"], "sglang", 2) == [
         "python3 -m dynamo.sglang --model-path m --tp 2"
+    ]
+
+
+def test_moe_layouts_reach_the_worker_arguments() -> None:
+    """A decode worker of 1 x TP with 4 data-parallel attention ranks and 4-way experts, per backend."""
+    assert patch_layout(["python3 -m dynamo.vllm --model m"], "vllm", 1, 4, 4) == [
+        "python3 -m dynamo.vllm --model m --tensor-parallel-size 1 --data-parallel-size 4 --enable-expert-parallel"
+    ]
+    assert patch_layout(["python3 -m dynamo.sglang --model-path m"], "sglang", 1, 4, 4) == [
+        "python3 -m dynamo.sglang --model-path m --tp 4 --dp-size 4 --enable-dp-attention --ep-size 4"
+    ]
+    # MoE TP only (no EP): vLLM shards experts over its data-parallel ranks without the EP switch.
+    assert patch_layout(["--tensor-parallel-size", "2"], "vllm", 1, 4, 1) == [
+        "--tensor-parallel-size",
+        "1",
+        "--data-parallel-size",
+        "4",
     ]
 
 

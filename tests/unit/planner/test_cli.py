@@ -141,7 +141,23 @@ def test_backend_is_required() -> None:
 def test_a_backend_the_system_cannot_run_is_an_input_error() -> None:
     result = CliRunner().invoke(
         app,
-        ["plan", "--model", "Qwen/Qwen3-32B", "--system", "mi300x", "--backend", "trtllm", "--isl", "2000", "--osl", "500", "--ttft", "1000", "--itl", "30"],
+        [
+            "plan",
+            "--model",
+            "Qwen/Qwen3-32B",
+            "--system",
+            "mi300x",
+            "--backend",
+            "trtllm",
+            "--isl",
+            "2000",
+            "--osl",
+            "500",
+            "--ttft",
+            "1000",
+            "--itl",
+            "30",
+        ],
     )
     assert result.exit_code == 2
     assert "--backend: trtllm does not run on mi300x" in result.stderr
@@ -151,7 +167,27 @@ def test_a_model_that_fits_no_engine_names_the_gpus_it_needs() -> None:
     """Llama-3.1-405B's BF16 weights (~810 GB) need 8 H200s: 2 GPUs are an input error, not a plan."""
     result = CliRunner().invoke(
         app,
-        ["plan", "--model", "meta-llama/Llama-3.1-405B", "--system", "h200", "--backend", "vllm", "--isl", "2000", "--osl", "500", "--ttft", "1000", "--itl", "30", "--total-gpus", "2", "--latency-model", "builtin"],
+        [
+            "plan",
+            "--model",
+            "meta-llama/Llama-3.1-405B",
+            "--system",
+            "h200",
+            "--backend",
+            "vllm",
+            "--isl",
+            "2000",
+            "--osl",
+            "500",
+            "--ttft",
+            "1000",
+            "--itl",
+            "30",
+            "--total-gpus",
+            "2",
+            "--latency-model",
+            "builtin",
+        ],
     )
     assert result.exit_code == 2
     assert "--total-gpus:" in result.stderr

@@ -489,6 +489,10 @@ class RequestReconciler:
             gpu_resource=target.resource,
             gpus_per_node=target.per_node,
             profile_configmap=output_name(name),
+            prefill_dp=chosen.prefill.dp,
+            prefill_ep=chosen.prefill.moe_ep,
+            decode_dp=chosen.decode.dp,
+            decode_ep=chosen.decode.moe_ep,
         )
         dgd_name, namespace = self._names(view, spec, base)
         try:
