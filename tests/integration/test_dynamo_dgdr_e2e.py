@@ -282,8 +282,8 @@ async def test_zero_writes_once_ready_and_kubectl_get_dgdr(world: World, tmp_pat
     )
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1].split()
-    assert header == ["NAME", "MODEL", "BACKEND", "STATE", "DGD-STATE", "AGE"]
-    assert row[:5] == ["quiet", MODEL, "vllm", "Ready", "successful"]
+    assert header == ["NAME", "MODEL", "BACKEND", "STATE", "SLA-MET", "DGD-STATE", "AGE"]
+    assert row[:6] == ["quiet", MODEL, "vllm", "Ready", "True", "successful"]  # kubectl shows the SLA is met
 
 
 async def test_a_graph_in_another_namespace_gets_its_planner_profile_there(world: World) -> None:

@@ -293,6 +293,30 @@ class AicLatency:
                 f"({self.backend}, {layout.label}): {err}"
             ) from err
 
+    def run_agg(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        layout: Any,
+        batch: int,
+        isl: int,
+        osl: int,
+        ctx_tokens: int,
+    ) -> Any:
+        """AIC's in-flight-batching step model for one layout: ``batch`` requests, ``ctx_tokens`` of
+        prefill per step (its aggregated sweep's point)."""
+        aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+        try:
+            runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
+                batch_size=batch, isl=isl, osl=osl
+            )
+            return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
+        except Exception as err:  # as in _query
+            raise PlannerError(
+                f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                f"({self.backend}, {layout.label}, aggregated): {err}"
+            ) from err
+
     def _query(
         self, kind: str, model: ModelSpec, system: SystemSpec, tp: int, batch: int, x: int, osl: int = 2
     ) -> float:

@@ -20,11 +20,13 @@ from aiplane.planner.search import (
     DECODE_LATENCY_CORRECTION,
     PREFILL_LATENCY_CORRECTION,
     PREFILL_QUEUE_FACTOR,
+    TPOT_SWEEP,
     DecodeWorker,
     Layout,
     PrefillWorker,
     Workload,
 )
+from aiplane.planner.types import EnginePlan, Plan
 
 #: Worker sizes (GPUs) AIC searches by default: dense models up to one 8-GPU node (16 on GB200/GB300's
 #: NVL domains), mixture-of-experts models up to 16 (task_v2 ``build_disagg_parallel_lists``).
@@ -104,3 +106,103 @@ def decode_workers(session: Any, w: Workload, found: Sequence[Layout]) -> list[D
         for batch, row in rows:
             out.append(DecodeWorker(par.tp, batch, float(row["tpot"]), float(row["seq/s"]), par))
     return out
+
+
+#: AIC's aggregated batch schedule (sdk/sweep.py ``_DEFAULT_AGG_BATCH_SCHEDULE``), up to its default
+#: maximum batch of 512.
+AGG_BATCHES: tuple[int, ...] = (
+    *range(1, 16),
+    *range(16, 32, 4),
+    *range(32, 64, 8),
+    *range(64, 256, 16),
+    *range(256, 512, 32),
+    512,
+)
+#: Rows AIC keeps per layout and swept TPOT target (``top_k``).
+AGG_TOP_K = 10
+
+
+def agg_ctx_tokens(isl: int) -> list[int]:
+    """AIC's context-token budgets per step, without chunked prefill (``_agg_ctx_tokens_list``,
+    stride 512): steps of ISL up to 8192 tokens, then coarser, up to max(8192, 2 x ISL)."""
+    top = max(8192, 2 * isl)
+    stride = max(isl, 512)
+    large = -(-max(1024, 512, top // 8) // isl) * isl
+    out: list[int] = []
+    tokens = 0
+    while True:
+        tokens += stride if tokens < 8192 else large
+        if tokens > top:
+            break
+        out.append(tokens)
+    out += [v for v in (isl, 2 * isl) if v not in out]
+    return sorted(out)
+
+
+def _agg_points(session: Any, w: Workload, par: Layout) -> list[dict[str, Any]]:
+    """Every (batch, context tokens) point AIC's aggregated sweep times for one layout, those that
+    fit; its balance guards and its skipping of equivalent generation slices kept."""
+    key = ("agg", session.key(w.model, w.system, par), w.isl, w.osl)
+    found: list[dict[str, Any]] | None = _MEMO.get(key)
+    if found is not None:
+        return found
+    found = []
+    capped: list[float] = []
+    for batch in AGG_BATCHES:
+        for ctx in agg_ctx_tokens(w.isl):
+            prefills = -(-ctx // w.isl)
+            if batch - prefills < 0 or (batch > 1 and batch - prefills < 1):
+                break
+            balance = w.isl * batch / ctx / w.osl
+            if balance > 1:
+                gen = batch // balance
+                if gen > 1 and gen in capped:
+                    continue
+                capped.append(gen)
+            summary = session.run_agg(w.model, w.system, par, batch, w.isl, w.osl, ctx)
+            if summary.check_oom() or summary.check_kv_cache_oom():
+                break  # more context tokens only need more memory
+            row = summary.get_result_dict()
+            if row:
+                found.append({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
+    _MEMO[key] = found
+    return found
+
+
+def agg_plan(session: Any, w: Workload, found: Sequence[Layout]) -> Plan | None:
+    """AIC's aggregated pick: over its TPOT sweep, each layout's 10 fastest points within the TTFT
+    target and the swept TPOT; of those within the ITL target, the best throughput per GPU of the
+    budget (per layout first, as its picker groups). None when no point meets the targets."""
+    budget = w.total_gpus
+    best: tuple[tuple[float, float], Layout, dict[str, Any]] | None = None
+    for par in found:
+        points = [p for p in _agg_points(session, w, par) if p["ttft"] <= w.ttft_ms]
+        kept: dict[int, dict[str, Any]] = {}
+        for target in TPOT_SWEEP:
+            within = sorted((p for p in points if p["tpot"] <= target), key=lambda p: -p["seq/s"])
+            kept.update((id(p), p) for p in within[:AGG_TOP_K])
+        for p in kept.values():
+            if p["tpot"] > w.itl_ms:
+                continue
+            gpus = par.gpus
+            value = (
+                p["tokens/s/gpu"] if budget is None else p["tokens/s/gpu"] * (budget // gpus) * gpus / budget
+            )
+            rank = (value, -p["tpot"])
+            if best is None or rank > best[0]:
+                best = (rank, par, p)
+    if best is None:
+        return None
+    _, par, p = best
+    replicas = 1 if budget is None else max(1, budget // par.gpus)
+    return Plan(
+        tokens_per_second_per_gpu=float(p["tokens/s/gpu"]),
+        tokens_per_second_per_user=float(p["tokens/s/user"]),
+        ttft_ms=float(p["ttft"]),
+        itl_ms=float(p["tpot"]),
+        gpus=replicas * par.gpus,
+        meets_sla=True,
+        agg=EnginePlan(
+            tp=par.tp, workers=replicas, batch=int(p["bs"]), dp=par.dp, moe_tp=par.moe_tp, moe_ep=par.moe_ep
+        ),
+    )

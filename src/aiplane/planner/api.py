@@ -13,6 +13,7 @@ from aiplane.planner.types import (
     Backend,
     LatencyModel,
     ModelSpec,
+    Plan,
     PlannerError,
     PlanRequest,
     PlanResult,
@@ -111,7 +112,7 @@ def _no_engine_size(r: PlanRequest, per_node: int | None) -> str:
 
 def _aic_workers(
     request: PlanRequest, w: search.Workload, lat: LatencyModel
-) -> tuple[list[search.PrefillWorker], list[search.DecodeWorker], list[int]]:
+) -> tuple[list[search.PrefillWorker], list[search.DecodeWorker], list[int], list[search.Layout]]:
     """AIC's candidate workers over every layout its CLI searches (MoE: also DP attention and EP)."""
     aic_search = importlib.import_module("aiplane.planner.aic_search")
     aic = importlib.import_module("aiplane.planner.aic")
@@ -129,7 +130,8 @@ def _aic_workers(
     decodes: list[search.DecodeWorker] = aic_search.decode_workers(lat, w, found)
     # The aggregated search and the profiles time tensor-parallel engines of the sizes that fit.
     fitting = {p.tp for p in prefills if p.par.dp == 1}
-    return prefills, decodes, sorted({par.tp for par in found if par.dp == 1 and par.tp in fitting})
+    tps = sorted({par.tp for par in found if par.dp == 1 and par.tp in fitting})
+    return prefills, decodes, tps, found
 
 
 def _fits_nowhere(request: PlanRequest, w: search.Workload, lat: LatencyModel) -> str:
@@ -176,8 +178,10 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         itl_ms=request.itl_ms,
         total_gpus=request.total_gpus,
     )
+    aic_agg: Plan | None = None
     if lat.name == "aic":
-        prefills, decodes, tps = _aic_workers(request, w, lat)
+        prefills, decodes, tps, layouts = _aic_workers(request, w, lat)
+        aic_agg = importlib.import_module("aiplane.planner.aic_search").agg_plan(lat, w, layouts)
     else:
         # The analytic model knows only intra-node links: engines stay within one node (another model
         # plugged in may span nodes).
@@ -193,7 +197,8 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         decodes = search.decode_workers(w, lat, tps)
     found, meets = search.search_disagg(w, prefills, decodes)
     disagg = None if found is None else search.disagg_plan(found, w, meets)
-    agg = search.search_agg(w, lat, tps) if tps else None
+    # AIC's own aggregated sweep when some point meets the SLA; else our closest (best-effort) plan.
+    agg = aic_agg if aic_agg is not None else (search.search_agg(w, lat, tps) if tps else None)
     if disagg is None and agg is None:
         raise PlannerError(_fits_nowhere(request, w, lat))
     return PlanResult(
