@@ -10,8 +10,10 @@ The mapping is plain data and is tested without the package installed.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -160,7 +162,19 @@ def _database(aic_sys: str, backend: str, version: str | None) -> Any:
     return found
 
 
+def installed() -> bool:
+    """Whether aiconfigurator-core can be imported (without importing it: that takes seconds)."""
+    if "aiconfigurator_core" in sys.modules:
+        return sys.modules["aiconfigurator_core"] is not None
+    try:
+        return importlib.util.find_spec("aiconfigurator_core") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _load_engine_module() -> Any:
+    if not installed():
+        raise ImportError(f"the aic latency model needs {AIC_PACKAGE}=={AIC_VERSION}: {INSTALL_HINT}")
     try:
         return importlib.import_module("aiconfigurator_core.sdk.engine")
     except ImportError as err:
@@ -182,7 +196,11 @@ class AicLatency:
     name = "aic"
 
     def __init__(self, backend: AicBackend = "vllm", backend_version: str | None = None) -> None:
-        self._engine_module = _load_engine_module()
+        # Checked now (a missing package is bad input), imported when first needed: a plan answered
+        # from the on-disk cache (aic_search) never pays AIC's import (numpy, pandas: seconds).
+        if not installed():
+            raise ImportError(f"the aic latency model needs {AIC_PACKAGE}=={AIC_VERSION}: {INSTALL_HINT}")
+        self._module: Any = None
         # AIC warns on stderr about every low-fidelity table it loads; only its errors matter here.
         for logger in ("aiconfigurator", "aiconfigurator_core"):
             logging.getLogger(logger).setLevel(logging.ERROR)
@@ -192,6 +210,12 @@ class AicLatency:
         self._sessions: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
         self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
         self._memo: dict[tuple[str, str, str, int, int, int, int], float] = {}
+
+    @property
+    def _engine_module(self) -> Any:
+        if self._module is None:
+            self._module = _load_engine_module()
+        return self._module
 
     def _engine(self, model: ModelSpec, system: SystemSpec, tp: int) -> Any:
         target = aic_model(model)
@@ -212,8 +236,8 @@ class AicLatency:
             self._engines[key] = engine
         return engine
 
-    def key(self, model: ModelSpec, system: SystemSpec, layout: Any) -> tuple[Any, ...]:
-        """What AIC's answer for one worker layout depends on (memo key across plans)."""
+    def key(self, model: ModelSpec, system: SystemSpec) -> tuple[Any, ...]:
+        """What AIC's answers for a model on a system depend on (memo key across plans)."""
         target = aic_model(model)
         return (
             target.model_id,
@@ -221,7 +245,6 @@ class AicLatency:
             aic_system(system),
             self.backend,
             self.backend_version,
-            layout,
         )
 
     def _session(
@@ -322,6 +345,15 @@ class AicLatency:
     ) -> float:
         key = (kind, model.name, system.name, tp, batch, x, osl)
         value = self._memo.get(key)
+        if value is not None:
+            return value
+        # Kept across processes too (aic_search's cache): a repeated plan needs no engine at all.
+        cache = importlib.import_module("aiplane.planner.aic_search")
+        disk_key = ("query", kind, *self.key(model, system), tp, batch, x, osl)
+        stored = cache.recall(disk_key)
+        if stored is not cache.MISSING:
+            value = self._memo[key] = float(stored)
+            return value
         if value is None:
             try:
                 engine = self._engine(model, system, tp)
@@ -340,7 +372,7 @@ class AicLatency:
                     f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
                     f"({self.backend}, TP {tp}): {err}"
                 ) from err
-            self._memo[key] = value
+            self._memo[key] = cache.remember(disk_key, value)
         return value
 
     def prefill_ms(self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int) -> float:

@@ -46,17 +46,22 @@ def aic_has_data(model: ModelSpec, system: SystemSpec, backend: str) -> str | No
     """Why AIC's engine cannot plan (model, system, backend), or None when it has measured data."""
     try:
         module = importlib.import_module("aiplane.planner.aic")
-        module.aic_system(system)
+        aic_sys = module.aic_system(system)
         module.aic_model(model)
-        engine = importlib.import_module("aiconfigurator_core.sdk.engine")
     except PlannerError as err:
         return str(err)
-    except ImportError as err:
-        return f"aiconfigurator-core is not installed ({err})"
-    try:
-        version = engine._literal_backend_version(module.aic_system(system), backend, None, None, None)
-    except Exception as err:  # AIC's own lookup failure: no data
-        return f"no {backend} data for {system.name}: {err}"
+    if not module.installed():
+        return "aiconfigurator-core is not installed"
+    cache = importlib.import_module("aiplane.planner.aic_search")
+    key = ("data", aic_sys, backend)
+    version = cache.recall(key)
+    if version is cache.MISSING:
+        engine = importlib.import_module("aiconfigurator_core.sdk.engine")
+        try:
+            version = engine._literal_backend_version(aic_sys, backend, None, None, None)
+        except Exception:  # AIC's own lookup failure: no data
+            version = None
+        cache.remember(key, version)
     return None if version is not None else f"AIConfigurator has no {backend} data for {system.name}"
 
 

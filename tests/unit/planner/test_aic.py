@@ -233,3 +233,9 @@ def test_without_aic_data_the_builtin_model_plans() -> None:
         )
     )
     assert result.latency_model == "builtin"
+
+
+def test_the_answer_cache_is_per_aic_release() -> None:
+    from aiplane.planner import aic_search
+
+    assert aic_search.AIC_RELEASE == AIC_VERSION
