@@ -214,6 +214,11 @@ def test_moe_plan_is_aic_cli_best_plan_with_attention_dp() -> None:
     assert decode.batch == 84
     assert disagg.tokens_per_second_per_gpu == pytest.approx(1967.075, abs=0.01)
     assert disagg.meets_sla
+    # Its aggregated search too: 2 replicas of tp1pp1dp4etp4ep1 at batch 32 per rank, 1734.5 tokens/s/GPU.
+    agg = result.agg
+    assert agg is not None and agg.agg is not None
+    assert (agg.agg.tp, agg.agg.dp, agg.agg.moe_tp, agg.agg.workers, agg.agg.batch) == (1, 4, 4, 2, 32)
+    assert agg.tokens_per_second_per_gpu == pytest.approx(1734.5, abs=0.05)
 
 
 def test_without_aic_data_the_builtin_model_plans() -> None:
