@@ -551,7 +551,11 @@ class GPUSpec(ApiModel):
     maxNumGPUsPerEngine: int = Field(
         8,
         ge=1,
-        description="MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8.",
+        description=(
+            "MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8 with the\n"
+            "built-in latency model; unset, AIConfigurator's engine searches its own sizes (up to 16\n"
+            "for mixture-of-experts workers)."
+        ),
     )
     totalGpus: int | None = Field(
         None,

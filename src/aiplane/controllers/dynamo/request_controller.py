@@ -445,7 +445,10 @@ class RequestReconciler:
             ttft_ms=float(spec.sla.ttft),
             itl_ms=float(spec.sla.itl),
             min_gpus_per_engine=gpu.minNumGPUsPerEngine if gpu else 1,
-            max_gpus_per_engine=gpu.maxNumGPUsPerEngine if gpu else 8,
+            # Unset: the latency model's own sizes (AIC's search goes to 16 GPUs for MoE workers).
+            max_gpus_per_engine=(
+                gpu.maxNumGPUsPerEngine if gpu and "maxNumGPUsPerEngine" in gpu.model_fields_set else None
+            ),
             latency_model="auto",
             total_gpus=target.budget,
             partitions_per_gpu=target.partitions_per_gpu,
@@ -475,7 +478,8 @@ class RequestReconciler:
             return Profile(
                 error=(
                     f"no disaggregated plan for {spec.modelName} on {target.budget} {target.system} "
-                    f"GPUs fits the engine sizes {request.min_gpus_per_engine}..{request.max_gpus_per_engine}"
+                    f"GPUs fits the engine sizes of spec.gpu.minNumGPUsPerEngine {request.min_gpus_per_engine}.."
+                    f"spec.gpu.maxNumGPUsPerEngine {request.max_gpus_per_engine or 'default'}"
                 )
             )
         graph_plan = GraphPlan(
