@@ -20,7 +20,10 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
+import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -145,10 +148,52 @@ def _aic_agg(row: dict[str, Any] | None) -> str:
     return f"{workers}x {row.get('parallel')} @{row.get('bs')}: {float(row['tokens/s/gpu']):.1f}"
 
 
-def _diff(ours: Plan | None, row: dict[str, Any] | None) -> str:
+def _ratio(ours: Plan | None, row: dict[str, Any] | None) -> float | None:
     if ours is None or not row:
-        return "-"
-    return f"{ours.tokens_per_second_per_gpu / float(row['tokens/s/gpu']) - 1:+.1%}"
+        return None
+    return ours.tokens_per_second_per_gpu / float(row["tokens/s/gpu"]) - 1
+
+
+def _diff(ours: Plan | None, row: dict[str, Any] | None) -> str:
+    r = _ratio(ours, row)
+    return "-" if r is None else f"{r:+.1%}"
+
+
+def process_seconds(case: Case, repeat: int) -> float:
+    """Median wall time of a whole ``aiplane plan`` process (start-up included) for ``case``."""
+    args = [
+        *("--model", case.model, "--system", case.system, "--backend", case.backend),
+        *(
+            "--isl",
+            str(case.isl),
+            "--osl",
+            str(case.osl),
+            "--ttft",
+            str(case.ttft_ms),
+            "--itl",
+            str(case.itl_ms),
+        ),
+        *("--total-gpus", str(case.gpus), "-o", "json"),
+    ]
+    code = "import sys; from aiplane.cli import main; sys.argv = ['aiplane', 'plan', *sys.argv[1:]]; main()"
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-c", code, *args], check=False, capture_output=True, env=dict(os.environ)
+        )
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _summary(name: str, errors: list[float]) -> str:
+    if not errors:
+        return f"{name}: no cases"
+    absolute = sorted(abs(e) for e in errors)
+    return (
+        f"{name}: {len(errors)} cases, median |error| {statistics.median(absolute):.1%}, "
+        f"worst {absolute[-1]:.1%}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -156,7 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--aic-cli", help="the aiconfigurator CLI: refresh the stored AIC results")
     parser.add_argument("--builtin", action="store_true", help="also plan with the built-in model")
     parser.add_argument("--only", help="cases whose key contains this")
+    parser.add_argument("--repeat", type=int, default=3, help="timed aiplane plan processes per case")
     args = parser.parse_args(argv)
+    errors: dict[str, list[float]] = {}
     stored: dict[str, Any] = json.loads(STORE.read_text()) if STORE.exists() else {}
     cases = [c for c in CASES if not args.only or args.only in c.key]
     for case in cases:
@@ -167,7 +214,16 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         ours = plan(case.request("auto"))
         took = time.perf_counter() - start
-        print(f"{case.key}  ({ours.latency_model}, {took:.1f} s; AIC CLI {aic.get('seconds', '?')} s)")
+        # A process after the in-process plan: AIC's answers are on disk now (what a repeat costs).
+        warm = process_seconds(case, args.repeat) if args.repeat else float("nan")
+        print(
+            f"{case.key}  ({ours.latency_model}; in process {took:.1f} s, then aiplane plan "
+            f"{warm:.2f} s a process; AIC CLI {aic.get('seconds', '?')} s)"
+        )
+        for kind, mine in (("disagg", ours.disagg), ("agg", ours.agg)):
+            r = _ratio(mine, aic.get(kind))
+            if r is not None:
+                errors.setdefault(f"{ours.latency_model} {kind}", []).append(r)
         print(f"  disagg  AIC {_aic_disagg(aic.get('disagg')):60} ours {_ours_disagg(ours.disagg):60}")
         print(f"          diff {_diff(ours.disagg, aic.get('disagg'))}")
         print(f"  agg     AIC {_aic_agg(aic.get('agg')):60} ours {_ours_agg(ours.agg):60}")
@@ -178,6 +234,13 @@ def main(argv: list[str] | None = None) -> None:
                 f"  builtin disagg {_ours_disagg(mine.disagg)} {_diff(mine.disagg, aic.get('disagg'))}; "
                 f"agg {_ours_agg(mine.agg)} {_diff(mine.agg, aic.get('agg'))}"
             )
+            for kind, p in (("disagg", mine.disagg), ("agg", mine.agg)):
+                r = _ratio(p, aic.get(kind))
+                if r is not None:
+                    errors.setdefault(f"builtin {kind}", []).append(r)
+    print("\ntokens/s/GPU against AIC's CLI:")
+    for name in sorted(errors):
+        print("  " + _summary(name, errors[name]))
 
 
 if __name__ == "__main__":
