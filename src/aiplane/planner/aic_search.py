@@ -29,7 +29,7 @@ from aiplane.planner.search import (
     PrefillWorker,
     Workload,
 )
-from aiplane.planner.types import EnginePlan, Plan
+from aiplane.planner.types import EnginePlan, Plan, PlannerError
 
 #: Worker sizes (GPUs) AIC searches by default: dense models up to one 8-GPU node (16 on GB200/GB300's
 #: NVL domains), mixture-of-experts models up to 16 (task_v2 ``build_disagg_parallel_lists``).
@@ -126,21 +126,32 @@ def _summary_row(summary: Any, fields: tuple[str, ...]) -> dict[str, float]:
 
 
 def prefill_workers(session: Any, w: Workload, found: Sequence[Layout]) -> list[PrefillWorker]:
-    """One context run per layout at batch 1 (AIC's prefill candidates), those that fit in memory."""
+    """One context run per layout at batch 1 (AIC's prefill candidates), those that fit in memory.
+
+    A layout AIC cannot model (its quantised MoE needs whole 128-wide blocks per MoE TP rank, say) is
+    skipped, as its sweep skips it; only when every layout fails is its error the answer.
+    """
     out = []
+    failure: PlannerError | None = None
     for par in found:
         key = ("prefill", *session.key(w.model, w.system), par.label, w.isl, w.osl)
         row = recall(key)
         if row is MISSING:
-            summary = session.run(
-                w.model, w.system, par, "static_ctx", 1, w.isl, w.osl, PREFILL_LATENCY_CORRECTION
-            )
+            try:
+                summary = session.run(
+                    w.model, w.system, par, "static_ctx", 1, w.isl, w.osl, PREFILL_LATENCY_CORRECTION
+                )
+            except PlannerError as err:
+                failure = failure or err
+                continue
             fits = not (summary.check_oom() or summary.check_kv_cache_oom())
             row = remember(key, _summary_row(summary, ("ttft", "seq/s")) if fits else None)
         if row is None:
             continue
         ttft = float(row["ttft"])
         out.append(PrefillWorker(par.tp, ttft, ttft * PREFILL_QUEUE_FACTOR, float(row["seq/s"]), par))
+    if not out and failure is not None:
+        raise failure
     return out
 
 
@@ -153,9 +164,12 @@ def decode_workers(session: Any, w: Workload, found: Sequence[Layout]) -> list[D
         if rows is MISSING:
             rows = []
             for batch in BATCH_GRID:
-                summary = session.run(
-                    w.model, w.system, par, "static_gen", batch, w.isl, w.osl, DECODE_LATENCY_CORRECTION
-                )
+                try:
+                    summary = session.run(
+                        w.model, w.system, par, "static_gen", batch, w.isl, w.osl, DECODE_LATENCY_CORRECTION
+                    )
+                except PlannerError:
+                    break  # a layout AIC cannot model: skipped, as its sweep does
                 if summary.check_oom() or summary.check_kv_cache_oom():
                     break  # memory grows with the batch: no larger one fits either
                 rows.append((batch, _summary_row(summary, ("tpot", "seq/s"))))
@@ -216,7 +230,10 @@ def _agg_points(session: Any, w: Workload, par: Layout) -> list[dict[str, Any]]:
                 if gen > 1 and gen in capped:
                     continue
                 capped.append(gen)
-            summary = session.run_agg(w.model, w.system, par, batch, w.isl, w.osl, ctx)
+            try:
+                summary = session.run_agg(w.model, w.system, par, batch, w.isl, w.osl, ctx)
+            except PlannerError:
+                return list(remember(key, []))  # a layout AIC cannot model: skipped
             if summary.check_oom() or summary.check_kv_cache_oom():
                 break  # more context tokens only need more memory
             row = summary.get_result_dict()
