@@ -208,6 +208,9 @@ class AicLatency:
         self.backend_version = backend_version
         self._engines: dict[tuple[str, str | None, str, int], Any] = {}
         self._sessions: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+        #: (model, system) whose FP8 attention AIC has no context data for: timed at BF16, as its CLI
+        #: falls back (task_v2 ``_apply_fmha_data_fallback``).
+        self._bf16_fmha: set[tuple[str, str]] = set()
         self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
         self._memo: dict[tuple[str, str, str, int, int, int, int], float] = {}
 
@@ -260,7 +263,8 @@ class AicLatency:
         dp, moe_tp, moe_ep = (1, tp, 1) if layout is None else (layout.dp, layout.moe_tp, layout.moe_ep)
         if not model.num_experts:
             moe_tp = 1
-        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep)
+        bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha)
         session = self._sessions.get(key)
         if session is None:
             try:
@@ -273,6 +277,7 @@ class AicLatency:
                     moe_tp_size=moe_tp,
                     moe_ep_size=moe_ep,
                     gemm_quant_mode=target.gemm_quant_mode,
+                    fmha_quant_mode="bfloat16" if bf16_fmha else None,
                 )
                 aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
                     target.model_id, config, self.backend
@@ -304,17 +309,31 @@ class AicLatency:
         correction: float,
     ) -> Any:
         """AIC's static run (``static_ctx`` or ``static_gen``) of one worker layout: its summary."""
-        aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+        runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
+            batch_size=batch, isl=isl, osl=osl
+        )
         try:
-            runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
-                batch_size=batch, isl=isl, osl=osl
-            )
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            try:
+                return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
+            except Exception as err:
+                if not self._fall_back_to_bf16_fmha(model, system, err):
+                    raise
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
             return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
         except Exception as err:  # as in _query
             raise PlannerError(
                 f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
                 f"({self.backend}, {layout.label}): {err}"
             ) from err
+
+    def _fall_back_to_bf16_fmha(self, model: ModelSpec, system: SystemSpec, err: Exception) -> bool:
+        """Whether ``err`` is AIC's missing FP8 context-attention data, now answered at BF16."""
+        key = (aic_model(model).model_id, aic_system(system))
+        if key in self._bf16_fmha or 'fmha_quant: "fp8"' not in str(err):
+            return False
+        self._bf16_fmha.add(key)
+        return True
 
     def run_agg(
         self,
@@ -328,11 +347,17 @@ class AicLatency:
     ) -> Any:
         """AIC's in-flight-batching step model for one layout: ``batch`` requests, ``ctx_tokens`` of
         prefill per step (its aggregated sweep's point)."""
-        aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+        runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
+            batch_size=batch, isl=isl, osl=osl
+        )
         try:
-            runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
-                batch_size=batch, isl=isl, osl=osl
-            )
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            try:
+                return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
+            except Exception as err:
+                if not self._fall_back_to_bf16_fmha(model, system, err):
+                    raise
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
             return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
         except Exception as err:  # as in _query
             raise PlannerError(
