@@ -162,3 +162,18 @@ def test_spec_gpu_total_gpus_caps_the_budget() -> None:
     target = find_target(nodes, "h100", _canonical, [], cap=4)
     assert isinstance(target, Target) and target.budget == 4
     assert "capped by spec.gpu.totalGpus 4" in target.describe()
+
+
+def test_planner_messages_name_the_request_fields_not_cli_flags() -> None:
+    import pytest
+
+    from aiplane.planner.models import resolve_model
+    from aiplane.planner.report import cr_message, flag_message
+    from aiplane.planner.types import PlannerError
+
+    with pytest.raises(PlannerError) as err:
+        resolve_model("acme/unknown-70b")
+    message = cr_message(str(err.value))
+    assert message.startswith("spec.modelName: unknown model")
+    assert "spec.profilingConfig.configMapRef (key config.json)" in message and "--" not in message
+    assert "(--model-config)" in flag_message(str(err.value))  # the CLI's own spelling
