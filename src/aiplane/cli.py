@@ -665,8 +665,13 @@ def plan(
         int, typer.Option(metavar="N", help="Smallest engine (TP) size.", min=1)
     ] = 1,
     max_gpus_per_engine: Annotated[
-        int, typer.Option(metavar="N", help="Largest engine (TP) size.", min=1)
-    ] = 8,
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Largest engine size in GPUs (default: aic searches AIC's sizes, builtin one node).",
+            min=1,
+        ),
+    ] = None,
     partitions_per_gpu: Annotated[
         int,
         typer.Option(
@@ -682,8 +687,13 @@ def plan(
         ),
     ] = None,
     latency_model: Annotated[
-        str, typer.Option(metavar="builtin|aic", help="builtin (analytic) or aic (aiconfigurator-core).")
-    ] = "builtin",
+        str,
+        typer.Option(
+            metavar="auto|aic|builtin",
+            help="auto: AIConfigurator's measured engine where it has data for the model, system and "
+            "backend, else builtin (analytic).",
+        ),
+    ] = "auto",
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="table|json", help="table or json.")
     ] = "table",
@@ -736,8 +746,14 @@ def plan(
     if output == "json":
         sys.stdout.write(json.dumps(report.to_json(result), indent=2) + "\n")
     else:
+        budget = (
+            f"{result.total_gpus} GPUs"
+            if result.total_gpus is not None
+            else "no --total-gpus: one replica sized, GPUs as needed"
+        )
         table = Table(
-            title=f"{result.model} on {result.system} ({result.backend}, {result.latency_model} latencies)"
+            title=f"{result.model} on {result.system} ({result.backend}, {result.latency_model} latencies, "
+            f"budget {budget})"
         )
         for column in (
             "plan",

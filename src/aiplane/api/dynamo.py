@@ -567,7 +567,20 @@ class GPUSpec(ApiModel):
     maxNumGPUsPerEngine: int = Field(
         8,
         ge=1,
-        description="MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8.",
+        description=(
+            "MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8 with the\n"
+            "built-in latency model; unset, AIConfigurator's engine searches its own sizes (up to 16\n"
+            "for mixture-of-experts workers)."
+        ),
+    )
+    totalGpus: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "TotalGPUs caps the GPU budget of the plan. When omitted, the budget is the GPUs of this\n"
+            "type on schedulable nodes that other pods do not already request (upstream v1beta1:\n"
+            "spec.hardware.totalGpus)."
+        ),
     )
 
 
@@ -642,6 +655,14 @@ class DynamoGraphDeploymentRequestSpec(ApiModel):
         description=(
             "AutoApply indicates whether to automatically create a DynamoGraphDeployment\n"
             "after profiling completes. If false, only the spec is generated in status."
+        ),
+    )
+    autoApplyBestEffort: bool = Field(
+        False,
+        description=(
+            "AutoApplyBestEffort lets autoApply create the DynamoGraphDeployment even when the best\n"
+            "plan misses the SLA (the SLAMet condition says by how much). Default: false, such a plan\n"
+            "is generated but not applied."
         ),
     )
     deploymentOverrides: DeploymentOverridesSpec | None = Field(
@@ -751,6 +772,7 @@ class DynamoGraphDeploymentRequest(Resource):
             PrinterColumn("Model", ".spec.modelName"),
             PrinterColumn("Backend", ".spec.backend"),
             PrinterColumn("State", ".status.state"),
+            PrinterColumn("SLA-Met", '.status.conditions[?(@.type=="SLAMet")].status'),
             PrinterColumn("DGD-State", ".status.deployment.state"),
             AGE,
         ),
