@@ -289,8 +289,8 @@ class NodePartitioningExecutor:
             current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
         if decision.node_mutations and node is not None:
             updated = apply_node_actions(node, decision.node_mutations)
-            written = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
-            self.node_writes.wrote(objects.name(node), node, written, conditional=True)
+            node_written = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
+            self.node_writes.wrote(objects.name(node), node, node_written, conditional=True)
         for eviction in decision.evictions:
             await self._evict(key, eviction)
         if decision.status is not None:
