@@ -4,9 +4,9 @@
 --controllers all``) in its own process; one plan rolls CPX over every node with ``maxParallel: 50``.
 Reported: time until the plan is Completed, API writes per node (counted by the server, by the
 operator's User-Agent) against the minimum the state machine needs, operator CPU seconds and peak RSS,
-and the sim's CPU seconds over the same span (the embedded cluster's cost, issue #17).
+and the sim's CPU seconds over the same span (the embedded cluster's cost).
 
-Minimum writes per node (counted per verb and resource from the sim's audit log, issue 17): four
+Minimum writes per node (counted per verb and resource from the sim's audit log): four
 NodePartitioning patches (created by server-side apply, admitted, finalizer added, finalizer removed),
 five Node updates (cordon, taint, the DCM profile label, untaint, uncordon: each a separate step of
 the state machine; the taint never rides on the cordon, docs/partitioning.md), six status updates
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import resource_for
+from aiplane.kube.resources import DAEMONSETS, NODES, PODS, resource_for
 from benchmarks import simproc
 from benchmarks.procstats import cpu_seconds, peak_rss_mb, rss_mb
 
@@ -58,6 +58,9 @@ COMPONENTS = {"partitioningprofile-controller", "partitioningplan-controller", "
 PRODUCT = "AMD_Instinct_MI300X_OAM"
 PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
+NODE_PARTITIONINGS = resource_for("infrastructure.silogen.ai/v1alpha1", "NodePartitioning")
+PLUGIN_NAMESPACE, PLUGIN_DAEMONSET = "kube-amd-gpu", "amd-gpu-device-plugin"
+HELD = "aiplane.io/bench-held"
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Cluster:
     writes: Callable[[HttpKubeClient], Awaitable[int]]
     cpu: Callable[[], dict[str, float]]
     breakdown: Callable[[int], dict[str, int]] | None = None
+    logs: Path | None = None  # where the operator's log goes (else discarded)
 
 
 @contextlib.contextmanager
@@ -86,13 +90,23 @@ def sim_cluster(nodes: int, profile_sim: Path | None) -> Iterator[Cluster]:
 
 
 @contextlib.contextmanager
-def real_cluster(nodes: int) -> Iterator[Cluster]:
-    """The real control plane with the fleet's nodes (kwok) and the simulated hardware beside it."""
-    with simproc.real_running("aiplane-pbench-real-", fleet=simproc.mi300x_fleet(nodes), crds=True) as kube:
+def real_cluster(nodes: int, keep: Path | None = None) -> Iterator[Cluster]:
+    """The real control plane with the fleet's nodes (kwok) and the simulated hardware beside it.
+    ``keep``: the audit log records every client's Node writes in full and is copied there at the end,
+    with the hardware's and the operator's logs."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    with simproc.real_running(
+        "aiplane-pbench-real-",
+        fleet=simproc.mi300x_fleet(nodes),
+        crds=True,
+        audit_node_writes=keep is not None,
+        keep=keep,
+    ) as kube:
         hardware = simproc.aiplane_command(
             "hardware", "--kubeconfig", str(kube.kubeconfig), "--dcm-delay", "0"
         )
-        with simproc.running(hardware) as hw:
+        with simproc.running(hardware, log=keep / "hardware.log" if keep is not None else None) as hw:
 
             async def writes(_: HttpKubeClient) -> int:
                 return sum(simproc.audit_writes(kube).values())
@@ -113,6 +127,7 @@ def real_cluster(nodes: int) -> Iterator[Cluster]:
                 writes,
                 cpu,
                 lambda skip: simproc.audit_breakdown(kube, skip=skip),
+                keep,
             )
 
 
@@ -122,6 +137,9 @@ async def measure(
     max_parallel: int,
     profile: Path | None = None,
     memtrace: Path | None = None,
+    timeout: float = 3600,
+    at_once: bool = False,
+    plugin_held: float | None = None,
 ) -> None:
     kubeconfig = cluster.kubeconfig
     client = await simproc.bench_client(kubeconfig)
@@ -138,9 +156,10 @@ async def measure(
         with simproc.running(
             simproc.operator_command(
                 kubeconfig, "all", 8, log_level="warning", profile=profile, memtrace=memtrace
-            )
+            ),
+            log=cluster.logs / "operator.log" if cluster.logs is not None else None,
         ) as operator:
-            await _roll_out(client, cluster, nodes, max_parallel, operator.pid)
+            await _roll_out(client, cluster, nodes, max_parallel, operator.pid, timeout, at_once, plugin_held)
     finally:
         await client.close()
 
@@ -161,8 +180,53 @@ async def _settled(
     raise SystemExit("the operator kept writing after start-up")
 
 
+async def _unfinished(client: HttpKubeClient) -> str:
+    """The NodePartitionings not Succeeded, with their last condition and their Node's taints."""
+    lines = []
+    for np in (await client.list(NODE_PARTITIONINGS))["items"]:
+        status = np.get("status") or {}
+        if status.get("phase") == "Succeeded":
+            continue
+        node = await client.get(NODES, np["spec"]["nodeName"])
+        last = max(status.get("conditions") or [{}], key=lambda c: str(c.get("lastTransitionTime")))
+        lines.append(
+            f"  {np['metadata']['name']} {status.get('phase')} {last.get('type')}={last.get('status')} "
+            f"{last.get('reason')}: {last.get('message')}; node resourceVersion "
+            f"{node['metadata']['resourceVersion']} taints {(node.get('spec') or {}).get('taints')} "
+            f"annotations {node['metadata'].get('annotations')}"
+        )
+    return "\n".join(lines)
+
+
+async def _plugin_selector(client: HttpKubeClient, held: bool) -> None:
+    """Hold the device plugin's DaemonSet off every node (a node selector nothing matches), or let it
+    back; held, wait until its pods are gone."""
+    patch = {"spec": {"template": {"spec": {"nodeSelector": {HELD: "true" if held else None}}}}}
+
+    async def installed() -> bool:
+        daemonsets = (await client.list(DAEMONSETS, PLUGIN_NAMESPACE))["items"]
+        return any(d["metadata"]["name"] == PLUGIN_DAEMONSET for d in daemonsets)
+
+    await simproc.wait_until(installed, 300, "the device plugin's DaemonSet")
+    await client.patch(DAEMONSETS, PLUGIN_DAEMONSET, patch, namespace=PLUGIN_NAMESPACE)
+
+    async def gone() -> bool:
+        pods = (await client.list(PODS, PLUGIN_NAMESPACE))["items"]
+        return not any(p["metadata"]["name"].startswith(PLUGIN_DAEMONSET) for p in pods)
+
+    if held:
+        await simproc.wait_until(gone, 300, "the device plugin's pods gone")
+
+
 async def _roll_out(
-    client: HttpKubeClient, cluster: Cluster, nodes: int, max_parallel: int, operator_pid: int
+    client: HttpKubeClient,
+    cluster: Cluster,
+    nodes: int,
+    max_parallel: int,
+    operator_pid: int,
+    timeout: float = 3600,
+    at_once: bool = False,
+    plugin_held: float | None = None,
 ) -> None:
     """Once the profile is Ready, one plan to CPX over every node; report when it is Completed."""
 
@@ -174,7 +238,10 @@ async def _roll_out(
         )
 
     await simproc.wait_until(ready, 120, "the PartitioningProfile Ready")
-    await _settled(client, cluster)
+    if plugin_held is not None:
+        await _plugin_selector(client, held=True)
+    if not at_once:
+        await _settled(client, cluster)
     before, cpu0, cluster_cpu0 = await cluster.writes(client), cpu_seconds(operator_pid), cluster.cpu()
     # Caches synced, nothing rolled out yet: what start-up (imports, lists) cost, apart from the rollout.
     rss0, peak0 = rss_mb(operator_pid), peak_rss_mb(operator_pid)
@@ -197,10 +264,18 @@ async def _roll_out(
         },
     )
 
+    if plugin_held is not None:
+        await asyncio.sleep(plugin_held)
+        await _plugin_selector(client, held=False)
+
     async def completed() -> bool:
         return ((await client.get(PLANS, "cpx-all")).get("status") or {}).get("phase") == "Completed"
 
-    await simproc.wait_until(completed, 3600, "the PartitioningPlan Completed")
+    try:
+        await simproc.wait_until(completed, timeout, "the PartitioningPlan Completed")
+    except SystemExit:
+        print(f"not Completed within {timeout:.0f} s:\n{await _unfinished(client)}")
+        raise
     seconds = time.monotonic() - started
     writes = await cluster.writes(client) - before
     cpu = cpu_seconds(operator_pid) - cpu0
@@ -253,12 +328,51 @@ def main() -> None:
         "--target", choices=["sim", "real", "both"], default="sim", help="which cluster (default: sim)"
     )
     parser.add_argument("--real", action="store_true", help="the sim, then the real control plane")
+    parser.add_argument(
+        "--timeout", type=float, default=3600, help="seconds to wait for Completed (then list what is not)"
+    )
+    parser.add_argument(
+        "--audit-nodes",
+        type=Path,
+        default=None,
+        help="real control plane: audit every client's Node writes in full, keep the log in this directory",
+    )
+    parser.add_argument(
+        "--at-once",
+        action="store_true",
+        help="create the plan as soon as the profile is Ready, not once the operator has settled: the "
+        "first nodes are drained while kube still creates the DaemonSets' pods (writes then include "
+        "start-up's)",
+    )
+    parser.add_argument(
+        "--plugin-held",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="keep the device plugin's DaemonSet off every node until SECONDS after the plan's create: "
+        "the first nodes are drained with no pod to move, the taint and the DCM label in one write",
+    )
     args = parser.parse_args()
     kinds = ["sim", "real"] if args.real or args.target == "both" else [args.target]
     for kind in kinds:
-        context = sim_cluster(args.nodes, args.profile_sim) if kind == "sim" else real_cluster(args.nodes)
+        context = (
+            sim_cluster(args.nodes, args.profile_sim)
+            if kind == "sim"
+            else real_cluster(args.nodes, args.audit_nodes)
+        )
         with context as cluster:
-            asyncio.run(measure(cluster, args.nodes, args.max_parallel, args.profile, args.memtrace))
+            asyncio.run(
+                measure(
+                    cluster,
+                    args.nodes,
+                    args.max_parallel,
+                    args.profile,
+                    args.memtrace,
+                    args.timeout,
+                    args.at_once,
+                    args.plugin_held,
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -67,19 +68,26 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
 
 @contextlib.contextmanager
 def running(
-    cmd: Sequence[str], *, env: Mapping[str, str] | None = None, show_stderr: bool = False
+    cmd: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    show_stderr: bool = False,
+    log: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """``cmd`` as a process (output discarded, stderr shown if asked) for the ``with`` block."""
-    proc = subprocess.Popen(
-        list(cmd),
-        env=None if env is None else dict(env),
-        stdout=subprocess.DEVNULL,
-        stderr=None if show_stderr else subprocess.DEVNULL,
-    )
-    try:
-        yield proc
-    finally:
-        stop(proc)
+    """``cmd`` as a process (output discarded, stderr shown if asked, or both written to ``log``)
+    for the ``with`` block."""
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(log.open("wb")) if log is not None else None
+        proc = subprocess.Popen(
+            list(cmd),
+            env=None if env is None else dict(env),
+            stdout=out if out is not None else subprocess.DEVNULL,
+            stderr=out if out is not None else None if show_stderr else subprocess.DEVNULL,
+        )
+        try:
+            yield proc
+        finally:
+            stop(proc)
 
 
 def check_running(proc: subprocess.Popen[bytes], name: str = "operator") -> None:
@@ -336,12 +344,18 @@ def kube_bin_dir() -> Path:
 
 @contextlib.contextmanager
 def real_running(
-    prefix: str, *, fleet: Mapping[str, object] | None = None, crds: bool = False
+    prefix: str,
+    *,
+    fleet: Mapping[str, object] | None = None,
+    crds: bool = False,
+    audit_node_writes: bool = False,
+    keep: Path | None = None,
 ) -> Iterator[RealCluster]:
     """A real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) in a
     temporary directory, with ``fleet``'s nodes as kwok nodes (else the default small fleet); stopped on
     the way out. kube-apiserver keeps an audit log of the requests of every client but its own
-    components (the launcher's policy), which :func:`audit_writes` reads."""
+    components (the launcher's policy), which :func:`audit_writes` reads. ``audit_node_writes`` adds
+    every client's Node writes, in full; ``keep`` is where the audit log is copied on the way out."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         cluster = start_real_cluster(
             Path(tmp) / "kube",
@@ -350,10 +364,14 @@ def real_running(
             install_crds=crds,
             tie_to_parent=True,
             timeout=600,
+            audit_node_writes=audit_node_writes,
         )
         try:
             yield cluster
         finally:
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                shutil.copy(cluster.audit_log, keep / "audit.log")
             cluster.stop()
 
 

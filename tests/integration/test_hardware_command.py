@@ -142,3 +142,37 @@ async def test_a_node_repartitions_through_the_hardware_agent_out_of_process(
         code, err = _stop(hardware)
     assert code == 0, err
     assert "aiplane hardware: created 2 fleet nodes" in err and "aiplane hardware: stopped" in err
+
+
+async def test_a_profile_selected_while_the_hardware_was_down_is_applied_when_it_starts(
+    tmp_path: Path, sim: tuple[Path, subprocess.Popen[str]], client: HttpKubeClient
+) -> None:
+    """DCM applies the profile its node's label selects when it starts: a request written before its
+    cache synced (or while it was down) is not lost."""
+    kubeconfig, _ = sim
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(yaml.safe_dump({"nodePools": [CONTROL_POOL, GPU_POOL]}), encoding="utf-8")
+    command = [*AIPLANE, "hardware", "--kubeconfig", str(kubeconfig), "--dcm-delay", "0.2"]
+    first = subprocess.Popen([*command, "--fleet", str(fleet)], stderr=subprocess.PIPE, text=True)
+    name = "mi300x-0"
+    try:
+        await eventually(lambda: _plugin_running(client, name), 60, "the fleet's device plugin Running")
+    finally:
+        code, err = _stop(first)
+    assert code == 0, err
+    await client.patch(
+        NODES, name, {"metadata": {"labels": {amd_gpu.PROFILE_LABEL: "cpx", amd_gpu.STATE_LABEL: None}}}
+    )
+    second = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+
+        async def partitioned() -> bool:
+            assert second.poll() is None, _stop(second)[1]
+            state = (await _labels(client, name)).get(amd_gpu.STATE_LABEL)
+            return state == amd_gpu.STATE_SUCCESS and await _allocatable(client, name) == ("64", "64")
+
+        await eventually(partitioned, 30, "the profile selected while DCM was down applied at its start")
+        assert await _allocatable(client, "mi300x-1") == ("8", "8")
+    finally:
+        code, err = _stop(second)
+    assert code == 0, err

@@ -154,7 +154,7 @@ class Process:
         return "".join(text.splitlines(keepends=True)[-lines:])
 
 
-def operator_process(release: Release, controllers: str, log: Path) -> Process:
+def operator_process(release: Release, controllers: str, log: Path, *extra: str) -> Process:
     """``aiplane run`` with the ServiceAccount's kubeconfig and the chart's leader election (its Lease
     in the release namespace, which only the chart's Role grants)."""
     return Process(
@@ -171,6 +171,7 @@ def operator_process(release: Release, controllers: str, log: Path) -> Process:
             "0",
             "--health-probe-bind-address",
             "0",
+            *extra,
         ],
         log,
     )

@@ -21,11 +21,6 @@ from tests.real.watching import apply, following
 
 pytestmark = [
     pytest.mark.real,
-    # Both pass alone and in this module, but fail after test_operator_install.py's operator (every
-    # controller) has run on the same session cluster: the partitioning operator then syncs and never
-    # moves the plan. The cause is not found yet; until it is, this module does not run in the suite
-    # (tests/real/test_hardware_real.py proves a rollout on a control plane of its own).
-    pytest.mark.skip(reason="order-dependent on the session cluster: cause under investigation"),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]

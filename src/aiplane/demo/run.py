@@ -48,7 +48,7 @@ from aiplane.demo.platform import CLUSTERQUEUES, QueueWatch, credential_refs
 from aiplane.demo.request import RequestWatch
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.logging import configure_logging
-from aiplane.kube.resources import NAMESPACES, NODES, PODS, Resource, resource_for
+from aiplane.kube.resources import NAMESPACES, NODES, PODS, STORAGECLASSES, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.simrun import in_process_manager
@@ -442,6 +442,9 @@ async def request_section(
     console: Console,
 ) -> bool:
     doc = load_manifests(opts.examples / "dgdr-qwen3-8b-h100.yaml")[0]
+    # The example only plans (its graph would take every H100, beside the Dynamo example's graph); here
+    # the Dynamo graph is deleted first, so the request may deploy what it plans.
+    doc["spec"]["autoApply"] = True
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     graph_name = doc["spec"]["deploymentOverrides"]["name"]
     console.rule("[bold]5. An SLA-driven request: from a latency target to a running graph")
@@ -467,7 +470,7 @@ async def request_section(
         f"{deleted}Applying "
         f"{opts.examples}/dgdr-qwen3-8b-h100.yaml: [bold]{namespace}/{name}[/] asks for "
         f"{doc['spec']['modelName']} on H100 with TTFT ≤ {sla['ttft']} ms and ITL ≤ {sla['itl']} ms; the "
-        "operator plans it in process and, with autoApply, creates the graph "
+        "operator plans it in process and, with autoApply set to true here, creates the graph "
         f"[bold]{graph_name}[/] sized by the plan."
     )
     watch = RequestWatch(namespace, name, GraphWatch(namespace, graph_name))
@@ -503,14 +506,6 @@ VOLCANO_MISSING = (
     "the example ModelInfer names schedulerName: volcano (gang scheduling of each InferGroup), and the "
     "real control plane runs kube-scheduler only: its pods would stay Pending"
 )
-#: The request's plan fills every H100 GPU of the fleet (16 of 16) with 1- and 2-GPU workers; kube-scheduler
-#: places them one at a time (its default scoring looks at CPU and memory, ties broken at random), so in
-#: some runs two nodes are left with one free GPU each and a 2-GPU decode worker stays Unschedulable.
-FRAGMENTATION = (
-    "its plan fills all 16 H100 GPUs with 1- and 2-GPU workers, and kube-scheduler places them one at a time "
-    "with no look-ahead: some runs leave one free GPU on each node and a 2-GPU decode worker Unschedulable, "
-    "so the section would pass or fail by chance"
-)
 Section = Callable[[Feed, KubeClient, WriteCount, DemoOptions, Console], Awaitable[bool]]
 
 
@@ -536,20 +531,47 @@ class Sections:
             console.print(f"[{style}]{name}: {result}[/]")
 
 
-async def _dynamo_blocker(client: KubeClient, opts: DemoOptions) -> str | None:
-    """Why the example graph cannot converge here, or None: its compilation-cache PVC names a
-    StorageClass, and a bare control plane has no provisioner for it."""
+async def provision_statically(client: KubeClient, opts: DemoOptions, console: Console) -> None:
+    """Give the example graph's claims volumes where their StorageClass is missing: the class (no
+    provisioner, binding at once) and one PersistentVolume per claim, as an administrator of a cluster
+    without a volume provisioner would. kube's PersistentVolume controller then binds each claim."""
     doc = load_manifests(opts.examples / "dynamo-vllm-disagg.yaml")[0]
-    classes = {str(p.get("storageClass")) for p in doc["spec"].get("pvcs") or [] if p.get("storageClass")}
-    storage = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
-    present = {objects.name(c) for c in (await client.list(storage))["items"]}
-    missing = sorted(classes - present)
-    if missing:
-        return (
-            f"the example graph's PVC names StorageClass {', '.join(missing)}, which this cluster lacks (a bare "
-            "control plane has no volume provisioner): the claim and the workers mounting it would stay Pending"
-        )
-    return None
+    claims = [p for p in doc["spec"].get("pvcs") or [] if p.get("storageClass")]
+    present = {objects.name(c) for c in (await client.list(STORAGECLASSES))["items"]}
+    missing = sorted({str(p["storageClass"]) for p in claims} - present)
+    if not missing:
+        return
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "Immediate",
+        }
+        for name in missing
+    ]
+    docs += [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"demo-{p['name']}"},
+            "spec": {
+                "capacity": {"storage": str(p.get("size") or "1Gi")},
+                "accessModes": [str(p.get("volumeAccessMode") or "ReadWriteOnce")],
+                "storageClassName": str(p["storageClass"]),
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": f"/var/lib/aiplane-demo/{p['name']}"},
+            },
+        }
+        for p in claims
+        if p["storageClass"] in missing
+    ]
+    await apply_all(client, docs)
+    console.print(
+        f"[dim]No volume provisioner here: created StorageClass {', '.join(missing)} (no provisioner) and "
+        f"{len(docs) - len(missing)} PersistentVolume(s) for the example graph's claims.[/]"
+    )
 
 
 async def run_sections(
@@ -587,14 +609,10 @@ async def run_sections(
 
             ok = await step("3. Repartition the serving pool under live inference", live)
     if ok:
-        blocker = await _dynamo_blocker(client, opts) if cluster is None else None
-        if blocker:
-            done.skip("4. Dynamo", blocker, console)
-        else:
-            ok = await step("4. Dynamo", dynamo_section)
-    if ok and cluster is None:
-        done.skip("5. SLA-driven request", FRAGMENTATION, console)
-    elif ok:
+        if cluster is None:
+            await provision_statically(client, opts, console)
+        ok = await step("4. Dynamo", dynamo_section)
+    if ok:
         ok = await step("5. SLA-driven request", request_section)
     return ok, done
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -37,8 +37,7 @@ async def client() -> AsyncIterator[InMemoryKubeClient]:
     await c.close()
 
 
-@pytest.fixture
-async def manager(client: InMemoryKubeClient) -> AsyncIterator[Manager]:
+async def _ready_profile(client: InMemoryKubeClient) -> None:
     profile = await client.create(
         profiles_resource(),
         {
@@ -68,6 +67,11 @@ async def manager(client: InMemoryKubeClient) -> AsyncIterator[Manager]:
         },
         subresource="status",
     )
+
+
+@pytest.fixture
+async def manager(client: InMemoryKubeClient) -> AsyncIterator[Manager]:
+    await _ready_profile(client)
     m = Manager(
         client,
         leader_election=None,
@@ -219,7 +223,7 @@ async def test_no_cordon_from_a_stale_node_view_until_it_is_fresh_again(
 ) -> None:
     await manager.cache_synced.wait()
     nodes = manager.informers.informer(NODES)
-    nodes.stale_after = -1.0  # the Node watch counts as silent for too long (issue 16)
+    nodes.stale_after = -1.0  # the Node watch counts as silent for too long
     assert nodes.stale
     await client.create(node_partitionings_resource(), np_body())
     await asyncio.sleep(0.5)  # a measurement window: admitted, but the view it would cordon from is stale
@@ -233,3 +237,79 @@ async def test_no_cordon_from_a_stale_node_view_until_it_is_fresh_again(
         return bool((await client.get(NODES, "mi300x-0"))["spec"].get("unschedulable"))
 
     await eventually(cordoned, 5)
+
+
+def _tainted(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == "amd-dcm" for t in (node.get("spec") or {}).get("taints") or [])
+
+
+class HeldNodeWatch(InMemoryKubeClient):
+    """The operator's client, whose Node watch stops before the first version carrying the drain's
+    taint until :attr:`thaw` is set: its Node cache lags the operator's own write, as under load."""
+
+    thaw: asyncio.Event
+
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        holding = False
+        async for event in super().stream(path, query, on_open=on_open):
+            holding = holding or (path == NODES.path() and _tainted(event.get("object") or {}))
+            if holding:
+                await self.thaw.wait()
+            yield event
+
+
+async def test_a_node_cache_behind_our_own_write_is_not_taken_for_dcms_answer(
+    client: InMemoryKubeClient,
+) -> None:
+    """The node left in Verifying with the drain's taint (a 300-node rollout on kube-apiserver).
+    No pod had to leave the node, so the taint and the DCM profile label went out in one node update
+    and the NodePartitioning moved to WaitingOperator. Its next decision read that status (our own
+    write) with a Node cache still one version behind: cordoned, untainted, and labelled ``success``
+    by DCM for the node's previous profile. It took that for DCM's answer and moved to Verifying with
+    nothing to untaint in that view (no node write, so no resourceVersion to refuse it); the taint
+    then kept the device plugin off the node and the partitions never showed."""
+    await _ready_profile(client)
+    assert client.cluster is not None
+    operator = HeldNodeWatch.for_cluster(client.cluster)
+    operator.thaw = asyncio.Event()
+    m = Manager(
+        operator,
+        leader_election=None,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        handle_signals=False,
+    )
+    await node_controller.setup(m)
+    task = asyncio.create_task(m.run())
+    try:
+        await m.cache_synced.wait()
+        await client.create(node_partitionings_resource(), np_body())
+        nps = m.informers.informer(node_partitionings_resource())
+
+        async def waiting_seen() -> bool:
+            np = nps.get("plan-mi300x-0")
+            return (np or {}).get("status", {}).get("phase") == "WaitingOperator" and await _idle(m)
+
+        await eventually(waiting_seen)
+        node = await client.get(NODES, "mi300x-0")
+        assert _tainted(node) and node["metadata"]["labels"]["dcm.amd.com/gpu-config-profile"] == "cpx"
+        cached = m.informers.informer(NODES).get("mi300x-0")
+        assert cached is not None and not _tainted(cached)
+        assert cached["metadata"]["labels"]["dcm.amd.com/gpu-config-profile-state"] == "success"
+        assert await phase(client) == "WaitingOperator"  # DCM has not answered this request yet
+        await play_dcm(client)
+        operator.thaw.set()
+
+        async def succeeded() -> bool:
+            return await phase(client) == "Succeeded"
+
+        await eventually(succeeded)
+        node = await client.get(NODES, "mi300x-0")
+        assert not _tainted(node) and not node["spec"].get("unschedulable")
+    finally:
+        operator.thaw.set()
+        m.stop()
+        await task
+        await operator.close()

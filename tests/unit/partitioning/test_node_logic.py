@@ -26,6 +26,7 @@ from aiplane.controllers.partitioning.node_actions import (
     SetLabels,
     Taint,
     Uncordon,
+    UnmarkApplied,
     Untaint,
     apply_node_actions,
 )
@@ -315,8 +316,8 @@ def waiting_conditions(applied_at: datetime = NOW) -> list[dict[str, Any]]:
 
 
 def applied_node(state: str | None = None, *, gpus: str = "8") -> dict[str, Any]:
-    """A drained, cordoned, tainted node labelled for cpx, optionally with DCM's state label."""
-    node = ours(make_node(gpus=gpus))
+    """A drained, cordoned, tainted node labelled for cpx by us, optionally with DCM's state label."""
+    node = apply_node_actions(ours(make_node(gpus=gpus)), [MarkApplied(f"{NP_NAME}/{HASH}")])
     labels = node["metadata"]["labels"]
     labels[PROFILE_LABEL] = "cpx"
     labels[APPLY_TRIGGER_LABEL] = "apply"
@@ -580,7 +581,7 @@ def test_the_taint_comes_once_the_workload_is_gone_and_moves_daemonset_pods() ->
     d = run(np, node, pods=rest, now=NOW + timedelta(seconds=5))
     assert d.node_mutations == (Taint(NP_NAME),)
     # The DaemonSet controller deletes the device plugin once the taint is there: it is waited for,
-    # not evicted (an eviction racing that delete was answered 404 every time, issue 17).
+    # not evicted (an eviction racing that delete was answered 404 every time).
     assert d.evictions == ()
     assert reason_of(d, "NodeTainted") == ("True", "TaintApplied")
     assert reason_of(d, "DrainCompleted") == ("False", "DrainInProgress")
@@ -758,6 +759,39 @@ def test_dcm_success_untaints_keeps_cordon_and_starts_verifying() -> None:
     assert v["lastTransitionTime"] == format_time(later)
 
 
+def test_dcm_state_is_read_only_on_a_node_view_that_shows_our_request() -> None:
+    """The node left in Verifying with the drain's taint on the real control plane. No pod had to
+    leave the node (its device plugin's pod not created yet), so the taint and the DCM profile label
+    went out in one write and the NodePartitioning moved to WaitingOperator. The next decision read
+    that status (our own write) but a Node cache one write behind: cordoned, untainted, and still
+    labelled with DCM's ``success`` for the node's previous profile. Taken as DCM's answer, it moved
+    to Verifying with nothing to untaint in that view: no node write at all, so no resourceVersion to
+    refuse it, and the taint stayed, keeping the device plugin off the node for good."""
+    cordoned = apply_node_actions(make_node(), [Cordon(NP_NAME)])
+    np = make_np(phase="Draining", conditions=draining_conditions(), finalizer=True)
+    np["status"]["conditions"][2] = cond("NodeTainted", "False", "WaitingForCordon")
+    drained = run(np, cordoned, pods=[DCM_POD])
+    assert drained.phase == "WaitingOperator"
+    assert Taint(NP_NAME) in drained.node_actions  # the taint and the label in one write
+    np = applied(np, drained)
+    lagging = run(np, cordoned, pods=[DCM_POD], now=NOW + timedelta(seconds=1))
+    assert lagging.phase == "WaitingOperator"
+    assert lagging.status is None and lagging.node_actions == () and lagging.events == ()
+    # DCM's answer on the Node as written: success, the taint is ours and goes.
+    node = apply_node_actions(cordoned, drained.node_actions)
+    node["metadata"]["labels"][PROFILE_STATE_LABEL] = "success"
+    d = run(np, node, pods=[DCM_POD], now=NOW + timedelta(seconds=2))
+    assert d.phase == "Verifying" and Untaint(NP_NAME) in d.node_actions
+
+
+def test_an_old_dcm_failure_on_a_lagging_view_does_not_fail_the_node() -> None:
+    """The same lag with a node whose previous profile failed: its ``failure`` is not DCM's answer."""
+    lagging = make_node(labels={PROFILE_STATE_LABEL: "failure"})
+    lagging = apply_node_actions(lagging, [Cordon(NP_NAME), Taint(NP_NAME)])
+    d = run(waiting_np(), lagging, now=NOW + timedelta(minutes=10))
+    assert d.phase == "WaitingOperator" and d.node_actions == ()
+
+
 @pytest.mark.parametrize("state", [None, "in-progress"])
 def test_waiting_for_dcm(state: str | None) -> None:
     cordon = run(make_np(), make_node())
@@ -787,7 +821,12 @@ def test_dcm_failure_fails_with_dcms_reason_and_releases() -> None:
     assert reason_of(d, "OperatorReady") == ("False", "DCMFailed")
     assert [(e.type, e.reason) for e in d.events] == [("Warning", "DCMFailed")]
     assert "PartitionFailure: Device busy" in d.events[0].message
-    assert d.node_actions == (Untaint(NP_NAME), Uncordon(NP_NAME), RemoveLabels((APPLY_TRIGGER_LABEL,)))
+    assert d.node_actions == (
+        Untaint(NP_NAME),
+        Uncordon(NP_NAME),
+        RemoveLabels((APPLY_TRIGGER_LABEL,)),
+        UnmarkApplied(NP_NAME),
+    )
     assert d.finalizer == "remove"
 
 
@@ -864,7 +903,7 @@ def test_verification_passes_and_gives_the_node_back() -> None:
     assert d.status is not None and d.status["currentHash"] == HASH
     assert reason_of(d, "Verified") == ("True", "VerificationSucceeded")
     assert event_reasons(d) == ["VerificationSucceeded", "NodeSucceeded"]
-    assert d.node_actions == (Uncordon(NP_NAME),)
+    assert d.node_actions == (Uncordon(NP_NAME), UnmarkApplied(NP_NAME))
     assert d.finalizer == "remove"
     np = verifying_np()
     np["status"] = d.status
@@ -881,6 +920,55 @@ def test_verification_tolerates_a_slow_device_plugin() -> None:
     assert d.requeue_after == 10.0
 
 
+def test_verifying_removes_a_taint_of_ours_still_on_the_node() -> None:
+    """Our taint on a node being verified (the DCM-success step missed it, or it was put back) keeps
+    the device plugin, which does not tolerate it, off the node: the partitions would never show and
+    the node would sit in Verifying until the verify timeout. Verifying removes it, once."""
+    tainted = apply_node_actions(verifying_node("8"), [Taint(NP_NAME)])
+    d = run(verifying_np(), tainted, now=NOW + timedelta(seconds=30))
+    assert d.phase == "Verifying"
+    assert d.node_actions == (Untaint(NP_NAME),)
+    assert reason_of(d, "NodeTainted") == ("False", "TaintRemoved")
+    assert reason_of(d, "NodeCordoned") == ("True", "CordonSucceeded")
+    assert reason_of(d, "Verified") == ("False", "ResourceMismatch")
+    np = verifying_np()
+    np["status"] = d.status
+    again = run(np, apply_node_actions(tainted, d.node_actions), now=NOW + timedelta(seconds=31))
+    assert again.node_actions == () and again.status is None and again.events == ()
+
+
+def test_a_taint_put_back_by_a_decision_on_a_lagging_view_is_removed_by_verifying() -> None:
+    """The interleaving that left a node in Verifying: DCM success untaints and moves to Verifying;
+    a decision on a view of the NodePartitioning that still says Draining (its status write refused,
+    since that view is stale) sees the node untainted with the device plugin's new pod on it, and
+    taints it again — the node write goes through, guarded only by the Node's own resourceVersion.
+    The plugin's pod is then removed by the taint, nothing publishes the partitions, and only a
+    Verifying that removes our taint gets the node out."""
+    untaint = run(waiting_np(), applied_node("success"), now=NOW + timedelta(seconds=5))
+    assert untaint.phase == "Verifying" and Untaint(NP_NAME) in untaint.node_actions
+    server_np = waiting_np()
+    server_np["status"] = untaint.status
+    node = apply_node_actions(applied_node("success"), untaint.node_actions)
+    draining_np = make_np(phase="Draining", conditions=draining_conditions(), finalizer=True)
+    plugin_back = pod("amd-gpu-device-plugin-new", "kube-amd-gpu", owner_kind="DaemonSet")
+    stale = run(draining_np, node, pods=[plugin_back, DCM_POD], now=NOW + timedelta(seconds=6))
+    assert Taint(NP_NAME) in stale.node_actions  # the write a stale view makes (its status is refused)
+    node = apply_node_actions(node, stale.node_actions)
+    assert carries_dcm_taint(node)
+    d = run(server_np, node, now=NOW + timedelta(seconds=7))
+    assert d.phase == "Verifying" and d.node_actions == (Untaint(NP_NAME),)
+    assert not carries_dcm_taint(apply_node_actions(node, d.node_actions))
+
+
+def test_verifying_leaves_a_taint_that_is_not_ours() -> None:
+    foreign = apply_node_actions(verifying_node("8"), [Taint("someone-else")])
+    d = run(verifying_np(), foreign, now=NOW + timedelta(seconds=30))
+    assert d.phase == "Verifying" and d.node_actions == () and d.status is None
+    d = run(verifying_np(), foreign, now=NOW + timedelta(minutes=5))
+    assert d.phase == "Failed" and "not ours" in d.events[0].message
+    assert d.node_actions == (Uncordon(NP_NAME), UnmarkApplied(NP_NAME))
+
+
 @pytest.mark.parametrize(
     ("gpus", "detail"),
     [("8", "amd.com/gpu: got 8 (expected 64)"), (None, "amd.com/gpu: not found (expected 64)")],
@@ -890,7 +978,7 @@ def test_verify_timeout_names_each_mismatch(gpus: str | None, detail: str) -> No
     assert d.phase == "Failed"
     assert reason_of(d, "Verified") == ("False", "VerifyFailed")
     assert d.events[0].reason == "VerifyFailed" and detail in d.events[0].message
-    assert d.node_actions == (Uncordon(NP_NAME),)
+    assert d.node_actions == (Uncordon(NP_NAME), UnmarkApplied(NP_NAME))
 
 
 def test_verify_requires_every_expected_resource() -> None:
@@ -986,7 +1074,12 @@ def test_in_flight_profile_loss_fails_and_releases() -> None:
     d = run(waiting_np(), applied_node(None), None, use_default_profile=False)
     assert d.phase == "Failed"
     assert reason_of(d, "Verified") == ("False", "ProfileNotFound")
-    assert d.node_actions == (Untaint(NP_NAME), Uncordon(NP_NAME), RemoveLabels((APPLY_TRIGGER_LABEL,)))
+    assert d.node_actions == (
+        Untaint(NP_NAME),
+        Uncordon(NP_NAME),
+        RemoveLabels((APPLY_TRIGGER_LABEL,)),
+        UnmarkApplied(NP_NAME),
+    )
     bad = make_profile(expected={"amd.com/gpu": "lots"})
     d = run(verifying_np(), verifying_node("64"), bad)
     assert reason_of(d, "Verified") == ("False", "ProfileInvalid")
@@ -1075,10 +1168,12 @@ class World:
         return [p.obj for p in self.pods]
 
 
-def decide_in(world: World) -> Decision:
+def decide_in(world: World, node: dict[str, Any] | None = None) -> Decision:
+    """Decide on the world, with a Node cache showing ``node`` (an older version) when given."""
     assert world.np is not None
+    seen = world.node if node is None else node
     return decide(
-        observe(world.np, world.node, make_profile(), world.pod_objs(), world.events), world.now, SIM_CONFIG
+        observe(world.np, seen, make_profile(), world.pod_objs(), world.events), world.now, SIM_CONFIG
     )
 
 
@@ -1291,6 +1386,7 @@ dcm_outcomes = st.lists(
     ),
     plugin_delay=st.integers(0, 4),
     plugin_broken=st.booleans(),
+    lags=st.lists(st.booleans(), max_size=6),
 )
 def test_simulated_rollouts_always_end_safely(
     pods: list[tuple[str, int, int]],
@@ -1303,7 +1399,13 @@ def test_simulated_rollouts_always_end_safely(
     failures: list[int | None],
     plugin_delay: int,
     plugin_broken: bool,
+    lags: list[bool],
 ) -> None:
+    """``lags``: per step, whether the executor's Node cache is one step behind the API server
+    (DCM's label, the device plugin's allocatable, a pod's departure not seen yet). Our own last node
+    write is never hidden: the executor decides on what that write returned until its cache shows it
+    (``node.py``), as it does for the NodePartitioning. A decision on a lagging view that writes the
+    node is refused (the update carries the stale resourceVersion)."""
     labels = {
         "spx": {PROFILE_LABEL: "spx", PROFILE_STATE_LABEL: "success"},
         "cpx-done": {PROFILE_LABEL: "cpx", PROFILE_STATE_LABEL: "success"},
@@ -1325,6 +1427,8 @@ def test_simulated_rollouts_always_end_safely(
         hw_profile="cpx" if initial == "cpx-done" else "spx",
         seen_labels=(labels[PROFILE_LABEL], None),
     )
+    seen_before: dict[str, Any] | None = None  # the Node as the previous step's decision saw it
+    ours_last: dict[str, Any] | None = None  # the Node as our node write in the previous step left it
     for step in range(MAX_STEPS):
         if done(world):
             break
@@ -1337,11 +1441,17 @@ def test_simulated_rollouts_always_end_safely(
             if not np["metadata"].get("finalizers"):
                 world.np = None
                 break
-        d = decide_in(world)
+        lagging = (ours_last or seen_before) if lags and lags[step % len(lags)] else None
+        seen_before = copy.deepcopy(world.node)
+        d = decide_in(world, lagging)
         assert all(not isinstance(a, Evict) for a in d.node_actions[: len(d.node_mutations)])
         fail_at = failures[step % len(failures)]
+        if lagging is not None and lagging != world.node and d.node_mutations:
+            fail_at = 2  # the node update conflicts: only the finalizer patch before it went through
         execute(world, d, fail_at)
-        if fail_at is None and world.np is not None:
+        wrote_node = bool(d.node_mutations) and fail_at not in (1, 2)
+        ours_last = copy.deepcopy(world.node) if wrote_node else None
+        if fail_at is None and lagging is None and world.np is not None:
             again = decide_in(world)
             # Two steps are not fixpoints by design: a DCM retrigger, and the taint that waits for
             # our own cordon to be committed (the executor then confirms the pods with a LIST).

@@ -52,7 +52,7 @@ from aiplane.apimachinery.meta import (
     has_finalizer,
     is_controlled_by,
 )
-from aiplane.controllers import queueing
+from aiplane.controllers import causes, queueing
 from aiplane.controllers.disruption import Arbitration, arbitrate, budget_differs, is_released
 from aiplane.controllers.dynamo import component_disruption as cdis
 from aiplane.controllers.dynamo import etcd
@@ -104,8 +104,10 @@ from aiplane.kube.resources import (
     PDBS,
     PODGROUPS,
     PODS,
+    PVCS,
     SERVICEACCOUNTS,
     SERVICES,
+    STORAGECLASSES,
     Resource,
     resource_for,
 )
@@ -124,6 +126,8 @@ BY_DCD: Final = "dynamocomponentdeployment-uid"
 BY_NODE: Final = "pod-node"
 #: Index of the LeaderWorkerSet pods: ``<namespace>/<LeaderWorkerSet>``.
 BY_LWS: Final = "pod-leaderworkerset"
+#: Index of every component pod: ``<namespace>/<DCD>`` (what holds them goes into the status).
+BY_COMPONENT: Final = "pod-component"
 #: Istio's GA VirtualService API (the resource table knows v1beta1).
 VIRTUALSERVICES_V1: Final = Resource("networking.istio.io", "v1", "virtualservices", "VirtualService", True)
 
@@ -193,6 +197,11 @@ def _by_lws(pod: Mapping[str, Any]) -> list[str]:
     return [f"{objects.namespace(pod)}/{lws}"] if lws else []
 
 
+def _by_component(pod: Mapping[str, Any]) -> list[str]:
+    dcd = objects.labels(pod).get(LABEL_SELECTOR)
+    return [f"{objects.namespace(pod)}/{dcd}"] if dcd else []
+
+
 def _dcd_of_pod(pod: Mapping[str, Any]) -> list[Request]:
     dcd = objects.labels(pod).get(LABEL_SELECTOR)
     return [Request(objects.namespace(pod) or None, str(dcd))] if dcd else []
@@ -207,6 +216,11 @@ def _pod_arbiter_state(pod: Obj) -> tuple[Any, ...]:
 def pod_changed_for_arbiter(old: Obj, new: Obj) -> bool:
     """Only what the arbiter reads: a pod's node, phase, readiness, deletion."""
     return _pod_arbiter_state(old) != _pod_arbiter_state(new)
+
+
+def pod_changed(old: Obj, new: Obj) -> bool:
+    """What this controller reads of a pod: the arbiter's fields, and what holds the pod."""
+    return pod_changed_for_arbiter(old, new) or causes.waiting_changed(old, new)
 
 
 def unschedulable_changed(old: Obj, new: Obj) -> bool:
@@ -233,6 +247,8 @@ class ComponentReconciler:
         platform: PlatformSource | None = None,
         pods: Informer | None = None,
         nodes: Informer | None = None,
+        claims: Informer | None = None,
+        storage_classes: Informer | None = None,
     ) -> None:
         self.client = client
         self.platform = platform
@@ -247,19 +263,24 @@ class ComponentReconciler:
         self.missing_multinode_api = missing_multinode_api
         self.status = StatusWriter(client, dcds_resource(), FIELD_MANAGER)
         self.expectations = Expectations()
-        #: LeaderWorkerSet pods and Nodes (multinode replica budgets); None: not on this cluster.
+        #: The component pods (what holds them; with LeaderWorkerSets, multinode replica budgets).
         self.pods = pods
+        #: Nodes (multinode replica budgets); None: LeaderWorkerSet is not served here.
         self.nodes = nodes
+        #: Claims and StorageClasses: an unbound claim of a pod names the StorageClass it lacks.
+        self.claims = claims
+        self.storage_classes = storage_classes
         if pods is not None:
             pods.add_indexer(BY_NODE, _by_node)
             pods.add_indexer(BY_LWS, _by_lws)
+            pods.add_indexer(BY_COMPONENT, _by_component)
         for _, informer in self.children.values():
             informer.add_indexer(BY_DCD, _by_dcd)
             informer.add_handler(on_delete=self._child_deleted)
         dcds.add_handler(on_delete=lambda obj: self.expectations.forget_owner(objects.key(obj)))
 
     def dcds_on_node(self, node: Obj) -> list[Request]:
-        """The DCDs with LeaderWorkerSet pods on ``node`` (the Node watch's map)."""
+        """The DCDs with pods on ``node`` (the Node watch's map)."""
         if self.pods is None:
             return []
         requests = {r for pod in self.pods.by_index(BY_NODE, objects.name(node)) for r in _dcd_of_pod(pod)}
@@ -546,17 +567,31 @@ class ComponentReconciler:
         # Not available because Kueue has not admitted it: say so, in Kueue's words.
         return replace(found, reason=queueing.REASON_PENDING, message=queueing.wait_message(waits))
 
+    def _waiting(self, dcd: Obj, availability: Availability) -> tuple[causes.Held, ...]:
+        """What holds the component's pods, while it is not available for want of them."""
+        if self.pods is None or availability.status == "True" or availability.reason in FAILURE_REASONS:
+            return ()
+        namespace = objects.namespace(dcd)
+        claims, classes = self.claims, self.storage_classes
+        return causes.collect(
+            self.pods.by_index(BY_COMPONENT, objects.key(dcd)),
+            claims=(lambda name: claims.get(f"{namespace}/{name}")) if claims is not None else None,
+            storage_classes=(lambda name: classes.get(name) is not None) if classes is not None else None,
+        )
+
     async def _report(self, dcd: Obj, availability: Availability, held: str | None = None) -> Obj:
         """Write the status if it changed; returns the DCD as written (or as it was)."""
         old = objects.status(dcd)
         now = self.clock.now()
-        status = compute_status(dcd, availability, now=now)
+        waiting = self._waiting(dcd, availability)
+        status = compute_status(dcd, availability, now=now, waiting=waiting)
         status = cdis.with_held(status, held, generation=objects.generation(dcd) or 0, now=now)
         written = await self.status.write(dcd, status)
         if written is None:
             return dcd
         self.expectations.wrote(f"{DCD_KIND}/{objects.key(dcd)}", dcd, written, conditional=True)
         emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, status)
+        causes.emit_new(self.recorder, dcd, old.get("waitingFor"), waiting)
         return written
 
 
@@ -573,8 +608,12 @@ PERMISSIONS: Final = (
     Permission("nvidia.com", ("dynamocomponentdeployments/finalizers",), ("update",)),
     Permission("nvidia.com", ("dynamographdeployments",), READ),
     Permission("", ("serviceaccounts",), READ),
-    # Multinode replicas: their pods and the nodes they stand on decide the per-replica budgets.
+    # Pods: what holds them goes into the status; for multinode replicas, they and the nodes they
+    # stand on decide the per-replica budgets.
     Permission("", ("pods", "nodes"), READ),
+    # An unbound claim a pod waits for is named with the StorageClass it lacks.
+    Permission("", ("persistentvolumeclaims",), READ),
+    Permission("storage.k8s.io", ("storageclasses",), READ),
     # Children, each created, replaced when it differs, deleted when no longer wanted.
     Permission("", ("services",), WRITE_CHILD),
     Permission("apps", ("deployments",), WRITE_CHILD),
@@ -609,8 +648,9 @@ def build(
         kinds.append(VIRTUALSERVICES_V1)
     children = {res.kind: (res, informers.informer(res)) for res in kinds}
     dcds = informers.informer(dcds_resource())
-    # Replica budgets need the LeaderWorkerSet pods and the Nodes; without LWS there are none.
-    pods = informers.informer(PODS, label_selector=cdis.POD_SELECTOR) if lws else None
+    # Every component pod (what holds it goes into the status); replica budgets also need the Nodes,
+    # and without LWS there are none.
+    pods = informers.informer(PODS, label_selector=LABEL_SELECTOR)
     nodes = informers.informer(NODES) if lws else None
     reconciler = ComponentReconciler(
         manager.client,
@@ -625,14 +665,15 @@ def build(
         platform=platform,
         pods=pods,
         nodes=nodes,
+        claims=informers.informer(PVCS),
+        storage_classes=informers.informer(STORAGECLASSES),
     )
     builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
     for res in kinds:
         builder = builder.owns(res)
+    builder = builder.watches(PODS, _dcd_of_pod, predicates=[pod_changed], label_selector=LABEL_SELECTOR)
     if lws:
-        builder = builder.watches(
-            PODS, _dcd_of_pod, predicates=[pod_changed_for_arbiter], label_selector=cdis.POD_SELECTOR
-        ).watches(NODES, reconciler.dcds_on_node, predicates=[unschedulable_changed])
+        builder = builder.watches(NODES, reconciler.dcds_on_node, predicates=[unschedulable_changed])
     if platform is not None and platform.workloads is not None:
         builder = builder.watches(platform.workloads.resource, reconciler.workload_to_dcd)
     if platform is not None:

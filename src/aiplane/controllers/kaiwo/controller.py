@@ -34,7 +34,7 @@ from aiplane.controllers.kaiwo import kueue
 from aiplane.controllers.kaiwo.fleet import Fleet
 from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION, node_patch
 from aiplane.controllers.kaiwo.pools import Pool, current_quotas, held_quota
-from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.client import KubeClient
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.informer import Informer
@@ -283,18 +283,23 @@ class KaiwoConfigReconciler:
 
 
 async def ensure_singleton(client: KubeClient) -> None:
-    """Create the KaiwoConfig ``kaiwo`` with defaults when absent (as upstream does at start)."""
+    """Create the KaiwoConfig ``kaiwo`` with defaults when absent (as upstream does at start).
+
+    By server-side apply of the bare object, not a create: the CRD's defaults then belong to no field
+    manager, so a user's ``kubectl apply --server-side`` of their own KaiwoConfig sets any field without
+    a conflict (a create would make the operator the owner of every defaulted field)."""
+    found = await client.list(KAIWOCONFIGS, field_selector=f"metadata.name={KAIWO_CONFIG_NAME}")
+    if found.get("items"):
+        return  # the user's (or an earlier start's): never touched here
     body = {
         "apiVersion": KAIWOCONFIGS.api_version,
         "kind": "KaiwoConfig",
-        "metadata": {"name": KAIWO_CONFIG_NAME},
+        # A field of its own keeps the operator in managedFields: an object with none is taken, at the
+        # first apply, to be wholly owned by "before-first-apply", which conflicts with every field.
+        "metadata": {"name": KAIWO_CONFIG_NAME, "labels": {"app.kubernetes.io/created-by": "aiplane"}},
         "spec": {},
     }
-    try:
-        await client.create(KAIWOCONFIGS, body, field_manager=FIELD_MANAGER)
-    except ApiError as exc:
-        if not exc.already_exists:
-            raise
+    await client.apply(KAIWOCONFIGS, body, field_manager=FIELD_MANAGER)
 
 
 def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
@@ -314,8 +319,9 @@ def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Con
 
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
 PERMISSIONS: Final = (
-    # The default KaiwoConfig is created at start-up when none exists.
-    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), ("list", "watch", "create")),
+    # The default KaiwoConfig is created at start-up when none exists (server-side apply: a patch that
+    # creates, which kube authorizes as both patch and create).
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), ("list", "watch", "create", "patch")),
     Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/status",), ("patch",)),
     Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/finalizers",), ("update",)),
     # GPU nodes: pools from labels; the GPU taint when addTaintsToGpuNodes (a patch).

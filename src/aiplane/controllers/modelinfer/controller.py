@@ -43,7 +43,7 @@ import structlog
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
-from aiplane.controllers import queueing
+from aiplane.controllers import causes, queueing
 from aiplane.controllers.modelinfer.disruption import (
     BY_NODE,
     Decision,
@@ -617,6 +617,11 @@ class ModelInferReconciler:
     ) -> None:
         old = objects.status(mi)
         generation = objects.generation(mi) or 0
+        key = objects.key(mi)
+        waiting = causes.collect(
+            self._owned(self.pods, mi, key),
+            podgroups=self._owned(self.podgroups, mi, key) if self.podgroups is not None else (),
+        )
         status = compute_status(
             the_plan.groups,
             generation=generation,
@@ -627,6 +632,7 @@ class ModelInferReconciler:
             label_selector=label_selector(mi),
             existing=old,
             now=now,
+            waiting=waiting,
         )
         conditions, _ = set_condition(
             status.get("conditions"),
@@ -651,6 +657,9 @@ class ModelInferReconciler:
         status = {**status, "conditions": conditions}
         if await self.status.write(mi, status) is not None:
             emit_transitions(self.recorder, mi, TRANSITION_EVENTS, old, status)
+            causes.emit_new(
+                self.recorder, mi, old.get("waitingFor"), waiting if status.get("waitingFor") else ()
+            )
 
     async def _report_invalid(self, mi: Obj, message: str, now: datetime) -> None:
         old = dict(objects.status(mi))

@@ -25,9 +25,8 @@ from datetime import datetime
 from typing import Final
 
 from aiplane.apimachinery.conditions import get_condition
-from aiplane.controllers.partitioning.node_actions import MarkApplied, RemoveLabels, SetLabels, Untaint
+from aiplane.controllers.partitioning.node_actions import MarkApplied, RemoveLabels, SetLabels
 from aiplane.controllers.partitioning.node_run import (
-    NODE_TAINTED,
     NORMAL,
     OPERATOR_READY,
     PROFILE_APPLIED,
@@ -46,10 +45,6 @@ from aiplane.controllers.partitioning.vocabulary import (
     DCM_STATE_SUCCESS,
     PROFILE_LABEL,
     PROFILE_STATE_LABEL,
-    TAINT_EFFECT,
-    TAINT_KEY,
-    TAINT_VALUE,
-    TAINTED_BY_ANNOTATION,
     VERIFYING,
     WAITING_OPERATOR,
 )
@@ -127,6 +122,18 @@ def _wait_for_operator(run: Run, profile: ProfileView, message: str) -> bool:
     return True
 
 
+def _application_mark(run: Run) -> str:
+    """Our record on the node of the request: ``<np>/<desiredHash>``, written with the profile label."""
+    return f"{run.owner}/{run.desired_hash()}"
+
+
+def _shows_our_request(run: Run, dcm: str) -> bool:
+    """Does the Node view show our request (the profile label and our record, written together)?"""
+    return run.node.labels.get(PROFILE_LABEL) == dcm and run.node.annotations.get(
+        APPLIED_BY_ANNOTATION
+    ) == _application_mark(run)
+
+
 def applying(run: Run) -> bool:
     """Label the node with the DCM profile (re-triggering DCM if the label is there already)."""
     if run.profile is None:
@@ -136,9 +143,9 @@ def applying(run: Run) -> bool:
     labels = run.node.labels
     applied = get_condition(run.conditions, PROFILE_APPLIED)
     retriggering = applied is not None and applied.get("reason") == "DCMRetrigger"
-    mark = f"{run.owner}/{run.desired_hash()}"
+    mark = _application_mark(run)
     message = f"Set {PROFILE_LABEL}={dcm} on node {run.node_name}"
-    if labels.get(PROFILE_LABEL) == dcm and run.node.annotations.get(APPLIED_BY_ANNOTATION) == mark:
+    if _shows_our_request(run, dcm):
         # Our own request is already on the node (the status write after it was lost): in flight.
         return _wait_for_operator(run, run.profile, message)
     if labels.get(PROFILE_LABEL) == dcm and not retriggering:
@@ -166,14 +173,7 @@ def applying(run: Run) -> bool:
 def _dcm_succeeded(run: Run, dcm: str) -> bool:
     """Untaint right away (the device plugin must restart), keep the cordon until verified."""
     run.cond(OPERATOR_READY, "True", "DCMSucceeded", f"DCM applied profile {dcm}")
-    if run.ours(TAINTED_BY_ANNOTATION):
-        run.act(Untaint(run.owner))
-        run.cond(
-            NODE_TAINTED,
-            "False",
-            "TaintRemoved",
-            f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} removed so the device plugin can restart",
-        )
+    run.untaint()
     run.act(RemoveLabels((APPLY_TRIGGER_LABEL,)))
     return run.goto(VERIFYING)
 
@@ -222,7 +222,12 @@ def waiting_operator(run: Run) -> bool:
     started = run.since(PROFILE_APPLIED)
     deadline = started + run.config.operator_timeout
     wake = deadline
-    state = run.node.labels.get(PROFILE_STATE_LABEL)
+    # DCM's state label answers our request only on a Node view that shows the request. The Node
+    # cache can lag our own label write (the NodePartitioning's view cannot: it is our write): such a
+    # view still carries the state of the node's previous profile (SPX's `success`, say), and taking
+    # that for DCM's answer moved a node to Verifying on a view older than its own taint, so the
+    # taint was never removed (the drain's taint and the label are one write when no pod had to go).
+    state = run.node.labels.get(PROFILE_STATE_LABEL) if _shows_our_request(run, dcm) else None
     latest = latest_dcm_event(run, started)
     if state == DCM_STATE_SUCCESS:
         return _dcm_succeeded(run, dcm)

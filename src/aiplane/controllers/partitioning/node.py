@@ -100,7 +100,7 @@ class _Views:
 
     Informer caches replace an object on every change and never mutate one, so an object's identity
     stands for its version. Building the three views on every reconcile (the profile's hash, the
-    Node's allocatable quantities) was a fifth of the NodePartitioning controller's CPU (issue 17).
+    Node's allocatable quantities) was a fifth of the NodePartitioning controller's CPU.
     """
 
     def __init__(self) -> None:
@@ -156,6 +156,12 @@ class NodePartitioningExecutor:
         # Our own latest write of each NP: the informer lags behind it, and deciding on the older
         # cached copy would replay a step already done (re-tainting a node after the operator step).
         self.writes = Expectations()
+        # Our own latest write of each Node, likewise: a decision on a Node cache that lags our own
+        # node write sees our marks missing. One that then writes nothing to the node goes through
+        # unguarded (its status write carries only the NodePartitioning's resourceVersion): DCM's
+        # state label left from the node's previous profile read as the answer to our request
+        # (Verifying with the drain's taint left on), a deletion that finds no cordon of ours.
+        self.node_writes = Expectations()
         self._views = _Views()
         self.nps.add_handler(on_delete=self._forget)
         self.nodes.add_handler(on_delete=self._forget_node)
@@ -165,6 +171,7 @@ class NodePartitioningExecutor:
 
     def _forget_node(self, obj: dict[str, Any]) -> None:
         self._views.nodes.pop(objects.name(obj), None)
+        self.node_writes.deleted(objects.name(obj), obj)
 
     def _forget(self, obj: dict[str, Any]) -> None:
         self._views.nps.pop(objects.name(obj), None)
@@ -195,7 +202,7 @@ class NodePartitioningExecutor:
         selector = compile_selector(objects.spec(pdb).get("selector"))
         requests = []
         # Only the draining NodePartitionings (an index), not the fleet's: budgets change often while
-        # workloads roll, and each change was a pass over every NodePartitioning (issue 17).
+        # workloads roll, and each change was a pass over every NodePartitioning.
         for np in self.nps.by_index(BY_PHASE, DRAINING):
             node_name = str(objects.spec(np).get("nodeName") or "")
             if any(
@@ -217,7 +224,7 @@ class NodePartitioningExecutor:
             return None
         spec = np.get("spec") or {}
         node_name = spec.get("nodeName", "")
-        node = self.nodes.get(node_name)
+        node = self.node_writes.view(node_name, self.nodes.get(node_name))
         profile = self.profiles.get(((spec.get("profileRef") or {}).get("name")) or "")
         pods = self.pods.by_index(BY_NODE, node_name)
         dcm_events = self.events.by_index("node", node_name)
@@ -282,7 +289,8 @@ class NodePartitioningExecutor:
             current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
         if decision.node_mutations and node is not None:
             updated = apply_node_actions(node, decision.node_mutations)
-            await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
+            node_written = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
+            self.node_writes.wrote(objects.name(node), node, node_written, conditional=True)
         for eviction in decision.evictions:
             await self._evict(key, eviction)
         if decision.status is not None:

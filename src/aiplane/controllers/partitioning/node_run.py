@@ -245,6 +245,18 @@ class Run:
         mine = (ann.get(CORDONED_BY_ANNOTATION), ann.get(TAINTED_BY_ANNOTATION), applied_by(ann))
         return self.owner in mine
 
+    def untaint(self) -> None:
+        """Remove our taint (only ours) so the device plugin, which does not tolerate it, can come back;
+        the cordon stays until verification passes."""
+        if self.ours(TAINTED_BY_ANNOTATION):
+            self.act(Untaint(self.owner))
+            self.cond(
+                NODE_TAINTED,
+                "False",
+                "TaintRemoved",
+                f"Taint {TAINT_KEY}={TAINT_VALUE}:{TAINT_EFFECT} removed so the device plugin can restart",
+            )
+
     def release(self) -> None:
         """Undo our taint and cordon (only ours), drop the trigger label if the operator step was
         interrupted, then drop the finalizer once nothing of ours is left."""

@@ -5,7 +5,8 @@ Verification requires the profile label to hold ``dcmProfileName`` (upstream G3)
 without expected resources only needs ``amd.com/gpu`` to be present. The capacity short-circuit in
 Pending (:func:`already_configured`) is the same check made strict: label, state ``success`` *and*
 the allocatable. The verify clock is the ``lastTransitionTime`` of ``Verified``, set when
-verification starts.
+verification starts. A taint of ours found on the node while verifying is removed: the device plugin
+does not tolerate it, so nothing would publish the partitions while it stays.
 """
 
 from __future__ import annotations
@@ -80,6 +81,9 @@ def verifying(run: Run) -> bool:
     if run.profile is None:
         return run.profile_gone()
     run.ensure_finalizer()
+    # The taint is removed when DCM reports success; one of ours still here (put back, or missed by
+    # that step) keeps the device plugin off the node, and the partitions would never show.
+    run.untaint()
     problem = verification_problem(run.node, run.profile)
     if problem is None:
         return _verified(run, run.profile)

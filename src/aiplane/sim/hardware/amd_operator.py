@@ -353,6 +353,13 @@ class AmdGpuOperator(Worker[Work]):
         if self._is_amd(node):
             self._state(node)
             self.enqueue(("plugin", objects.name(node)))
+            # DCM's node informer hands it its node when it starts, and it applies the profile the
+            # label selects: a request written while DCM was down (or before its cache synced) is
+            # served, not lost. A node whose state already reads success is left alone.
+            labels = objects.labels(node)
+            profile = labels.get(PROFILE_LABEL, "")
+            if profile and labels.get(STATE_LABEL) != STATE_SUCCESS:
+                self.enqueue(("trigger", objects.name(node), profile))
 
     def _node_deleted(self, node: Obj) -> None:
         state = self._nodes.pop(objects.name(node), None)
