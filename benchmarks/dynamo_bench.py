@@ -19,7 +19,7 @@ Minimum writes per graph of S services, F of them frontends:
 * the DGD's finalizer (``nvidia.com/finalizer``, added before any child): 1;
 * one DCD create per service: S;
 * one Deployment create per DCD: S; one Service per frontend DCD: F;
-* one PodDisruptionBudget per single-node DCD (from its rollout strategy, issue #14): S;
+* one PodDisruptionBudget per single-node DCD (from its rollout strategy): S;
 * DCD status: 2 per DCD — the first reconcile must say the component exists and is not yet
   available (``Available=False`` with ``replicas``/``labelSelector`` for the scale subresource)
   before any pod can be Ready, and a later one ``Available=True``;

@@ -4,9 +4,9 @@
 --controllers all``) in its own process; one plan rolls CPX over every node with ``maxParallel: 50``.
 Reported: time until the plan is Completed, API writes per node (counted by the server, by the
 operator's User-Agent) against the minimum the state machine needs, operator CPU seconds and peak RSS,
-and the sim's CPU seconds over the same span (the embedded cluster's cost, issue #17).
+and the sim's CPU seconds over the same span (the embedded cluster's cost).
 
-Minimum writes per node (counted per verb and resource from the sim's audit log, issue 17): four
+Minimum writes per node (counted per verb and resource from the sim's audit log): four
 NodePartitioning patches (created by server-side apply, admitted, finalizer added, finalizer removed),
 five Node updates (cordon, taint, the DCM profile label, untaint, uncordon: each a separate step of
 the state machine; the taint never rides on the cordon, docs/partitioning.md), six status updates

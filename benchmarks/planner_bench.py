@@ -9,7 +9,7 @@ For each case (model, system, GPUs, ISL/OSL, TTFT/ITL targets) this runs, side b
   with ``--aic-cli``), timed end to end, its best plan read from ``best_config_topn.csv``.
 
 It prints a speed table and an agreement table: prefill TP x workers, decode TP x workers @ batch, GPUs
-and tokens/s/GPU of each, with the tokens/s/GPU difference to AIC's. Targets (issue #12): aic model ->
+and tokens/s/GPU of each, with the tokens/s/GPU difference to AIC's. Targets: aic model ->
 the same plan and tokens/s/GPU within 2 %; builtin -> the same prefill/decode TP in most cases and
 tokens/s/GPU within 25 %; every plan < 1 s.
 

@@ -29,3 +29,17 @@ def kube_bin_dir() -> Path:
         pytest.skip(build.stderr.strip())
     assert build.returncode == 0, f"scripts/build-kube failed:\n{build.stderr[-5000:]}"
     return Path(build.stdout.strip().splitlines()[-1])
+
+
+def neighbours_dir() -> Path:
+    """The directory of the built upstream neighbours (LWS, Kueue, Gateway API CRDs), building them if need
+    be (scripts/build-neighbours; ``AIPLANE_NEIGHBOURS_DIR`` names it when scripts/test built it)."""
+    if value := os.environ.get("AIPLANE_NEIGHBOURS_DIR"):
+        return Path(value)
+    build = subprocess.run(
+        [str(ROOT / "scripts" / "build-neighbours")], capture_output=True, text=True, check=False
+    )
+    if build.returncode == _NO_GO:
+        pytest.skip(build.stderr.strip())
+    assert build.returncode == 0, f"scripts/build-neighbours failed:\n{build.stderr[-5000:]}"
+    return Path(build.stdout.strip().splitlines()[-1])

@@ -4,65 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
-from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from aiplane.api.packaged import examples_dir
+from aiplane.clibase import Command, Group, PipeConsole, version_callback
 from aiplane.controllers import registry
 
-
-def _hide_flag_placeholder(option: object) -> None:
-    """A flag takes no value, so its help shows none (typer would print ``<bool>``)."""
-    if isinstance(option, TyperOption) and option.is_flag and option.metavar is None:
-        option.metavar = ""
-
-
-def _no_type(ctx: Any) -> None:
-    return None
-
-
-class _Command(TyperCommand):
-    """Help in the words of the command line, not Python's: metavars, no ``<bool>``, no ``{files}``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            _hide_flag_placeholder(param)
-            if isinstance(param, TyperArgument) and param.metavar:
-                # Its metavar (FILE) already says what to give; typer would add <list[Path]> beside it.
-                setattr(param, "display_type_rich", _no_type)  # noqa: B010  # an instance override
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        _hide_flag_placeholder(option)
-        return option
-
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = [self.options_metavar] if self.options_metavar else []
-        for param in self.get_params(ctx):
-            if isinstance(param, TyperArgument):
-                name = (param.metavar or (param.name or "ARG").upper()) + ("..." if param.nargs != 1 else "")
-                pieces.append(name if param.required else f"[{name}]")
-        return pieces
-
-
-class _Group(TyperGroup):
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        _hide_flag_placeholder(option)
-        return option
-
-
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
+    # Plain help: rich's option table cuts long option names at 80 columns ("--leader-election…" five
+    # times over), so a user could not tell them apart.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="aiplane: the control plane of a GPU inference cluster (operators, CRDs, embedded cluster).",
 )
 #: How long the simulated DCM takes to partition a node, for ``aiplane sim`` and ``aiplane demo`` alike
@@ -74,12 +36,23 @@ _CONTROLLER_NAMES = (
     ", ".join(name for name in registry.MODULES if name not in registry.DIAGNOSTIC)
     + f" (diagnostic, only by name: {', '.join(sorted(registry.DIAGNOSTIC))})"
 )
-console = Console()
-if not console.is_terminal:
-    # Piped or captured output: rich would assume 80 columns and truncate the tables.
-    console = Console(width=160)
+#: The terminal's own width (the demo's tables fit it, demo.common.fit); in a pipe, $COLUMNS when set,
+#: else no wrapping at all: a log or a grep gets whole lines, never a table cut to a guessed width.
+console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else PipeConsole()
 err_console = Console(stderr=True)
 _EXAMPLES = examples_dir()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=version_callback, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """aiplane: the control plane of a GPU inference cluster (operators, CRDs, embedded cluster)."""
 
 
 class AuthorizationMode(enum.StrEnum):
@@ -89,7 +62,7 @@ class AuthorizationMode(enum.StrEnum):
     RBAC = "RBAC"
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def crds(
     output: Annotated[
         Path | None,
@@ -109,7 +82,7 @@ def crds(
     err_console.print(f"wrote {len(generated)} CRDs to {output}")
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def rbac(
     controllers: Annotated[
         str,
@@ -141,23 +114,30 @@ def rbac(
     sys.stdout.write(yaml.safe_dump(role, sort_keys=False))
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def validate(
     files: Annotated[
-        list[Path], typer.Argument(metavar="FILE", help="Manifest files (multi-document YAML).")
+        list[Path],
+        typer.Argument(
+            metavar="FILE",
+            help="Manifest files (multi-document YAML), or directories of them (not recursive).",
+        ),
     ],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
 ) -> None:
-    """Check manifests against the CRD schemas and CEL rules (and built-in kinds against Kubernetes 1.37).
+    """Check manifests against the CRD schemas and CEL rules (and built-in kinds against Kubernetes 1.37),
+    then with the checks our controllers run on what the schema lets through (a DGD's names, a
+    ModelInfer's roles and gang).
 
     Exit status 1 if any document is invalid; each problem names file#document, object, field path and rule.
     """
-    from aiplane.api.manifests import check_file
+    from aiplane.api.manifests import check_file, manifest_files
+    from aiplane.controllers.spec_checks import spec_problems
 
     bad = 0
     total = 0
-    for path in files:
-        for checked in check_file(path):
+    for path in (found for given in files for found in manifest_files(given)):
+        for checked in check_file(path, spec_problems):
             total += 1
             if checked.problems:
                 bad += 1
@@ -170,7 +150,7 @@ def validate(
     raise typer.Exit(1 if bad else 0)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def demo(
     examples: Annotated[
         Path,
@@ -262,7 +242,7 @@ def demo(
     raise typer.Exit(asyncio.run(run_demo(options, console)))
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def api(
     examples: Annotated[
         Path,
@@ -314,7 +294,7 @@ def api(
     raise typer.Exit(1 if invalid else 0)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def sim(
     kubeconfig: Annotated[
         Path, typer.Option(metavar="PATH", help="Where to write the kubeconfig (atomically, once serving).")
@@ -406,7 +386,7 @@ def sim(
     raise typer.Exit(code)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def hardware(
     kubeconfig: Annotated[
         Path | None, typer.Option(metavar="PATH", help="Kubeconfig; default: $KUBECONFIG or ~/.kube/config.")
@@ -441,7 +421,7 @@ def hardware(
     raise typer.Exit(code)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def run(
     kubeconfig: Annotated[
         Path | None,
@@ -661,7 +641,7 @@ def run(
     raise typer.Exit(code)
 
 
-@app.command(cls=_Command)
+@app.command(cls=Command)
 def plan(
     model: Annotated[
         str,
@@ -685,8 +665,13 @@ def plan(
         int, typer.Option(metavar="N", help="Smallest engine (TP) size.", min=1)
     ] = 1,
     max_gpus_per_engine: Annotated[
-        int, typer.Option(metavar="N", help="Largest engine (TP) size.", min=1)
-    ] = 8,
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Largest engine size in GPUs (default: aic searches AIC's sizes, builtin one node).",
+            min=1,
+        ),
+    ] = None,
     partitions_per_gpu: Annotated[
         int,
         typer.Option(
@@ -702,8 +687,13 @@ def plan(
         ),
     ] = None,
     latency_model: Annotated[
-        str, typer.Option(metavar="builtin|aic", help="builtin (analytic) or aic (aiconfigurator-core).")
-    ] = "builtin",
+        str,
+        typer.Option(
+            metavar="auto|aic|builtin",
+            help="auto: AIConfigurator's measured engine where it has data for the model, system and "
+            "backend, else builtin (analytic).",
+        ),
+    ] = "auto",
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="table|json", help="table or json.")
     ] = "table",
@@ -756,8 +746,14 @@ def plan(
     if output == "json":
         sys.stdout.write(json.dumps(report.to_json(result), indent=2) + "\n")
     else:
+        budget = (
+            f"{result.total_gpus} GPUs"
+            if result.total_gpus is not None
+            else "no --total-gpus: one replica sized, GPUs as needed"
+        )
         table = Table(
-            title=f"{result.model} on {result.system} ({result.backend}, {result.latency_model} latencies)"
+            title=f"{result.model} on {result.system} ({result.backend}, {result.latency_model} latencies, "
+            f"budget {budget})"
         )
         for column in (
             "plan",

@@ -1,1 +1,1 @@
-"""Chaos tests: faults between the operator and the API server (issue 16); ``proxy.py`` is the TCP proxy."""
+"""Chaos tests: faults between the operator and the API server; ``proxy.py`` is the TCP proxy."""

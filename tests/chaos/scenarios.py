@@ -148,6 +148,7 @@ async def dynamo_campaign(
     world.figures.add([graph])
 
     dgdr = load("dgdr-qwen3-8b-h100.yaml")[0]
+    dgdr["spec"]["autoApply"] = True  # the example only plans; here the graph above is gone, so it deploys
     request = RequestInvariants(
         namespace=NS, request=dgdr["metadata"]["name"], graph=dgdr["spec"]["deploymentOverrides"]["name"]
     )

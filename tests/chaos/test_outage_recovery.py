@@ -1,4 +1,4 @@
-"""Finding 5a of issue 16: after an API outage, nodes held out of service return within seconds.
+"""After an API outage, nodes held out of service return within seconds.
 
 Per-item backoff doubles on every failed attempt (client-go: 5 ms → 1000 s), so after an outage of
 T seconds the next attempt can come up to about T seconds after the API recovered, while the node

@@ -424,3 +424,15 @@ def test_explain_custom_resources(cluster: Cluster) -> None:
     assert "metadata\t<ObjectMeta>" in dgd and "spec\t<Object>" in dgd
     missing = cluster.kubectl("explain", "dgd.spec.nope", check=False)
     assert missing.returncode != 0 and 'field "nope" does not exist' in missing.stderr
+
+
+def test_kubectl_names_a_kind_the_server_does_not_serve(cluster: Cluster, tmp_path: Path) -> None:
+    """An unknown kind: kubectl's validation finds it in no OpenAPI v3 document, falls back to v2 (in
+    protobuf), finds nothing to check there either, and the mapping says what is wrong."""
+    manifest = tmp_path / "widget.yaml"
+    manifest.write_text("apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n", encoding="utf-8")
+    for verb in (("apply",), ("apply", "--server-side"), ("create",)):
+        proc = cluster.kubectl(*verb, "-f", str(manifest), check=False)
+        assert proc.returncode == 1
+        assert 'no matches for kind "Widget" in version "example.com/v1"' in proc.stderr, proc.stderr
+        assert "content type" not in proc.stderr

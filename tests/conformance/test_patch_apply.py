@@ -485,3 +485,14 @@ def test_official_client_patch_namespaced_config_map(k8s: Any, ns: str) -> None:
     with pytest.raises(ApiException) as not_found:
         core.patch_namespaced_config_map("nope", ns, [{"op": "add", "path": "/data/c", "value": "3"}])
     assert not_found.value.status == 404
+
+
+def test_server_side_apply_of_an_empty_map_owns_the_map(cluster: Cluster, ns: str) -> None:
+    """An applied ``data: {}`` makes its manager own ``.data`` itself (structured-merge-diff's leaf
+    rule for null and empty maps: managedFields ``{"f:data": {}}``). The operator's default KaiwoConfig
+    is applied with ``spec: {}`` for this: it owns the map, none of the defaulted fields in it."""
+    empty = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {}})
+    cluster.kubectl("apply", "--server-side", "--field-manager=creator", "-n", ns, "-f", "-", input=empty)
+    managed = get(cluster, "configmap", "cm", ns)["metadata"]["managedFields"]
+    (creator,) = [m for m in managed if m["manager"] == "creator"]
+    assert creator["operation"] == "Apply" and creator["fieldsV1"] == {"f:data": {}}

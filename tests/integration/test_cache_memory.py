@@ -1,4 +1,4 @@
-"""The drain's Pod cache holds only what the drain reads, and caches fill in small pages (issue 17: peak
+"""The drain's Pod cache holds only what the drain reads, and caches fill in small pages (peak
 memory at 1,000 nodes).
 
 The NodePartitioning controller caches every Pod of the cluster through a cache transform (as

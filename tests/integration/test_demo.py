@@ -56,6 +56,11 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
     flat_all = " ".join(re.sub(r"[│|]", " ", out).split())
     assert "amd.com/gpu nominal quota (from allocatable, partitions included): 48 →" in flat_all
     assert "→ 272 (never lower on the way)" in flat_all
+    # A second workload (56 GPUs) waits in Kueue, in Kueue's words, until CPX raises the quota past 48.
+    assert "QuotaReserved=False QuotaPending: group llama-batch-0-" in flat_all
+    assert "current podset request (56) > maximum capacity (48)" in flat_all
+    assert int(re.findall(r"admitted when the quota reached (\d+)", flat_all)[0]) >= 56
+    assert "running 7/7 pods" in flat_all
     # Then the 1P2D ModelInfer comes up on the partitioned nodes and an image change rolls out
     # without going below replicas - maxUnavailable available groups.
     assert "ModelInfer team-a/llama-8b-pd" in out

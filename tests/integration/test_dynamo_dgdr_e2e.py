@@ -25,8 +25,9 @@ import yaml
 
 from aiplane.controllers.dynamo import component_controller, graph_controller, request_controller
 from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.kube.client import ApiError
 from aiplane.kube.manager import Manager
-from aiplane.kube.resources import CONFIGMAPS, EVENTS, JOBS, NAMESPACES, NODES, SECRETS, resource_for
+from aiplane.kube.resources import CONFIGMAPS, EVENTS, JOBS, NAMESPACES, NODES, PODS, SECRETS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration import operator_rbac
@@ -147,20 +148,16 @@ async def test_without_auto_apply_stops_at_ready_and_rejects_spec_edits(world: W
 
     obj = await world.dgdr("spec-only")
     obj["spec"]["sla"]["ttft"] = 100
-    await world.client.replace(DGDR, obj)
-
-    async def rejected() -> Obj | None:
-        current = await world.dgdr("spec-only")
-        conds = {c["type"]: c for c in current["status"].get("conditions", [])}
-        return current if "SpecChangeRejected" in conds else None
-
-    after = await eventually(rejected, 10, "spec change rejected")
-    cond = next(c for c in after["status"]["conditions"] if c["type"] == "SpecChangeRejected")
-    assert "generation 2" in cond["message"]
+    # Refused at admission by the CRD's transition rule (the controller's SpecChangeRejected condition
+    # stays for an edit that slips in while the request is still Pending).
+    with pytest.raises(ApiError) as refused:
+        await world.client.replace(DGDR, obj)
+    assert refused.value.status == 422
+    assert "spec is immutable once the request is Profiling, Deploying, Ready" in str(refused.value)
+    after = await world.dgdr("spec-only")
+    assert after["metadata"]["generation"] == 1
     assert after["status"]["state"] == "Ready"
-    assert after["status"]["observedGeneration"] == 1
     assert after["status"]["generatedDeployment"] == generated  # nothing of the edit applied
-    await world.recorded("spec-only", "SpecChangeRejected")
 
 
 async def test_unknown_model_and_gpu_type_fail_naming_the_field(world: World) -> None:
@@ -282,8 +279,8 @@ async def test_zero_writes_once_ready_and_kubectl_get_dgdr(world: World, tmp_pat
     )
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()[0].split(), done.stdout.splitlines()[1].split()
-    assert header == ["NAME", "MODEL", "BACKEND", "STATE", "DGD-STATE", "AGE"]
-    assert row[:5] == ["quiet", MODEL, "vllm", "Ready", "successful"]
+    assert header == ["NAME", "MODEL", "BACKEND", "STATE", "SLA-MET", "DGD-STATE", "AGE"]
+    assert row[:6] == ["quiet", MODEL, "vllm", "Ready", "True", "successful"]  # kubectl shows the SLA is met
 
 
 async def test_a_graph_in_another_namespace_gets_its_planner_profile_there(world: World) -> None:
@@ -337,3 +334,48 @@ async def test_an_unknown_model_is_planned_from_the_config_json_in_the_profiling
     assert set(_workers(graph)) == {"prefill", "decode"}  # the built-in template: no base graph given
     plan = json.loads((await world.client.get(CONFIGMAPS, "dgdr-output-described", NS))["data"]["plan.json"])
     assert plan["model"] == "acme/house-model-8b" and plan["disagg"]["meetsSla"] is True
+
+
+async def test_the_budget_is_the_gpus_other_pods_leave_free(world: World) -> None:
+    """Another graph's worker holds one H100 node's 8 GPUs: the request plans for the other 8."""
+    nodes = await world.client.list(NODES)
+    h100 = sorted(
+        n["metadata"]["name"]
+        for n in nodes["items"]
+        if "nvidia.com/gpu" in (n.get("status") or {}).get("allocatable", {})
+    )
+    holder = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "other-graph-worker"},
+        "spec": {
+            "nodeName": h100[0],
+            "containers": [{"name": "w", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
+    }
+    await world.client.create(PODS, holder, namespace=NS)
+    await world.client.create(DGDR, request("squeezed", gpu={"type": "h100"}), namespace=NS)
+    ready = await eventually(lambda: world.state("squeezed", "Ready"), 60, "request Ready")
+    validation = next(c for c in ready["status"]["conditions"] if c["type"] == "Validation")
+    assert "budget 8 nvidia.com/gpu: 8 free of 16 (8 requested by other pods)" in validation["message"]
+    output = await world.client.get(CONFIGMAPS, "dgdr-output-squeezed", NS)
+    assert json.loads(output["data"]["plan.json"])["disagg"]["gpus"] <= 8
+
+
+async def test_an_impossible_sla_is_not_auto_applied_and_warns(world: World) -> None:
+    body = request("impossible", gpu={"type": "h100"}, autoApply=True)
+    body["spec"]["sla"]["ttft"] = 5
+    await world.client.create(DGDR, body, namespace=NS)
+    ready = await eventually(lambda: world.state("impossible", "Ready"), 60, "request Ready")
+    sla = next(c for c in ready["status"]["conditions"] if c["type"] == "SLAMet")
+    assert sla["status"] == "False" and "against spec.sla.ttft 5 ms" in sla["message"]
+    assert "deployment" not in ready["status"]  # generated, not applied
+    await world.recorded("impossible", "SLANotMet")
+    listed = await world.client.list(EVENTS, namespace=NS)
+    warning = [e for e in listed["items"] if e["reason"] == "SLANotMet"]
+    assert warning and warning[0]["type"] == "Warning"
+    assert not [
+        d
+        for d in (await world.client.list(DGD, namespace=NS))["items"]
+        if d["metadata"]["name"] == "impossible"
+    ]

@@ -57,7 +57,9 @@ Obj = dict[str, Any]
 
 
 def example() -> Obj:
-    return dict(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
+    return dict(
+        next(yaml.safe_load_all(EXAMPLE.read_text(encoding="utf-8")))
+    )  # the graph (its Secret follows)
 
 
 @dataclass

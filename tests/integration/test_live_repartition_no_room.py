@@ -1,6 +1,6 @@
 """No room to rebuild: a PartitioningPlan drains the only node a ModelInfer can run on.
 
-What a user must see (issue 14): capacity wins over the rollout only within the ModelInfer's budget.
+What a user must see: capacity wins over the rollout only within the ModelInfer's budget.
 The arbiter releases one group (the floor allows it), which cannot be rebuilt anywhere; the other
 group's budget holds the drain, and the drain says so — ``DrainCompleted=False EvictionBlocked``, a
 Warning Event and ``kubectl get np``'s Blocked-By column name the budget and the ModelInfer. A short

@@ -300,7 +300,9 @@ async def graph_world() -> AsyncIterator[World]:
 
 
 def _graph() -> dict[str, Any]:
-    graph = dict(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
+    graph = dict(
+        next(yaml.safe_load_all(EXAMPLE.read_text(encoding="utf-8")))
+    )  # the graph (its Secret follows)
     for service in graph["spec"]["services"].values():
         service.pop("autoscaling", None)  # an HPA would own the worker's replicas
     return graph

@@ -347,7 +347,7 @@ def test_a_transient_api_error_at_controller_setup_is_retried_not_a_crash(sim: P
     end the process with exit 1 (a crash loop; found by tests/chaos). Now it retries and starts."""
     api = Api(sim)
     ns = api.namespace()
-    spec = "verb=create,resource=kaiwoconfigs,error=500,count=3"
+    spec = "verb=patch,resource=kaiwoconfigs,error=500,count=3"  # created by server-side apply
     fault = api.ok("POST", "/_sim/faults", {"spec": spec})
     try:
         run = Run(sim, ns, "--controllers", "kaiwoconfig")

@@ -1,4 +1,4 @@
-"""The controller runtime's hot path over real HTTP, by counting (issue 17: runtime throughput).
+"""The controller runtime's hot path over real HTTP, by counting (runtime throughput).
 
 What one reconciled object costs the operator and the API server: one status PATCH, no GET (the
 cache answers), no thread hop per request; and what an I/O-bound controller needs to be fast: its

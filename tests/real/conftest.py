@@ -22,7 +22,8 @@ from kubernetes import client, config
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import NAMESPACES
 from aiplane.realcluster import RealCluster, start_real_cluster
-from tests import chart_helpers, least_privilege
+from aiplane.sim.fleet import Fleet, NodePool
+from tests import chart_helpers, least_privilege, realtier
 from tests.polling import eventually
 from tests.real import operator as op
 
@@ -56,6 +57,24 @@ def real_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     come with the chart (:func:`release`)."""
     cluster = start_real_cluster(
         tmp_path_factory.mktemp("real") / "cluster", bin_dir=kube_bin, install_crds=False, tie_to_parent=True
+    )
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def neighbour_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """A control plane of its own with the upstream neighbours (``cluster up --with all``: LWS, Kueue, the
+    Gateway API CRDs) and two small kwok nodes, for tests/real/test_neighbours.py. Its own, so Kueue's pod
+    webhook (it sees every pod outside kube-system) stays off the session cluster the operator tests share."""
+    fleet = Fleet(nodePools=[NodePool(name="cpu", count=2, cpu="4", memory="16Gi")])
+    cluster = start_real_cluster(
+        tmp_path_factory.mktemp("neighbours") / "cluster",
+        bin_dir=kube_bin,
+        fleet=fleet,
+        neighbours=("lws", "kueue", "gateway"),
+        neighbours_dir=realtier.neighbours_dir(),
+        tie_to_parent=True,
     )
     yield cluster
     cluster.stop()

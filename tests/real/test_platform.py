@@ -4,7 +4,10 @@ team's credentials by Secret reference and its image-pull secret, and says the G
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,4 +109,55 @@ async def test_an_aimnamespaceconfig_reaches_a_workers_pods_by_reference_and_nam
     gateway = await eventually(gateway_reported, timeout=30, what="GatewayResolved reported", interval=0.2)
     assert (gateway["status"], gateway["reason"]) == ("False", "GatewayNotFound")
     assert "the Gateway API is not served" in gateway["message"]
+    assert operator.alive(), operator.tail()
+
+
+async def test_a_users_kaiwoconfig_applies_over_the_operators_default_without_conflict(
+    admin: HttpKubeClient, start_operator: Callable[[str], op.Process], real_cluster: Any
+) -> None:
+    """The operator creates the default KaiwoConfig at start; kube then gives none of its defaulted
+    fields to the operator, so ``kubectl apply --server-side`` of examples/kaiwoconfig.yaml (which sets
+    some of them) succeeds without --force-conflicts."""
+    operator = start_operator("kaiwoconfig")
+    try:
+        created = await eventually(
+            lambda: _get(admin, KAIWO, "kaiwo"), timeout=30, what="the default KaiwoConfig", interval=0.2
+        )
+        # The operator owns a label of its own and the spec map it applied empty: none of the spec's
+        # fields (the defaults belong to nobody).
+        ours = [
+            m for m in created["metadata"].get("managedFields") or [] if m["manager"] == "aiplane-kaiwoconfig"
+        ]
+        main = [m.get("fieldsV1", {}) for m in ours if not m.get("subresource")]
+        assert main and all(fields.get("f:spec", {}) == {} for fields in main), main
+        kubectl = Path(sys.executable).parent / "kubectl"
+        example = Path(__file__).resolve().parents[2] / "examples" / "kaiwoconfig.yaml"
+        proc = subprocess.run(
+            [
+                str(kubectl),
+                "--kubeconfig",
+                str(real_cluster.kubeconfig),
+                "apply",
+                "--server-side",
+                "-f",
+                str(example),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        applied = await _get(admin, KAIWO, "kaiwo")
+        assert applied is not None and applied["spec"]["dynamicallyUpdateDefaultClusterQueue"] is True
+
+        async def reconciled() -> dict[str, Any] | None:
+            found = await _get(admin, KAIWO, "kaiwo")
+            generation = (found or {}).get("metadata", {}).get("generation")
+            ready = _condition(found, "Ready")
+            return ready if ready and ready.get("observedGeneration") == generation else None
+
+        await eventually(reconciled, timeout=30, what="the user's KaiwoConfig reconciled", interval=0.2)
+    finally:
+        await admin.delete(KAIWO, "kaiwo")
     assert operator.alive(), operator.tail()

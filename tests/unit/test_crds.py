@@ -267,3 +267,11 @@ def test_large_crds_are_the_ones_the_readme_says_to_apply_server_side() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert large, "no CRD is large any more: the README's --server-side advice can go"
     assert "kubectl apply --server-side -f deploy/crds/" in readme
+
+
+def test_the_dgdr_crd_freezes_the_spec_in_the_states_the_controller_does() -> None:
+    """The admission rule and the controller agree on when a DGDR's spec no longer changes."""
+    from aiplane.api.dynamo import FROZEN_STATES
+    from aiplane.controllers.dynamo.request_state import IMMUTABLE
+
+    assert set(FROZEN_STATES) == set(IMMUTABLE)

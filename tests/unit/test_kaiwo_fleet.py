@@ -83,7 +83,7 @@ def test_one_node_event_builds_one_view_whatever_the_fleet() -> None:
 
 def test_events_that_change_no_pool_rebuild_nothing_and_others_rebuild_once() -> None:
     """A rollout's events mostly leave the pools as they were, and none changes their members: the
-    reconcile each of them wakes must not sort the whole fleet again (issue 17, O(fleet) per event)."""
+    reconcile each of them wakes must not sort the whole fleet again (O(fleet) per event)."""
     fleet = Fleet()
     for i in range(200):
         fleet.put(node(f"n{i}", annotations={TAINTED_ANNOTATION: "true"} if i % 2 else None))
@@ -113,7 +113,7 @@ def test_events_that_change_no_pool_rebuild_nothing_and_others_rebuild_once() ->
 
 def test_node_events_parse_each_distinct_amount_once(monkeypatch: Any) -> None:
     """Every Node event builds a view; a fleet repeats the same few amounts, so the quantities are
-    parsed once per distinct amount, not once per event (issue 17: a tenth of the controller's cost)."""
+    parsed once per distinct amount, not once per event (a tenth of the controller's cost)."""
     from aiplane.controllers.kaiwo import pools
 
     pools._quantity.cache_clear()

@@ -71,7 +71,7 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def test_aiplane_run_of_the_echo_controller_imports_no_api_model() -> None:
-    """Start-up is part of an operator's throughput (issue 17's runtime benchmark): ``aiplane run
+    """Start-up is part of an operator's throughput (the runtime benchmark measures it): ``aiplane run
     --controllers echo`` loads the runtime, not the pydantic models of every kind we serve (a third
     of its import time), which a controller serving one of them imports itself."""
     out = subprocess.run(

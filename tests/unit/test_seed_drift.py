@@ -16,8 +16,6 @@ import pytest
 from aiplane.api.crdgen import all_crds
 from tests.unit.seed_tables import SEEDS, SeedField, SeedType, parse_seed, seed_files
 
-SHARED_SEEDS = Path(__file__).resolve().parents[3] / "shared" / "seeds"
-
 # Where our API deliberately goes beyond a seed table, the walk continues through these extra fields
 # (docs/api.md explains each): the real DynamoGraphDeployment has `services`, which the seed omits.
 EXTRA_FIELDS = {
@@ -212,15 +210,3 @@ def test_kaiwoconfig_plain_text_seed_uses_data_which_we_accept() -> None:
     assert "\ndata KaiwoStorageConfig" in text
     spec = _crd_schemas()["KaiwoConfig"]["properties"]["spec"]["properties"]
     assert spec["data"]["properties"].keys() == spec["storage"]["properties"].keys()
-
-
-@pytest.mark.skipif(
-    not SHARED_SEEDS.is_dir(), reason="the shared specification is not checked out beside the repo"
-)
-def test_repo_copy_of_the_seeds_is_current() -> None:
-    for shared in SHARED_SEEDS.glob("*.txt"):
-        ours = SEEDS / shared.name
-        assert ours.is_file(), f"spec/seeds/{shared.name} is missing: copy it from ../shared/seeds"
-        assert ours.read_bytes() == shared.read_bytes(), (
-            f"spec/seeds/{shared.name} differs from ../shared/seeds"
-        )

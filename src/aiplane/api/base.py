@@ -113,6 +113,8 @@ class CrdInfo:
     scale: Scale | None = None
     version: str = "v1alpha1"
     description: str = ""
+    #: CEL rules on the whole object (``self`` is the object: rules that need both spec and status).
+    root_validations: tuple[dict[str, Any], ...] = ()
 
     @property
     def api_version(self) -> str:

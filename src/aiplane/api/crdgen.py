@@ -69,6 +69,7 @@ def crd_for(model: type[Resource]) -> dict[str, Any]:
             "description": info.description or _doc(model),
             "properties": properties,
             "type": "object",
+            **({"x-kubernetes-validations": list(info.root_validations)} if info.root_validations else {}),
         }
     )
     version: dict[str, Any] = {

@@ -21,7 +21,7 @@ add to the seed:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -374,6 +374,13 @@ class DynamoComponentDeploymentStatus(ApiModel):
         None,
         description="LabelSelector is the pod selector in string form, for the scale subresource and HPA.",
     )
+    waitingFor: str | None = Field(
+        None,
+        description=(
+            "WaitingFor names what holds the pods while they are not ready (a scheduler message, a\n"
+            "missing Secret, image pull back-off, a crash loop, an unbound claim), one cause per item."
+        ),
+    )
 
 
 class DynamoComponentDeployment(Resource):
@@ -392,6 +399,7 @@ class DynamoComponentDeployment(Resource):
             PrinterColumn("Replicas", ".spec.replicas", "integer"),
             PrinterColumn("Ready-Replicas", ".status.readyReplicas", "integer"),
             PrinterColumn("Available", '.status.conditions[?(@.type=="Available")].status'),
+            PrinterColumn("Waiting-For", ".status.waitingFor", description="What holds the pods"),
             AGE,
         ),
         scale=Scale(),
@@ -490,6 +498,13 @@ class DynamoGraphDeploymentStatus(ApiModel):
             "DynamoComponentDeployment that is Available at its current generation."
         ),
     )
+    waitingFor: str | None = Field(
+        None,
+        description=(
+            "WaitingFor names what holds the pods while they are not ready (a scheduler message, a\n"
+            "missing Secret, image pull back-off, a crash loop, an unbound claim), per service."
+        ),
+    )
 
 
 class DynamoGraphDeployment(Resource):
@@ -507,6 +522,7 @@ class DynamoGraphDeployment(Resource):
             PrinterColumn("State", ".status.state"),
             PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
             PrinterColumn("Ready-Services", ".status.readyServices"),
+            PrinterColumn("Waiting-For", ".status.waitingFor", description="What holds the pods"),
             AGE,
         ),
     )
@@ -551,7 +567,20 @@ class GPUSpec(ApiModel):
     maxNumGPUsPerEngine: int = Field(
         8,
         ge=1,
-        description="MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8.",
+        description=(
+            "MaxNumGPUsPerEngine is the largest number of GPUs one engine may use. Default: 8 with the\n"
+            "built-in latency model; unset, AIConfigurator's engine searches its own sizes (up to 16\n"
+            "for mixture-of-experts workers)."
+        ),
+    )
+    totalGpus: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "TotalGPUs caps the GPU budget of the plan. When omitted, the budget is the GPUs of this\n"
+            "type on schedulable nodes that other pods do not already request (upstream v1beta1:\n"
+            "spec.hardware.totalGpus)."
+        ),
     )
 
 
@@ -626,6 +655,14 @@ class DynamoGraphDeploymentRequestSpec(ApiModel):
         description=(
             "AutoApply indicates whether to automatically create a DynamoGraphDeployment\n"
             "after profiling completes. If false, only the spec is generated in status."
+        ),
+    )
+    autoApplyBestEffort: bool = Field(
+        False,
+        description=(
+            "AutoApplyBestEffort lets autoApply create the DynamoGraphDeployment even when the best\n"
+            "plan misses the SLA (the SLAMet condition says by how much). Default: false, such a plan\n"
+            "is generated but not applied."
         ),
     )
     deploymentOverrides: DeploymentOverridesSpec | None = Field(
@@ -704,6 +741,20 @@ class DynamoGraphDeploymentRequestStatus(ApiModel):
     )
 
 
+#: The states in which the DGDR controller ignores a spec change (its ``IMMUTABLE``; a test keeps the two
+#: equal): from profiling on, the request is what was planned. Refused at admission by a transition
+#: rule on the whole object (a rule on ``spec`` alone cannot see the state), so ``kubectl edit`` says
+#: so instead of printing "patched" for a change nothing will apply.
+FROZEN_STATES: Final = ("Profiling", "Deploying", "Ready", "DeploymentDeleted")
+SPEC_FROZEN_RULE: Final = rule(
+    "self.spec == oldSelf.spec || !has(oldSelf.status) || !has(oldSelf.status.state) || "
+    "!(oldSelf.status.state in [" + ", ".join(f"'{s}'" for s in FROZEN_STATES) + "])",
+    "spec is immutable once the request is Profiling, Deploying, Ready or DeploymentDeleted: "
+    "delete the request and create a new one",
+    field_path=".spec",
+)
+
+
 class DynamoGraphDeploymentRequest(Resource):
     """DynamoGraphDeploymentRequest is the Schema for the dynamographdeploymentrequests API.
     It serves as the primary interface for users to request model deployments with
@@ -716,10 +767,12 @@ class DynamoGraphDeploymentRequest(Resource):
         scope="Namespaced",
         short_names=("dgdr",),
         categories=CATEGORIES,
+        root_validations=(SPEC_FROZEN_RULE,),
         printer_columns=(
             PrinterColumn("Model", ".spec.modelName"),
             PrinterColumn("Backend", ".spec.backend"),
             PrinterColumn("State", ".status.state"),
+            PrinterColumn("SLA-Met", '.status.conditions[?(@.type=="SLAMet")].status'),
             PrinterColumn("DGD-State", ".status.deployment.state"),
             AGE,
         ),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,8 +69,13 @@ def _object_name(doc: dict[str, Any]) -> str:
     return f"{doc.get('kind', '?')}/{name}"
 
 
-def check_document(doc: Any, file: str, index: int) -> Checked:
-    """Validate one parsed document."""
+#: More checks of a schema-valid object (the controllers' own, passed in by the command line, which may
+#: import them): each returns "field: rule" messages.
+ExtraCheck = Callable[[dict[str, Any]], list[str]]
+
+
+def check_document(doc: Any, file: str, index: int, extra: ExtraCheck | None = None) -> Checked:
+    """Validate one parsed document; ``extra`` runs only on what the schema accepted."""
     if not isinstance(doc, dict):
         problem = Problem(file, index, "?", "document is not a Kubernetes object (a mapping)")
         return Checked(file, index, "?", (problem,))
@@ -88,6 +93,8 @@ def check_document(doc: Any, file: str, index: int) -> Checked:
             messages.extend(_check_custom(doc, schema, namespaced=_namespaced(api_version, kind)))
         else:
             messages.extend(_check_builtin(doc, api_version, kind))
+        if not messages and extra is not None:
+            messages.extend(extra(doc))
     return Checked(file, index, label, tuple(Problem(file, index, label, m) for m in messages))
 
 
@@ -173,7 +180,15 @@ def _unparseable(exc: yaml.YAMLError) -> str:
     return f"not valid YAML: {where}{problem}"
 
 
-def check_file(path: Path) -> list[Checked]:
+def manifest_files(path: Path) -> list[Path]:
+    """``path`` itself, or for a directory its ``.yaml``, ``.yml`` and ``.json`` files (sorted, not
+    recursive: what ``kubectl apply -f DIR`` reads)."""
+    if not path.is_dir():
+        return [path]
+    return sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".yaml", ".yml", ".json"))
+
+
+def check_file(path: Path, extra: ExtraCheck | None = None) -> list[Checked]:
     """Validate every document of a YAML stream; a file that cannot be read or parsed is one problem."""
     name = str(path)
     try:
@@ -184,5 +199,5 @@ def check_file(path: Path) -> list[Checked]:
     except yaml.YAMLError as exc:
         message = _unparseable(exc)
     else:
-        return [check_document(doc, name, index) for index, doc in enumerate(docs, start=1)]
+        return [check_document(doc, name, index, extra) for index, doc in enumerate(docs, start=1)]
     return [Checked(name, 0, "?", (Problem(name, 0, "?", message),))]

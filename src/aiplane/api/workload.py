@@ -328,6 +328,13 @@ class ModelInferStatus(ApiModel):
             "for the scale subresource and HPA/KEDA."
         ),
     )
+    waitingFor: str | None = Field(
+        None,
+        description=(
+            "WaitingFor names what holds the pods while they are not ready (a scheduler message, a\n"
+            "missing Secret, image pull back-off, a crash loop, an unbound claim), one per cause."
+        ),
+    )
 
 
 class ModelInfer(Resource):
@@ -349,6 +356,7 @@ class ModelInfer(Resource):
             PrinterColumn(
                 "Available", ".status.availableReplicas", "integer", "InferGroups whose pods are all ready"
             ),
+            PrinterColumn("Waiting-For", ".status.waitingFor", description="What holds the pods"),
             PrinterColumn("Recovery", ".spec.recoveryPolicy", priority=1),
             AGE,
         ),

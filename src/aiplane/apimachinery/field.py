@@ -58,6 +58,16 @@ class _Same:
 
 SAME: Final = _Same()
 
+
+class _Omit:
+    """Marker: kube's ``field.OmitValueType{}``, a bad value the error body leaves out."""
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT: Final = _Omit()
+
 #: Errors kube reports without a field: anyOf/oneOf/allOf/not failures and the "rules not checked" notice.
 _PATHLESS_KEYWORDS: Final = frozenset({"anyOf", "oneOf", "allOf", "not", "rules-skipped"})
 
@@ -102,7 +112,8 @@ class FieldError:
     def body(self) -> str:
         """``field.Error.ErrorBody()``: the message without the leading ``path: ``."""
         words = ERROR_TYPE_WORDS.get(self.type, self.type)
-        text = words if self.type in _VALUELESS else f"{words}: {go_value(self.kube_value)}"
+        valueless = self.type in _VALUELESS or self.kube_value is OMIT
+        text = words if valueless else f"{words}: {go_value(self.kube_value)}"
         if self.detail:
             text += f": {self.detail}"
         return text

@@ -77,6 +77,10 @@ class Platform:
     secret_keys: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: Data keys of the namespace's ConfigMaps, by name (to see what ``envFrom`` brings).
     configmap_keys: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: Does the cluster serve Kueue (its Workload API)? Workloads are queued only then (controllers/queueing.py).
+    kueue_served: bool = False
+    #: The Kueue ClusterQueues that exist: a workload is queued only when the KaiwoConfig's is one of them.
+    cluster_queues: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

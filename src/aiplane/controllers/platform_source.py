@@ -22,7 +22,7 @@ from aiplane.kube.controller import ControllerBuilder, Request, generation_chang
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import READ, Permission
-from aiplane.kube.resources import NODES, SECRETS, Resource, resource_for
+from aiplane.kube.resources import CLUSTERQUEUES, NODES, SECRETS, WORKLOADS, Resource, resource_for
 
 __all__ = [
     "PlatformSource",
@@ -62,6 +62,9 @@ class PlatformSource:
     namespace_configs: Informer | None
     secrets: Informer | None
     nodes: Informer | None
+    #: Kueue's Workloads and ClusterQueues (None: Kueue is not served; nothing is queued).
+    workloads: Informer | None = None
+    cluster_queues: Informer | None = None
 
     def kaiwo_spec(self) -> KaiwoConfigSpec | None:
         obj = self.kaiwo.get(KAIWO_CONFIG_NAME) if self.kaiwo is not None else None
@@ -99,6 +102,10 @@ class PlatformSource:
             if self.nodes is not None
             else frozenset(),
             secret_keys=self.secret_keys(namespace),
+            kueue_served=self.workloads is not None,
+            cluster_queues=frozenset(objects.name(q) for q in self.cluster_queues.list())
+            if self.cluster_queues is not None
+            else frozenset(),
         )
 
 
@@ -107,6 +114,8 @@ PERMISSIONS: Final = (
     Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs", "kaiwoconfigs"), READ),
     # Image pull secrets and credentials named by the configs (keys only reach the pod specs).
     Permission("", ("nodes", "secrets"), READ),
+    # Kueue: is the default ClusterQueue there (then workloads are queued), and why a queued one waits.
+    Permission("kueue.x-k8s.io", ("workloads", "clusterqueues"), READ),
 )
 
 
@@ -116,7 +125,12 @@ async def platform_source(manager: Manager) -> PlatformSource:
     kaiwo_res, ns_res = kaiwoconfigs_resource(), aimnamespaceconfigs_resource()
     kaiwo = informers.informer(kaiwo_res) if await manager.client.served(kaiwo_res) else None
     nscfg = informers.informer(ns_res) if await manager.client.served(ns_res) else None
-    return PlatformSource(kaiwo, nscfg, informers.informer(SECRETS), informers.informer(NODES))
+    kueue = await manager.client.served(WORKLOADS) and await manager.client.served(CLUSTERQUEUES)
+    workloads = informers.informer(WORKLOADS) if kueue else None
+    queues = informers.informer(CLUSTERQUEUES) if kueue else None
+    return PlatformSource(
+        kaiwo, nscfg, informers.informer(SECRETS), informers.informer(NODES), workloads, queues
+    )
 
 
 def _allocatable_names_changed(old: Obj, new: Obj) -> bool:

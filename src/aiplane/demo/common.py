@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
+from rich.table import Table
+from rich.text import Text
 
 from aiplane.kube.client import KubeClient
 from aiplane.kube.resources import resource_for
@@ -50,6 +53,68 @@ class WriteCount(Protocol):
     def writes(self) -> int: ...
 
     def reset_counts(self) -> None: ...
+
+
+def _plain(cell: Any) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def fit(table: Table, *keep: str | int) -> Table:
+    """Readable at any width, cut nowhere: the columns named (header, or index) in ``keep`` — names a
+    user types into kubectl — are as wide as their longest cell and never wrap; the others wrap
+    between words, never inside one narrower than the column's longest word, and fold (not "…") what
+    still does not fit. Call it once the rows are in."""
+    for index, column in enumerate(table.columns):
+        cells = [_plain(c) for c in column.cells] + [_plain(column.header)]
+        if column.header in keep or index in keep:
+            column.no_wrap = True
+            column.min_width = max((len(c) for c in cells), default=0)
+        else:
+            column.overflow = "fold"
+            column.min_width = max((len(w) for c in cells for w in c.split()), default=0)
+    return table
+
+
+class Narrowing:
+    """A table that leaves out its least needed columns (``droppable``, first dropped first) while its
+    columns' narrowest widths do not fit the terminal, instead of breaking every word."""
+
+    def __init__(self, table: Table, *droppable: str) -> None:
+        self.table = table
+        self.droppable = droppable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self.table
+        for header in self.droppable:
+            if _narrowest(table) <= options.max_width:
+                break
+            table = _without(table, header)
+        yield table
+
+
+def _narrowest(table: Table) -> int:
+    left, right = table.padding[3], table.padding[1]
+    return sum((c.min_width or 1) + left + right for c in table.columns) + (len(table.columns) + 1) * (
+        1 if table.box else 0
+    )
+
+
+def _without(table: Table, header: str) -> Table:
+    kept = [c for c in table.columns if c.header != header]
+    copy = Table(
+        box=table.box, padding=table.padding, header_style=table.header_style, show_header=table.show_header
+    )
+    for column in kept:
+        copy.add_column(
+            column.header,
+            no_wrap=column.no_wrap,
+            overflow=column.overflow,
+            min_width=column.min_width,
+            style=column.style,
+        )
+    for row in range(table.row_count):
+        copy.add_row(*(list(c.cells)[row] for c in kept))
+    return copy
 
 
 def load_manifests(path: Path) -> list[dict[str, Any]]:

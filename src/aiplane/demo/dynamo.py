@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aiplane.apimachinery import objects
+from aiplane.demo.common import Narrowing, fit
 from aiplane.sim.apiserver.store import DELETED, Event
 
 GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
@@ -173,8 +174,9 @@ class GraphWatch:
             )
             table.add_row(
                 str(objects.spec(dcd).get("serviceName") or name),
+                # The status alone (the graph's Ready line above says why): narrow enough for 80 columns.
                 Text(
-                    f"{available.get('status', '-')} {available.get('reason', '')}".strip(),
+                    str(available.get("status", "-")),
                     style="green" if available.get("status") == "True" else "yellow",
                 ),
                 name if deployment else "-",
@@ -188,7 +190,9 @@ class GraphWatch:
                 states,
                 " ".join(str(objects.spec(p).get("nodeName") or "-") for p in pods),
             )
-        return Group(header, table)
+        return Group(
+            header, Narrowing(fit(table, "service", "Deployment"), "image", "ready/upd/want", "pods")
+        )
 
     def summary(
         self,
@@ -215,4 +219,4 @@ class GraphWatch:
         table.add_row(
             "operator API writes", f"{writes}, then {quiet_writes} in the {quiet_seconds:.0f}s after"
         )
-        return table
+        return fit(table, 0)

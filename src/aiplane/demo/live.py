@@ -20,7 +20,15 @@ from rich.table import Table
 
 from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_NAME
-from aiplane.demo.common import DemoOptions, WriteCount, apply_all, load_manifests, until, writes_then_quiet
+from aiplane.demo.common import (
+    DemoOptions,
+    WriteCount,
+    apply_all,
+    fit,
+    load_manifests,
+    until,
+    writes_then_quiet,
+)
 from aiplane.demo.modelinfer import ModelInferWatch
 from aiplane.demo.partitioning import NP_KEY, RolloutWatch
 from aiplane.demo.serving import MI_KEY, POD_KEY, FloorWatch
@@ -82,7 +90,7 @@ def floor_summary(floor: FloorWatch, mi_key: str) -> Table:
     )
     for breach in floor.breaches[:3]:
         table.add_row("[red]below the floor[/]", str(breach))
-    return table
+    return fit(table, 0)
 
 
 async def _leg(

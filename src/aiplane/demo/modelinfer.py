@@ -19,6 +19,7 @@ from rich.text import Text
 from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, LABEL_ROLE_ID
 from aiplane.controllers.modelinfer.objects import expected_pod_count
+from aiplane.demo.common import fit
 from aiplane.sim.apiserver.store import DELETED, Event
 
 POD_KEY = "/pods"
@@ -185,7 +186,7 @@ class ModelInferWatch:
                     (Text("yes", style="green") if ok else Text("no", style="yellow")) if first else "",
                 )
                 first = False
-        return Group(header, table)
+        return Group(header, fit(table, "group", "revision", "role"))
 
     def summary(
         self,
@@ -217,4 +218,4 @@ class ModelInferWatch:
         table.add_row(
             "operator API writes", f"{writes}, then {quiet_writes} in the {quiet_seconds:.0f}s after"
         )
-        return table
+        return fit(table, 0)

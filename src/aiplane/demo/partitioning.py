@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aiplane.apimachinery import objects
+from aiplane.demo.common import fit
 from aiplane.sim.apiserver.store import DELETED, Event
 
 NP_KEY = "infrastructure.silogen.ai/nodepartitionings"
@@ -238,7 +239,9 @@ class RolloutWatch:
             )
         events = Text.from_markup("\n".join(self.events) or "[dim](no events yet)[/]")
         return Group(
-            header, table, Panel(events, title="recent events", title_align="left", border_style="dim")
+            header,
+            fit(table, "node"),
+            Panel(events, title="recent events", title_align="left", border_style="dim", expand=False),
         )
 
     def summary(self, operator_writes: int, quiet_writes: int, quiet_seconds: float) -> Table:
@@ -271,7 +274,7 @@ class RolloutWatch:
         table.add_row(
             "operator API writes", f"{operator_writes}, then {quiet_writes} in the {quiet_seconds:.0f}s after"
         )
-        return table
+        return fit(table, 0)
 
     def _np_nodes(self) -> set[str]:
         return {str(objects.spec(np).get("nodeName", "")) for np in self.nps.values()}

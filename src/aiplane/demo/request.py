@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from aiplane.apimachinery import objects
+from aiplane.demo.common import fit
 from aiplane.demo.dynamo import GraphWatch
 from aiplane.sim.apiserver.store import DELETED, Event
 
@@ -26,11 +27,17 @@ CONFIGMAP_KEY = "/configmaps"
 PLAN_KEY = "plan.json"
 
 
+def _layout(engine: Mapping[str, Any]) -> str:
+    """TP4, or for a mixture-of-experts worker TP1 DP4 EP4 (the plan's dp / moeEp when present)."""
+    dp, ep = engine.get("dp", 1), engine.get("moeEp", 1)
+    return f"TP{engine.get('tp', '?')}" + (f" DP{dp}" if dp != 1 else "") + (f" EP{ep}" if ep != 1 else "")
+
+
 def _engines(plan: Mapping[str, Any]) -> str:
     prefill, decode = plan.get("prefill") or {}, plan.get("decode") or {}
     return (
-        f"{prefill.get('workers', '?')} x prefill TP{prefill.get('tp', '?')} + "
-        f"{decode.get('workers', '?')} x decode TP{decode.get('tp', '?')} (batch {decode.get('batch', '?')})"
+        f"{prefill.get('workers', '?')} x prefill {_layout(prefill)} + "
+        f"{decode.get('workers', '?')} x decode {_layout(decode)} (batch {decode.get('batch', '?')})"
     )
 
 
@@ -100,7 +107,7 @@ class RequestWatch:
             f"  ({' → '.join(self.states) or '-'})   DGD {deployment.get('name', '-')}: "
             f"{deployment.get('state', '-')}   {time.monotonic() - self.started:5.1f}s",
         )
-        parts: list[Any] = [header, conditions]
+        parts: list[Any] = [header, fit(conditions, "condition", "status", "reason")]
         plan = self.disagg()
         if plan:
             parts.append(
@@ -144,4 +151,4 @@ class RequestWatch:
         table.add_row(
             "operator API writes", f"{writes}, then {quiet_writes} in the {quiet_seconds:.0f}s after"
         )
-        return table
+        return fit(table, 0)

@@ -20,12 +20,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 
 from aiplane.apimachinery import objects
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.demo import queued as queued_demo
 from aiplane.demo.common import (
     DEMO_NAMESPACE,
     FIELD_MANAGER,
@@ -47,7 +48,7 @@ from aiplane.demo.platform import CLUSTERQUEUES, QueueWatch, credential_refs
 from aiplane.demo.request import RequestWatch
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.logging import configure_logging
-from aiplane.kube.resources import NAMESPACES, NODES, PODS, Resource, resource_for
+from aiplane.kube.resources import NAMESPACES, NODES, PODS, STORAGECLASSES, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.simrun import in_process_manager
@@ -125,27 +126,39 @@ async def partitioning_section(
         "Kueue ClusterQueue's amd.com/gpu quota in step with what the nodes advertise."
     )
     queue = await _queue_watch(feed, client, opts, console)
+    # A second workload, too big for the SPX quota: it waits in Kueue until CPX adds capacity.
+    waiting = await queued_demo.submit(feed, client, queue, opts, console) if queue is not None else None
+    admitted = True
     feed.subscribe(watch)
+
+    def render() -> Any:
+        return watch.render() if waiting is None else Group(waiting.line(), watch.render())
+
     try:
         operator.reset_counts()
         await apply_all(client, profiles)
         await apply_all(client, [plan])
         watch.started = time.monotonic()
-        with Live(watch.render(), console=console, refresh_per_second=8, transient=False) as live:
+        with Live(render(), console=console, refresh_per_second=8, transient=False) as live:
             done = await until(
-                lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, watch.render
+                lambda: watch.phase in ("Completed", "Degraded", "Failed"), opts.timeout, live, render
             )
+            if waiting is not None:  # admitted mid-rollout: its pods start before the quiet window
+                await until(waiting.done, opts.timeout, live, render)
         writes, quiet = await writes_then_quiet(operator, opts)
         console.print()
         console.print(watch.summary(writes, quiet, opts.quiet_seconds))
         if queue is not None:
             await _queue_followed(queue, client, opts, console)
+        if waiting is not None:
+            admitted = await queued_demo.finish(feed, client, waiting, opts, console)
     finally:
         feed.unsubscribe(watch)
         if queue is not None:
             feed.unsubscribe(queue)
     ok = (
         done
+        and admitted
         and (queue is None or queue.never_lower())
         and watch.phase == "Completed"
         and not watch.left_marked()
@@ -429,6 +442,9 @@ async def request_section(
     console: Console,
 ) -> bool:
     doc = load_manifests(opts.examples / "dgdr-qwen3-8b-h100.yaml")[0]
+    # The example only plans (its graph would take every H100, beside the Dynamo example's graph); here
+    # the Dynamo graph is deleted first, so the request may deploy what it plans.
+    doc["spec"]["autoApply"] = True
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     graph_name = doc["spec"]["deploymentOverrides"]["name"]
     console.rule("[bold]5. An SLA-driven request: from a latency target to a running graph")
@@ -454,7 +470,7 @@ async def request_section(
         f"{deleted}Applying "
         f"{opts.examples}/dgdr-qwen3-8b-h100.yaml: [bold]{namespace}/{name}[/] asks for "
         f"{doc['spec']['modelName']} on H100 with TTFT ≤ {sla['ttft']} ms and ITL ≤ {sla['itl']} ms; the "
-        "operator plans it in process and, with autoApply, creates the graph "
+        "operator plans it in process and, with autoApply set to true here, creates the graph "
         f"[bold]{graph_name}[/] sized by the plan."
     )
     watch = RequestWatch(namespace, name, GraphWatch(namespace, graph_name))
@@ -490,14 +506,6 @@ VOLCANO_MISSING = (
     "the example ModelInfer names schedulerName: volcano (gang scheduling of each InferGroup), and the "
     "real control plane runs kube-scheduler only: its pods would stay Pending"
 )
-#: The request's plan fills every H100 GPU of the fleet (16 of 16) with 1- and 2-GPU workers; kube-scheduler
-#: places them one at a time (its default scoring looks at CPU and memory, ties broken at random), so in
-#: some runs two nodes are left with one free GPU each and a 2-GPU decode worker stays Unschedulable.
-FRAGMENTATION = (
-    "its plan fills all 16 H100 GPUs with 1- and 2-GPU workers, and kube-scheduler places them one at a time "
-    "with no look-ahead: some runs leave one free GPU on each node and a 2-GPU decode worker Unschedulable, "
-    "so the section would pass or fail by chance"
-)
 Section = Callable[[Feed, KubeClient, WriteCount, DemoOptions, Console], Awaitable[bool]]
 
 
@@ -523,20 +531,47 @@ class Sections:
             console.print(f"[{style}]{name}: {result}[/]")
 
 
-async def _dynamo_blocker(client: KubeClient, opts: DemoOptions) -> str | None:
-    """Why the example graph cannot converge here, or None: its compilation-cache PVC names a
-    StorageClass, and a bare control plane has no provisioner for it."""
+async def provision_statically(client: KubeClient, opts: DemoOptions, console: Console) -> None:
+    """Give the example graph's claims volumes where their StorageClass is missing: the class (no
+    provisioner, binding at once) and one PersistentVolume per claim, as an administrator of a cluster
+    without a volume provisioner would. kube's PersistentVolume controller then binds each claim."""
     doc = load_manifests(opts.examples / "dynamo-vllm-disagg.yaml")[0]
-    classes = {str(p.get("storageClass")) for p in doc["spec"].get("pvcs") or [] if p.get("storageClass")}
-    storage = Resource("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False)
-    present = {objects.name(c) for c in (await client.list(storage))["items"]}
-    missing = sorted(classes - present)
-    if missing:
-        return (
-            f"the example graph's PVC names StorageClass {', '.join(missing)}, which this cluster lacks (a bare "
-            "control plane has no volume provisioner): the claim and the workers mounting it would stay Pending"
-        )
-    return None
+    claims = [p for p in doc["spec"].get("pvcs") or [] if p.get("storageClass")]
+    present = {objects.name(c) for c in (await client.list(STORAGECLASSES))["items"]}
+    missing = sorted({str(p["storageClass"]) for p in claims} - present)
+    if not missing:
+        return
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": name},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "Immediate",
+        }
+        for name in missing
+    ]
+    docs += [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"demo-{p['name']}"},
+            "spec": {
+                "capacity": {"storage": str(p.get("size") or "1Gi")},
+                "accessModes": [str(p.get("volumeAccessMode") or "ReadWriteOnce")],
+                "storageClassName": str(p["storageClass"]),
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": f"/var/lib/aiplane-demo/{p['name']}"},
+            },
+        }
+        for p in claims
+        if p["storageClass"] in missing
+    ]
+    await apply_all(client, docs)
+    console.print(
+        f"[dim]No volume provisioner here: created StorageClass {', '.join(missing)} (no provisioner) and "
+        f"{len(docs) - len(missing)} PersistentVolume(s) for the example graph's claims.[/]"
+    )
 
 
 async def run_sections(
@@ -574,14 +609,10 @@ async def run_sections(
 
             ok = await step("3. Repartition the serving pool under live inference", live)
     if ok:
-        blocker = await _dynamo_blocker(client, opts) if cluster is None else None
-        if blocker:
-            done.skip("4. Dynamo", blocker, console)
-        else:
-            ok = await step("4. Dynamo", dynamo_section)
-    if ok and cluster is None:
-        done.skip("5. SLA-driven request", FRAGMENTATION, console)
-    elif ok:
+        if cluster is None:
+            await provision_statically(client, opts, console)
+        ok = await step("4. Dynamo", dynamo_section)
+    if ok:
         ok = await step("5. SLA-driven request", request_section)
     return ok, done
 

@@ -9,7 +9,7 @@ whose import costs 37 MB, is imported only for kubeconfigs that need what it imp
 auth providers and their refresh, merged files). An aiohttp session configured as its own is the
 transport.
 
-**Liveness** (issue 16): a connection can die without closing (a NAT or conntrack entry dropped, a load
+**Liveness**: a connection can die without closing (a NAT or conntrack entry dropped, a load
 balancer failing over: the packets go nowhere, no RST comes back), and a client waiting on it waits
 forever. So every ordinary request has a deadline (``request_timeout``, default 30 s; client-go and
 kubectl have none by default and rely on kube-apiserver ending a request after 60 s, which never reaches

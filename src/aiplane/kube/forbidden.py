@@ -137,7 +137,7 @@ def accepts_permission_condition(resource: Resource) -> bool:
 
     Read from the pydantic model's declared types, not from its generated CRD: generating the CRD at
     start-up loaded the CRD generator and Kubernetes' OpenAPI definitions into the operator (7 MB that
-    it never used again, issue 17). A test checks the two answers agree for every kind we serve. The
+    it never used again). A test checks the two answers agree for every kind we serve. The
     API models are imported here, not with this module: every controller imports the runtime, and one
     that serves none of our kinds (``echo``) need not pay for all of them at start-up."""
     from aiplane.api.registry import model_for  # noqa: PLC0415

@@ -1,4 +1,4 @@
-"""Client configuration for the common cases without importing kubernetes_asyncio (issue 17: memory).
+"""Client configuration for the common cases without importing kubernetes_asyncio (memory).
 
 ``kubernetes_asyncio.client`` imports its whole generated API (about 960 modules) just to be imported,
 and its config loaders import it: 37 MB of the operator's resident memory, for reading a YAML file.

@@ -272,7 +272,7 @@ class Manager:
         if self._informers is None:
             # Pages of 100, not client-go's 500: a page is decoded whole, managedFields and all, before
             # the cache strips it, and the informers list together at start-up; at 1,000 nodes the
-            # pages of 500 were the operator's peak memory (issue 17: the Node list peaked at 45 MB
+            # pages of 500 were the operator's peak memory (the Node list peaked at 45 MB
             # to hold 10 MB; 16 MB with pages of 100), for a few more LIST requests at start.
             factory = self._informers = InformerFactory(
                 self.client,

@@ -57,6 +57,7 @@ EVENTS = _r("", "v1", "events", "Event")
 EVENTS_V1 = _r("events.k8s.io", "v1", "events", "Event")
 SERVICEACCOUNTS = _r("", "v1", "serviceaccounts", "ServiceAccount")
 PVCS = _r("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+STORAGECLASSES = _r("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
 DEPLOYMENTS = _r("apps", "v1", "deployments", "Deployment")
 STATEFULSETS = _r("apps", "v1", "statefulsets", "StatefulSet")
 DAEMONSETS = _r("apps", "v1", "daemonsets", "DaemonSet")
@@ -67,11 +68,15 @@ LEASES = _r("coordination.k8s.io", "v1", "leases", "Lease")
 HPAS = _r("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 INGRESSES = _r("networking.k8s.io", "v1", "ingresses", "Ingress")
 CRDS = _r("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+PVS = _r("", "v1", "persistentvolumes", "PersistentVolume", False)
+STORAGECLASSES = _r("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
 
 PODGROUPS = _r("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 RESOURCEFLAVORS = _r("kueue.x-k8s.io", "v1beta1", "resourceflavors", "ResourceFlavor", False)
 CLUSTERQUEUES = _r("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False)
 LOCALQUEUES = _r("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
+#: Kueue's admission units (served as v1beta1 by every Kueue release since v0.14, beside v1beta2).
+WORKLOADS = _r("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
 GATEWAYS = _r("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
 HTTPROUTES = _r("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 VIRTUALSERVICES = _r("networking.istio.io", "v1beta1", "virtualservices", "VirtualService")
@@ -99,10 +104,13 @@ _BUILTIN = (
     HPAS,
     INGRESSES,
     CRDS,
+    PVS,
+    STORAGECLASSES,
     PODGROUPS,
     RESOURCEFLAVORS,
     CLUSTERQUEUES,
     LOCALQUEUES,
+    WORKLOADS,
     GATEWAYS,
     HTTPROUTES,
     VIRTUALSERVICES,

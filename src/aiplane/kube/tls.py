@@ -1,4 +1,4 @@
-"""The TLS read buffer of every connection the operator opens (issue 17: memory).
+"""The TLS read buffer of every connection the operator opens (memory).
 
 asyncio's TLS transport (``asyncio.sslproto.SSLProtocol``, Python 3.11+) gives every connection a
 read buffer of ``max_size`` = 256 KiB, allocated and zero-filled when the connection opens, so all of

@@ -1,4 +1,4 @@
-"""What every informer cache leaves out, whichever controller reads it (issue 17: operator memory).
+"""What every informer cache leaves out, whichever controller reads it (operator memory).
 
 controller-runtime users strip ``managedFields`` from their caches (``cache.TransformStripManagedFields``)
 and drop what no controller reads; this is that, applied by every :class:`~aiplane.kube.informer.Informer`

@@ -1,4 +1,4 @@
-"""SLA-driven sizing of disaggregated inference (issue #12): pure, no Kubernetes imports.
+"""SLA-driven sizing of disaggregated inference: pure, no Kubernetes imports.
 
 ``plan(PlanRequest) -> PlanResult`` answers "which prefill/decode tensor-parallel sizes, decode batch
 and worker counts serve model M on system S within TTFT/ITL targets at the best tokens/s/GPU", as

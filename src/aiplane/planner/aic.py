@@ -1,6 +1,6 @@
 """AIConfigurator's measured-kernel engine behind our :class:`LatencyModel` (``latency_model: aic``).
 
-``aiconfigurator-core`` (optional extra ``aiplane[aic]``) ships NVIDIA's measured kernel tables and a
+``aiconfigurator-core`` (a dependency) ships NVIDIA's measured kernel tables and a
 compiled estimator. Its Python entry points are internal and versioned, so everything it is asked goes
 through this module: our model and system names are mapped to AIC's here, its engine is reached only
 through an ``Any``-typed handle, and its failures come out as :class:`PlannerError` naming the field.
@@ -10,8 +10,10 @@ The mapping is plain data and is tested without the package installed.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -20,7 +22,7 @@ from aiplane.planner.types import ModelSpec, PlannerError, SystemSpec
 #: The engine release this mapping was written and calibrated against (pyproject's ``aic`` extra).
 AIC_PACKAGE = "aiconfigurator-core"
 AIC_VERSION = "0.12.0"
-INSTALL_HINT = "pip install 'aiplane[aic]'"
+INSTALL_HINT = "pip install aiconfigurator-core==0.12.0 (a dependency of aiplane)"
 
 AicBackend = Literal["vllm", "sglang", "trtllm"]
 
@@ -146,7 +148,33 @@ def aic_model(model: ModelSpec) -> AicTarget:
     return AicTarget(variants[0].model_id, _GEMM_QUANT[model.weight_dtype])
 
 
+_DATABASES: dict[tuple[str, str, str | None], Any] = {}
+
+
+def _database(aic_sys: str, backend: str, version: str | None) -> Any:
+    """AIC's measured tables for (system, backend): loaded once per process (seconds), then shared."""
+    key = (aic_sys, backend, version)
+    found = _DATABASES.get(key)
+    if found is None:
+        engine = _load_engine_module()
+        literal = engine._literal_backend_version(aic_sys, backend, version, None, None)
+        found = _DATABASES[key] = engine._maybe_load_database(aic_sys, backend, literal, None)
+    return found
+
+
+def installed() -> bool:
+    """Whether aiconfigurator-core can be imported (without importing it: that takes seconds)."""
+    if "aiconfigurator_core" in sys.modules:
+        return sys.modules["aiconfigurator_core"] is not None
+    try:
+        return importlib.util.find_spec("aiconfigurator_core") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _load_engine_module() -> Any:
+    if not installed():
+        raise ImportError(f"the aic latency model needs {AIC_PACKAGE}=={AIC_VERSION}: {INSTALL_HINT}")
     try:
         return importlib.import_module("aiconfigurator_core.sdk.engine")
     except ImportError as err:
@@ -168,16 +196,29 @@ class AicLatency:
     name = "aic"
 
     def __init__(self, backend: AicBackend = "vllm", backend_version: str | None = None) -> None:
-        self._engine_module = _load_engine_module()
+        # Checked now (a missing package is bad input), imported when first needed: a plan answered
+        # from the on-disk cache (aic_search) never pays AIC's import (numpy, pandas: seconds).
+        if not installed():
+            raise ImportError(f"the aic latency model needs {AIC_PACKAGE}=={AIC_VERSION}: {INSTALL_HINT}")
+        self._module: Any = None
         # AIC warns on stderr about every low-fidelity table it loads; only its errors matter here.
         for logger in ("aiconfigurator", "aiconfigurator_core"):
             logging.getLogger(logger).setLevel(logging.ERROR)
         self.backend = backend
         self.backend_version = backend_version
         self._engines: dict[tuple[str, str | None, str, int], Any] = {}
-        self._sessions: dict[tuple[str, str | None, str, int], tuple[Any, Any, Any]] = {}
+        self._sessions: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+        #: (model, system) whose FP8 attention AIC has no context data for: timed at BF16, as its CLI
+        #: falls back (task_v2 ``_apply_fmha_data_fallback``).
+        self._bf16_fmha: set[tuple[str, str]] = set()
         self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
         self._memo: dict[tuple[str, str, str, int, int, int, int], float] = {}
+
+    @property
+    def _engine_module(self) -> Any:
+        if self._module is None:
+            self._module = _load_engine_module()
+        return self._module
 
     def _engine(self, model: ModelSpec, system: SystemSpec, tp: int) -> Any:
         target = aic_model(model)
@@ -192,31 +233,63 @@ class AicLatency:
                 backend_version=self.backend_version,
                 tp_size=tp,
                 gemm_quant_mode=target.gemm_quant_mode,
+                # MoE layers split like attention (AIC requires tp x dp == moe_tp x moe_ep).
+                **({"moe_tp_size": tp, "moe_ep_size": 1} if model.num_experts else {}),
             )
             self._engines[key] = engine
         return engine
 
-    def _session(self, model: ModelSpec, system: SystemSpec, tp: int) -> tuple[Any, Any, Any]:
-        """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with."""
+    def key(self, model: ModelSpec, system: SystemSpec) -> tuple[Any, ...]:
+        """What AIC's answers for a model on a system depend on (memo key across plans)."""
+        target = aic_model(model)
+        return (
+            target.model_id,
+            target.gemm_quant_mode,
+            aic_system(system),
+            self.backend,
+            self.backend_version,
+        )
+
+    def _session(
+        self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None
+    ) -> tuple[Any, Any, Any]:
+        """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with.
+
+        ``layout`` (a :class:`aiplane.planner.search.Layout`) adds attention data parallelism and the
+        MoE layers' TP/EP; without it a MoE model's experts are split like its attention (MoE TP = TP).
+        """
         target = aic_model(model)
         aic_sys = aic_system(system)
-        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp)
+        dp, moe_tp, moe_ep = (1, tp, 1) if layout is None else (layout.dp, layout.moe_tp, layout.moe_ep)
+        if not model.num_experts:
+            moe_tp = 1
+        bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha)
         session = self._sessions.get(key)
         if session is None:
-            engine = self._engine_module
-            config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
-                tp_size=tp,
-                pp_size=1,
-                attention_dp_size=1,
-                moe_tp_size=1,
-                moe_ep_size=1,
-                gemm_quant_mode=target.gemm_quant_mode,
-            )
-            aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
-                target.model_id, config, self.backend
-            )
-            version = engine._literal_backend_version(aic_sys, self.backend, self.backend_version, None, None)
-            database = engine._maybe_load_database(aic_sys, self.backend, version, None)
+            try:
+                config = importlib.import_module(
+                    "aiconfigurator_core.sdk.config_builders"
+                ).build_model_config(
+                    tp_size=tp,
+                    pp_size=1,
+                    attention_dp_size=dp,
+                    moe_tp_size=moe_tp,
+                    moe_ep_size=moe_ep,
+                    gemm_quant_mode=target.gemm_quant_mode,
+                    fmha_quant_mode="bfloat16" if bf16_fmha else None,
+                )
+                aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
+                    target.model_id, config, self.backend
+                )
+                database = _database(aic_sys, self.backend, self.backend_version)
+            except PlannerError:
+                raise
+            except Exception as err:  # AIC's own failures mean "cannot model this"
+                raise PlannerError(
+                    f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                    f"({self.backend}): {err}"
+                ) from err
             backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
                 self.backend
             )
@@ -224,11 +297,88 @@ class AicLatency:
             self._sessions[key] = session
         return session
 
+    def run(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        layout: Any,
+        mode: str,
+        batch: int,
+        isl: int,
+        osl: int,
+        correction: float,
+    ) -> Any:
+        """AIC's static run (``static_ctx`` or ``static_gen``) of one worker layout: its summary."""
+        runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
+            batch_size=batch, isl=isl, osl=osl
+        )
+        try:
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            try:
+                return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
+            except Exception as err:
+                if not self._fall_back_to_bf16_fmha(model, system, err):
+                    raise
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
+        except Exception as err:  # as in _query
+            raise PlannerError(
+                f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                f"({self.backend}, {layout.label}): {err}"
+            ) from err
+
+    def _fall_back_to_bf16_fmha(self, model: ModelSpec, system: SystemSpec, err: Exception) -> bool:
+        """Whether ``err`` is AIC's missing FP8 context-attention data, now answered at BF16."""
+        key = (aic_model(model).model_id, aic_system(system))
+        if key in self._bf16_fmha or 'fmha_quant: "fp8"' not in str(err):
+            return False
+        self._bf16_fmha.add(key)
+        return True
+
+    def run_agg(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        layout: Any,
+        batch: int,
+        isl: int,
+        osl: int,
+        ctx_tokens: int,
+    ) -> Any:
+        """AIC's in-flight-batching step model for one layout: ``batch`` requests, ``ctx_tokens`` of
+        prefill per step (its aggregated sweep's point)."""
+        runtime = importlib.import_module("aiconfigurator_core.sdk.config").RuntimeConfig(
+            batch_size=batch, isl=isl, osl=osl
+        )
+        try:
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            try:
+                return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
+            except Exception as err:
+                if not self._fall_back_to_bf16_fmha(model, system, err):
+                    raise
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
+        except Exception as err:  # as in _query
+            raise PlannerError(
+                f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                f"({self.backend}, {layout.label}, aggregated): {err}"
+            ) from err
+
     def _query(
         self, kind: str, model: ModelSpec, system: SystemSpec, tp: int, batch: int, x: int, osl: int = 2
     ) -> float:
         key = (kind, model.name, system.name, tp, batch, x, osl)
         value = self._memo.get(key)
+        if value is not None:
+            return value
+        # Kept across processes too (aic_search's cache): a repeated plan needs no engine at all.
+        cache = importlib.import_module("aiplane.planner.aic_search")
+        disk_key = ("query", kind, *self.key(model, system), tp, batch, x, osl)
+        stored = cache.recall(disk_key)
+        if stored is not cache.MISSING:
+            value = self._memo[key] = float(stored)
+            return value
         if value is None:
             try:
                 engine = self._engine(model, system, tp)
@@ -247,7 +397,7 @@ class AicLatency:
                     f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
                     f"({self.backend}, TP {tp}): {err}"
                 ) from err
-            self._memo[key] = value
+            self._memo[key] = cache.remember(disk_key, value)
         return value
 
     def prefill_ms(self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int) -> float:

@@ -6,10 +6,19 @@ import importlib
 from typing import cast
 
 from aiplane.planner import search
-from aiplane.planner.latency import BuiltinLatency
+from aiplane.planner.latency import BuiltinLatency, kv_capacity_tokens
 from aiplane.planner.models import resolve_model
 from aiplane.planner.systems import partition, resolve_system
-from aiplane.planner.types import Backend, LatencyModel, PlannerError, PlanRequest, PlanResult
+from aiplane.planner.types import (
+    Backend,
+    LatencyModel,
+    ModelSpec,
+    Plan,
+    PlannerError,
+    PlanRequest,
+    PlanResult,
+    SystemSpec,
+)
 
 _BACKENDS = ("vllm", "sglang", "trtllm")
 
@@ -33,6 +42,29 @@ def load_latency_model(name: str, backend: str = "vllm") -> LatencyModel:
     return model
 
 
+def aic_has_data(model: ModelSpec, system: SystemSpec, backend: str) -> str | None:
+    """Why AIC's engine cannot plan (model, system, backend), or None when it has measured data."""
+    try:
+        module = importlib.import_module("aiplane.planner.aic")
+        aic_sys = module.aic_system(system)
+        module.aic_model(model)
+    except PlannerError as err:
+        return str(err)
+    if not module.installed():
+        return "aiconfigurator-core is not installed"
+    cache = importlib.import_module("aiplane.planner.aic_search")
+    key = ("data", aic_sys, backend)
+    version = cache.recall(key)
+    if version is cache.MISSING:
+        engine = importlib.import_module("aiconfigurator_core.sdk.engine")
+        try:
+            version = engine._literal_backend_version(aic_sys, backend, None, None, None)
+        except Exception:  # AIC's own lookup failure: no data
+            version = None
+        cache.remember(key, version)
+    return None if version is not None else f"AIConfigurator has no {backend} data for {system.name}"
+
+
 def _validate(r: PlanRequest) -> None:
     checks = (
         (r.backend in _BACKENDS, "backend", f"must be one of {', '.join(_BACKENDS)} (got {r.backend!r})"),
@@ -42,7 +74,7 @@ def _validate(r: PlanRequest) -> None:
         (r.itl_ms > 0, "itl", f"must be positive milliseconds (got {r.itl_ms})"),
         (r.min_gpus_per_engine >= 1, "minGpusPerEngine", f"must be at least 1 (got {r.min_gpus_per_engine})"),
         (
-            r.max_gpus_per_engine >= r.min_gpus_per_engine,
+            r.max_gpus_per_engine is None or r.max_gpus_per_engine >= r.min_gpus_per_engine,
             "maxGpusPerEngine",
             f"must be at least minGpusPerEngine {r.min_gpus_per_engine} (got {r.max_gpus_per_engine})",
         ),
@@ -52,6 +84,19 @@ def _validate(r: PlanRequest) -> None:
     for ok, field, rule in checks:
         if not ok:
             raise PlannerError(f"{field}: {rule}")
+
+
+#: Backends that run on each vendor: TensorRT-LLM is NVIDIA-only.
+_VENDOR_BACKENDS = {"nvidia": ("vllm", "sglang", "trtllm"), "amd": ("vllm", "sglang")}
+
+
+def _check_backend(backend: str, system: SystemSpec) -> None:
+    allowed = _VENDOR_BACKENDS[system.vendor]
+    if backend not in allowed:
+        raise PlannerError(
+            f"backend: {backend} does not run on {system.name} ({system.vendor.upper()} GPUs); "
+            f"use one of {', '.join(allowed)}"
+        )
 
 
 def _no_engine_size(r: PlanRequest, per_node: int | None) -> str:
@@ -65,8 +110,48 @@ def _no_engine_size(r: PlanRequest, per_node: int | None) -> str:
             "builtin latency model sizes"
         )
     return (
-        f"maxGpusPerEngine: no power of two between minGpusPerEngine {lo} and {r.max_gpus_per_engine} "
+        f"maxGpusPerEngine: no engine size between minGpusPerEngine {lo} and {r.max_gpus_per_engine} "
         "(and within totalGpus)"
+    )
+
+
+def _aic_workers(
+    request: PlanRequest, w: search.Workload, lat: LatencyModel
+) -> tuple[list[search.PrefillWorker], list[search.DecodeWorker], list[int], list[search.Layout]]:
+    """AIC's candidate workers over every layout its CLI searches (MoE: also DP attention and EP)."""
+    aic_search = importlib.import_module("aiplane.planner.aic_search")
+    aic = importlib.import_module("aiplane.planner.aic")
+    found = aic_search.layouts(
+        moe=bool(w.model.num_experts),
+        backend=request.backend,
+        aic_system=aic.aic_system(w.system),
+        budget=request.total_gpus,
+        lo=request.min_gpus_per_engine,
+        hi=request.max_gpus_per_engine,
+    )
+    if not found:
+        raise PlannerError(_no_engine_size(request, None))
+    prefills: list[search.PrefillWorker] = aic_search.prefill_workers(lat, w, found)
+    decodes: list[search.DecodeWorker] = aic_search.decode_workers(lat, w, found)
+    # The aggregated search and the profiles time tensor-parallel engines of the sizes that fit.
+    fitting = {p.tp for p in prefills if p.par.dp == 1}
+    tps = sorted({par.tp for par in found if par.dp == 1 and par.tp in fitting})
+    return prefills, decodes, tps, found
+
+
+def _fits_nowhere(request: PlanRequest, w: search.Workload, lat: LatencyModel) -> str:
+    """Why no worker fits, naming the smallest GPU count that would hold one (weights and one prompt)."""
+    budget = "" if request.total_gpus is None else f" within `totalGpus` {request.total_gpus}"
+    for gpus in (1, 2, 4, 8, 16, 32, 64, 128):
+        if kv_capacity_tokens(w.model, w.system, gpus) >= w.isl:
+            break
+    else:
+        return f"model: {w.model.name} does not fit {w.system.name} GPUs at any engine size up to 128"
+    unit = "partitions" if request.partitions_per_gpu > 1 else "GPUs"
+    return (
+        f"totalGpus: {w.model.name} with {w.isl}-token prompts fits no engine of {w.system.name}{budget} "
+        f"({lat.name} latency model); the smallest engine that holds it has {gpus} {unit}, so at least "
+        f"{gpus} {unit} (aggregated) or {2 * gpus} (disaggregated)"
     )
 
 
@@ -80,7 +165,14 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
     _validate(request)
     model = resolve_model(request.model, request.model_config)
     system = partition(resolve_system(request.system), request.partitions_per_gpu)
-    lat = latency if latency is not None else load_latency_model(request.latency_model, request.backend)
+    _check_backend(request.backend, system)
+    name = request.latency_model
+    if latency is None and name == "auto":
+        # AIC's measured engine wherever it has data; the analytic model for the rest (AMD, models and
+        # systems AIC does not list, partitioned GPUs).
+        why_not = None if request.partitions_per_gpu == 1 else "partitioned GPUs"
+        name = "aic" if (why_not or aic_has_data(model, system, request.backend)) is None else "builtin"
+    lat = latency if latency is not None else load_latency_model(name, request.backend)
     w = search.Workload(
         model=model,
         system=system,
@@ -91,24 +183,37 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         itl_ms=request.itl_ms,
         total_gpus=request.total_gpus,
     )
-    # The analytic model knows only intra-node links: engines stay within one node.
-    cap = system.gpus_per_node if lat.name == "builtin" else None
-    if request.total_gpus is not None:
-        cap = request.total_gpus if cap is None else min(cap, request.total_gpus)
-    tps = search.tp_sizes(request.min_gpus_per_engine, request.max_gpus_per_engine, cap)
-    if not tps:
-        raise PlannerError(_no_engine_size(request, system.gpus_per_node if lat.name == "builtin" else None))
-    prefills = search.prefill_workers(w, lat, tps)
-    decodes = search.decode_workers(w, lat, tps)
+    aic_agg: Plan | None = None
+    if lat.name == "aic":
+        prefills, decodes, tps, layouts = _aic_workers(request, w, lat)
+        aic_agg = importlib.import_module("aiplane.planner.aic_search").agg_plan(lat, w, layouts)
+    else:
+        # The analytic model knows only intra-node links: engines stay within one node (another model
+        # plugged in may span nodes).
+        node = system.gpus_per_node if lat.name == "builtin" else None
+        cap = node
+        if request.total_gpus is not None:
+            cap = request.total_gpus if cap is None else min(cap, request.total_gpus)
+        hi = request.max_gpus_per_engine if request.max_gpus_per_engine is not None else system.gpus_per_node
+        tps = search.tp_sizes(request.min_gpus_per_engine, hi, cap)
+        if not tps:
+            raise PlannerError(_no_engine_size(request, node))
+        prefills = search.prefill_workers(w, lat, tps)
+        decodes = search.decode_workers(w, lat, tps)
     found, meets = search.search_disagg(w, prefills, decodes)
     disagg = None if found is None else search.disagg_plan(found, w, meets)
+    # AIC's own aggregated sweep when some point meets the SLA; else our closest (best-effort) plan.
+    agg = aic_agg if aic_agg is not None else (search.search_agg(w, lat, tps) if tps else None)
+    if disagg is None and agg is None:
+        raise PlannerError(_fits_nowhere(request, w, lat))
     return PlanResult(
         model=model.name,
         system=system.name,
         backend=request.backend,
         latency_model=lat.name,
         disagg=disagg,
-        agg=search.search_agg(w, lat, tps),
+        agg=agg,
+        total_gpus=request.total_gpus,
         frontier=search.frontier(w, prefills, decodes),
         prefill_profile=() if found is None else search.prefill_profile(w, lat, found.prefill.tp),
         decode_profile=(

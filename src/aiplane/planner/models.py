@@ -188,7 +188,7 @@ def resolve_model(name: str, config: Mapping[str, Any] | None = None) -> ModelSp
     spec = _BY_KEY.get(_key(name))
     if spec is None:
         raise PlannerError(
-            f"model: unknown model {name!r}; supply its Hugging Face config.json (--model-config) or use one "
+            f"model: unknown model {name!r}; supply its Hugging Face config.json (`modelConfig`) or use one "
             f"of: {', '.join(known_models())}"
         )
     dtype = _checkpoint_dtype(name) or spec.weight_dtype

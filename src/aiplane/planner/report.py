@@ -14,9 +14,20 @@ EXIT_BEST_EFFORT = 3
 
 def _engine(e: EnginePlan, *, batch: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"tp": e.tp, "workers": e.workers}
+    if e.moe:
+        out.update(dp=e.dp, moeTp=e.moe_tp, moeEp=e.moe_ep, gpusPerWorker=e.gpus_per_worker)
     if batch:
         out["batch"] = e.batch
     return out
+
+
+def layout(e: EnginePlan) -> str:
+    """TP4, or with data-parallel attention / expert parallelism TP1 DP4 (EP4), as AIC's tables name it."""
+    if not e.moe:
+        return f"TP{e.tp}"
+    attention = f"TP{e.tp}" + (f" DP{e.dp}" if e.dp > 1 else "")
+    experts = f"EP{e.moe_ep}" + (f" ETP{e.moe_tp}" if e.moe_tp > 1 else "")
+    return f"{attention} ({experts})"
 
 
 def _plan(p: Plan | None) -> dict[str, Any] | None:
@@ -46,6 +57,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         "system": result.system,
         "backend": result.backend,
         "latencyModel": result.latency_model,
+        "totalGpus": result.total_gpus,
         "disagg": _plan(result.disagg),
         "agg": _plan(result.agg),
         "frontier": [{"tokensPerSecondPerUser": u, "tokensPerSecondPerGpu": g} for u, g in result.frontier],
@@ -60,12 +72,16 @@ def exit_code(result: PlanResult) -> int:
 
 def _engines(p: Plan) -> str:
     if p.agg is not None:
-        return f"{p.agg.workers} x agg TP{p.agg.tp} (batch {p.agg.batch})"
+        return f"{p.agg.workers} x agg {layout(p.agg)} (batch {_batch(p.agg)})"
     assert p.prefill is not None and p.decode is not None
     return (
-        f"{p.prefill.workers} x prefill TP{p.prefill.tp} + "
-        f"{p.decode.workers} x decode TP{p.decode.tp} (batch {p.decode.batch})"
+        f"{p.prefill.workers} x prefill {layout(p.prefill)} + "
+        f"{p.decode.workers} x decode {layout(p.decode)} (batch {_batch(p.decode)})"
     )
+
+
+def _batch(e: EnginePlan) -> str:
+    return f"{e.batch} x {e.dp} ranks" if e.dp > 1 else str(e.batch)
 
 
 def plan_rows(result: PlanResult) -> list[tuple[str, ...]]:
@@ -107,11 +123,44 @@ _FLAGS = {
 }
 
 
-def flag_message(message: str) -> str:
-    """A PlannerError's message with its field ("isl: ...") spelled as the CLI flag ("--isl: ...")."""
+#: The same fields as the DynamoGraphDeploymentRequest names them (the controller's messages).
+_CR_FIELDS = {
+    "model": "spec.modelName",
+    "model config": "spec.profilingConfig.configMapRef (key config.json)",
+    "modelConfig": "spec.profilingConfig.configMapRef (key config.json)",
+    "system": "spec.gpu.type",
+    "backend": "spec.backend",
+    "isl": "spec.sla.isl",
+    "osl": "spec.sla.osl",
+    "ttft": "spec.sla.ttft",
+    "itl": "spec.sla.itl",
+    "minGpusPerEngine": "spec.gpu.minNumGPUsPerEngine",
+    "maxGpusPerEngine": "spec.gpu.maxNumGPUsPerEngine",
+    "totalGpus": "spec.gpu.totalGpus",
+    "partitionsPerGpu": "spec.gpu.type (partition mode)",
+    "latencyModel": "latency model",
+}
+_FLAGS["modelConfig"] = "--model-config"
+
+
+def _spelled(message: str, names: dict[str, str]) -> str:
+    """``message`` with its leading field and every `backquoted` field spelled by ``names``."""
     field, sep, rest = message.partition(": ")
-    flag = _FLAGS.get(field)
-    return f"{flag}: {rest}" if sep and flag else message
+    if sep and field in names:
+        message = f"{names[field]}: {rest}"
+    for name, spelled in names.items():
+        message = message.replace(f"`{name}`", spelled)
+    return message
+
+
+def flag_message(message: str) -> str:
+    """A PlannerError's message with its fields ("isl: ...") spelled as CLI flags ("--isl: ...")."""
+    return _spelled(message, _FLAGS)
+
+
+def cr_message(message: str) -> str:
+    """A PlannerError's message with its fields spelled as the DGDR's (``spec.sla.isl: ...``)."""
+    return _spelled(message, _CR_FIELDS)
 
 
 def frontier_rows(result: PlanResult, limit: int = 12) -> list[tuple[str, str]]:

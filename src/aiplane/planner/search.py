@@ -54,6 +54,8 @@ BATCH_GRID: tuple[int, ...] = (
 TPOT_SWEEP: tuple[int, ...] = (*range(1, 20), *range(20, 300, 5))
 #: Decode workers per TP and swept target that AIC pairs (``_MAX_DECODE_WORKERS_PER_CATEGORY``).
 MAX_DECODE_WORKERS_PER_TP = 16
+#: Prefill workers (best throughput per GPU first) AIC pairs with each decode worker (``_MAX_PREFILL_WORKERS``).
+MAX_PREFILL_CANDIDATES = 32
 PROFILE_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -75,19 +77,57 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Layout:
+    """How one worker spreads over its GPUs: attention TP x attention data-parallel ranks, and the
+    MoE layers' TP x expert parallelism over the same GPUs (tp x dp == moe_tp x moe_ep; 1s when dense)."""
+
+    tp: int
+    dp: int = 1
+    moe_tp: int = 1
+    moe_ep: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def label(self) -> str:
+        """AIC's name for the layout (its ``parallel`` column): its picker groups and orders by it."""
+        return f"tp{self.tp}pp1dp{self.dp}etp{self.moe_tp}ep{self.moe_ep}"
+
+
+@dataclass(frozen=True)
 class PrefillWorker:
     tp: int
     latency_ms: float  # corrected, without queueing
     ttft_ms: float  # with the queueing factor: what the SLA compares
     rate: float  # requests/s one worker prefills
+    layout: Layout | None = None  # None: tensor parallelism only (tp GPUs)
+
+    @property
+    def par(self) -> Layout:
+        return self.layout if self.layout is not None else Layout(self.tp)
+
+    @property
+    def gpus(self) -> int:
+        return self.par.gpus
 
 
 @dataclass(frozen=True)
 class DecodeWorker:
     tp: int
-    batch: int
+    batch: int  # per attention data-parallel rank, as AIC's ``bs``
     tpot_ms: float
     rate: float  # requests/s one worker completes
+    layout: Layout | None = None
+
+    @property
+    def par(self) -> Layout:
+        return self.layout if self.layout is not None else Layout(self.tp)
+
+    @property
+    def gpus(self) -> int:
+        return self.par.gpus
 
 
 @dataclass(frozen=True)
@@ -100,7 +140,7 @@ class Match:
 
     @property
     def gpus(self) -> int:
-        return self.x * self.prefill.tp + self.y * self.decode.tp
+        return self.x * self.prefill.gpus + self.y * self.decode.gpus
 
     @property
     def per_gpu(self) -> float:
@@ -180,7 +220,7 @@ def match(p: PrefillWorker, d: DecodeWorker, max_workers: int, budget: int | Non
     """
     best: Match | None = None
     best_per_gpu = 0.0
-    for x, y, gpus in _combos(p.tp, d.tp, max_workers, budget):
+    for x, y, gpus in _combos(p.gpus, d.gpus, max_workers, budget):
         # AIC's arithmetic order (rate x workers x derate), so that its exact ties stay ties.
         throughput = min(p.rate * x * PREFILL_RATE_DERATE, d.rate * y * DECODE_RATE_DERATE)
         if throughput / gpus > best_per_gpu:
@@ -232,15 +272,21 @@ def disagg_plan(m: Match, w: Workload, meets: bool) -> Plan:
         itl_ms=m.decode.tpot_ms,
         gpus=replicas * m.gpus,
         meets_sla=meets,
-        prefill=EnginePlan(tp=m.prefill.tp, workers=m.x * replicas),
-        decode=EnginePlan(tp=m.decode.tp, workers=m.y * replicas, batch=m.decode.batch),
+        prefill=_engine(m.prefill.par, m.x * replicas, None),
+        decode=_engine(m.decode.par, m.y * replicas, m.decode.batch),
+    )
+
+
+def _engine(par: Layout, workers: int, batch: int | None) -> EnginePlan:
+    return EnginePlan(
+        tp=par.tp, workers=workers, batch=batch, dp=par.dp, moe_tp=par.moe_tp, moe_ep=par.moe_ep
     )
 
 
 def _pairable(w: Workload, p: PrefillWorker, d: DecodeWorker) -> bool:
     if w.backend == "sglang" and p.tp != d.tp:
         return False  # AIC: SGLang's disaggregation pairs equal TP sizes
-    return w.total_gpus is None or p.tp + d.tp <= w.total_gpus
+    return w.total_gpus is None or p.gpus + d.gpus <= w.total_gpus
 
 
 def search_disagg(
@@ -258,12 +304,12 @@ def search_disagg(
     if not rows:
         return _closest(w, prefills, decodes), False
     meeting = [r for r in rows if round(r.decode.tpot_ms, 3) <= w.itl_ms]
-    per_tp: dict[int, Match] = {}
+    per_layout: dict[str, Match] = {}  # AIC's picker groups by the decode layout's name, in its order
     for r in meeting or rows:  # in row order: the first of equals stays (pandas idxmax)
-        kept = per_tp.get(r.decode.tp)
+        kept = per_layout.get(r.decode.par.label)
         if kept is None or _picked_value(r, w) > _picked_value(kept, w):
-            per_tp[r.decode.tp] = r
-    best = [per_tp[tp] for tp in sorted(per_tp)]
+            per_layout[r.decode.par.label] = r
+    best = [per_layout[label] for label in sorted(per_layout)]
     if meeting:
         return max(best, key=lambda m: (_picked_value(m, w), -round(m.decode.tpot_ms, 3))), True
     return min(best, key=lambda m: round(m.decode.tpot_ms, 3)), False
@@ -288,20 +334,21 @@ def candidate_rows(
     because its picker names the first of equal rows.
     """
     budget = w.total_gpus
-    prefs = sorted(ok_prefills, key=lambda p: -p.rate / p.tp)
-    by_tp: dict[int, list[tuple[DecodeWorker, Match]]] = {}
-    for d in sorted(decodes, key=lambda d: -d.rate / d.tp):
+    # AIC keeps the 32 best prefill workers per GPU (fewer attention ranks first among equals).
+    prefs = sorted(ok_prefills, key=lambda p: (-p.rate / p.gpus, p.par.dp))[:MAX_PREFILL_CANDIDATES]
+    by_tp: dict[str, list[tuple[DecodeWorker, Match]]] = {}
+    for d in sorted(decodes, key=lambda d: -d.rate / d.gpus):
         best: Match | None = None  # the first best prefill partner, in AIC's order
         for p in prefs:
             m = match(p, d, max_workers(w), budget) if _pairable(w, p, d) else None
             if m is not None and (best is None or _row_key(m, budget) > _row_key(best, budget)):
                 best = m
         if best is not None:
-            by_tp.setdefault(d.tp, []).append((d, best))
+            by_tp.setdefault(d.par.label, []).append((d, best))
     rows: list[Match] = []
     seen: set[Match] = set()
     for target in TPOT_SWEEP:
-        per_target: list[Match] = []  # one row per decode TP (AIC's groupby over "parallel": TP order)
+        per_target: list[Match] = []  # one row per decode layout (AIC's groupby over "parallel", by name)
         for tp in sorted(by_tp):
             eligible = [m for d, m in by_tp[tp] if d.tpot_ms < target][:MAX_DECODE_WORKERS_PER_TP]
             if eligible:

@@ -127,12 +127,14 @@ class PlanRequest:
     ttft_ms: float
     itl_ms: float
     min_gpus_per_engine: int = 1
-    max_gpus_per_engine: int = 8
+    #: None: the latency model's own limit (builtin: one node; aic: the sizes AIC's CLI searches).
+    max_gpus_per_engine: int | None = None
     #: The GPUs (or partitions) the plan may use in all; None: no budget (size one engine pair).
     total_gpus: int | None = None
     #: AMD compute partitions per physical GPU on the target nodes (CPX on MI300X: 8); 1 = whole GPUs.
     partitions_per_gpu: int = 1
-    latency_model: Literal["builtin", "aic"] = "builtin"
+    #: auto: AIC's engine where aiconfigurator-core has data for (model, system, backend), else builtin.
+    latency_model: Literal["auto", "builtin", "aic"] = "auto"
     #: A Hugging Face ``config.json`` for a model the registry does not know.
     model_config: Mapping[str, Any] | None = None
 
@@ -143,7 +145,21 @@ class EnginePlan:
 
     tp: int
     workers: int
+    #: Per attention data-parallel rank (a worker holds ``batch x dp`` requests).
     batch: int | None = None
+    #: Attention data-parallel ranks, MoE tensor and expert parallelism (1: dense/TP only).
+    dp: int = 1
+    moe_tp: int = 1
+    moe_ep: int = 1
+
+    @property
+    def gpus_per_worker(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def moe(self) -> bool:
+        """Whether the worker uses more than tensor parallelism (data-parallel attention or EP)."""
+        return self.dp > 1 or self.moe_ep > 1
 
 
 @dataclass(frozen=True)
@@ -182,6 +198,8 @@ class PlanResult:
     agg: Plan | None
     #: (tokens/s/user, tokens/s/GPU) of the disaggregated candidates on the Pareto frontier.
     frontier: tuple[tuple[float, float], ...] = ()
+    #: The GPU budget planned for (None: none given, one replica sized).
+    total_gpus: int | None = None
     #: Prefill TTFT against ISL, decode ITL against context, at the chosen TPs.
     prefill_profile: tuple[ProfilePoint, ...] = field(default=())
     decode_profile: tuple[ProfilePoint, ...] = field(default=())

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from aiplane.realcluster.launcher import ClusterError, running_pids, start_real_cluster, stop_cluster
+from aiplane.realcluster.neighbours import NeighbourError, parse_with
 from aiplane.sim.fleet import load_fleet
 
 
@@ -25,6 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bin-dir", type=Path, help="the binaries (default: $AIPLANE_KUBE_BIN)")
     parser.add_argument("--fleet", type=Path, help="fleet file, as for `aiplane sim --fleet`")
     parser.add_argument("--crds", action="store_true", help="install aiplane's CRDs")
+    parser.add_argument(
+        "--with",
+        dest="neighbours",
+        default="",
+        metavar="NAMES",
+        help="also run upstream neighbours: lws,kueue,gateway or all (built by scripts/build-neighbours)",
+    )
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for readiness")
     args = parser.parse_args(argv)
     state: Path = args.state_dir
@@ -38,14 +46,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}\t{pid}")
         return 0 if pids else 1
     try:
+        neighbours = parse_with(args.neighbours)
+    except NeighbourError as error:
+        print(f"cluster up: {error}", file=sys.stderr)
+        return 2
+    try:
         cluster = start_real_cluster(
             state,
             bin_dir=args.bin_dir,
             fleet=load_fleet(args.fleet) if args.fleet else None,
             install_crds=args.crds,
+            neighbours=neighbours,
             timeout=args.timeout,
         )
-    except ClusterError as error:
+    except (ClusterError, NeighbourError) as error:
         print(f"cluster up failed: {error}", file=sys.stderr)
         return 1
     print(f"Kubernetes control plane serving at {cluster.server} (logs in {state / 'logs'})")

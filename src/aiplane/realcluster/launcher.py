@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -25,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from aiplane.api.crdgen import all_crds
+from aiplane.realcluster import neighbours as nb
 from aiplane.realcluster import pki as pkimod
 from aiplane.realcluster.admin import Admin, ApiError
+from aiplane.realcluster.net import free_port
 from aiplane.realcluster.nodes import fake_nodes
 from aiplane.sim.fleet import DEFAULT_FLEET, Fleet
 
@@ -34,12 +36,60 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Stopped in this order, the reverse of starting: clients before the API server, the API server before etcd.
-_STOP_ORDER = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+_STOP_ORDER = (
+    *reversed(nb.PROCESSES),
+    "kwok",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kube-apiserver",
+    "etcd",
+)
 _STOP_GRACE = 15.0
 # The API server's audit log: every request of every client but the control plane's own components and
 # kwok (whose traffic would dwarf the rest), one JSON object a line, written before the response is sent
 # (the log backend's default "blocking" mode), so a test reads a refused request as soon as it returns.
 AUDIT_LOG = "audit.log"
+
+
+def scheduler_config(kubeconfig: Path) -> dict[str, Any]:
+    """kube-scheduler's configuration: the default profile, packing GPUs.
+
+    The default scoring spreads pods (``NodeResourcesBalancedAllocation`` and the system-default
+    ``PodTopologySpread`` constraints) and weighs only CPU and memory, so GPU pods of mixed sizes are
+    placed one at a time with no regard to the GPUs they leave: 1- and 2-GPU workers that fill every GPU
+    of two nodes can end with one free GPU on each and a 2-GPU worker Unschedulable. GPU clusters pack
+    instead (kube's "resource bin packing": ``NodeResourcesFit`` with ``MostAllocated`` over the GPU
+    resources), so a node's GPUs are filled before the next node's are touched.
+    """
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": "default-scheduler",
+                "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+                "pluginConfig": [
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {
+                            "scoringStrategy": {
+                                "type": "MostAllocated",
+                                "resources": [
+                                    {"name": "nvidia.com/gpu", "weight": 1},
+                                    {"name": "amd.com/gpu", "weight": 1},
+                                ],
+                            }
+                        },
+                    },
+                    {"name": "PodTopologySpread", "args": {"defaultingType": "List"}},
+                ],
+            }
+        ],
+    }
+
+
 _AUDIT_POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -109,14 +159,6 @@ def check_bin_dir(path: Path) -> Path:
     if missing or not (path / "kwok-stages.yaml").is_file():
         raise ClusterError(f"{path} lacks {missing or ['kwok-stages.yaml']}: run scripts/build-kube")
     return path
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 nothing listens on now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _die_with_parent() -> None:
@@ -235,11 +277,13 @@ def _commands(bins: Path, state: Path, ports: _Ports) -> dict[str, list[str]]:
         ],
         "kube-scheduler": [
             str(bins / "kube-scheduler"),
-            *client_flags("scheduler"),
+            # With --config, kube-scheduler ignores --kubeconfig and --leader-elect: both are in the file.
+            f"--config={state / 'scheduler-config.json'}",
+            f"--authentication-kubeconfig={kc / 'scheduler.kubeconfig'}",
+            f"--authorization-kubeconfig={kc / 'scheduler.kubeconfig'}",
             "--bind-address=127.0.0.1",
             f"--secure-port={ports.scheduler}",
             f"--cert-dir={state / 'scheduler'}",
-            "--leader-elect=false",
             "--profiling=false",
         ],
         "kwok": [
@@ -257,11 +301,14 @@ def _commands(bins: Path, state: Path, ports: _Ports) -> dict[str, list[str]]:
     }
 
 
-def _spawn(name: str, argv: list[str], state: Path, *, tie_to_parent: bool) -> subprocess.Popen[bytes]:
+def _spawn(
+    name: str, argv: list[str], state: Path, *, tie_to_parent: bool, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     log = (state / "logs" / f"{name}.log").open("ab")
     with log:
         return subprocess.Popen(
             argv,
+            env={**os.environ, **env} if env else None,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -339,6 +386,8 @@ def start_real_cluster(
     bin_dir: Path | None = None,
     fleet: Fleet | None = None,
     install_crds: bool = False,
+    neighbours: tuple[str, ...] = (),
+    neighbours_dir: Path | None = None,
     timeout: float = 180.0,
     tie_to_parent: bool = False,
     audit_node_writes: bool = False,
@@ -346,12 +395,19 @@ def start_real_cluster(
     """Start a control plane in ``state_dir`` (made empty first) and return once it serves: ``/readyz``
     ok, every fleet node Ready (kwok), the ``default`` ServiceAccount made, the CRDs Established.
 
+    ``neighbours`` (``lws``, ``kueue``, ``gateway``; :mod:`aiplane.realcluster.neighbours`) are installed and
+    started from ``neighbours_dir`` (default ``$AIPLANE_NEIGHBOURS_DIR``, what scripts/build-neighbours
+    prints) once the rest serves; the call returns when their webhooks are in use.
+
     ``tie_to_parent`` ends the components when the calling thread's process dies (for test sessions;
     Linux delivers the signal when the *thread* that started them exits, so call it from a thread that
     lives as long as the cluster should); ``cluster up`` leaves them running for ``cluster down``.
     ``audit_node_writes`` records every client's Node writes in the audit log, request and response.
     """
     bins = check_bin_dir(bin_dir) if bin_dir is not None else bin_dir_from_env()
+    source = None
+    if neighbours:
+        source = nb.check_dir(neighbours_dir) if neighbours_dir is not None else nb.dir_from_env()
     state = state_dir.resolve()
     if (state / "state.json").exists():
         stop_cluster(state)
@@ -361,6 +417,9 @@ def start_real_cluster(
     (state / "etcd").chmod(0o700)
     (state / "audit-policy.json").write_text(
         json.dumps(audit_policy(node_writes=audit_node_writes)), encoding="utf-8"
+    )
+    (state / "scheduler-config.json").write_text(
+        json.dumps(scheduler_config(state / "kubeconfig" / "scheduler.kubeconfig")), encoding="utf-8"
     )
     deadline = time.monotonic() + timeout
     ports = _Ports()
@@ -379,6 +438,12 @@ def start_real_cluster(
         for node in nodes:
             admin.create("/api/v1/nodes", node)
         crds = _install_crds(admin) if install_crds else []
+        plan = None
+        if source is not None:
+            # The neighbours' CRDs (large) go in while kwok brings the nodes up.
+            plan = nb.prepare(neighbours, source, state, keys, server)
+            nb.install_crds(admin, plan)
+            crds += plan.crd_names()
         names = {node["metadata"]["name"] for node in nodes}
         _wait(
             "the fleet's nodes Ready (kwok)", lambda: _nodes_ready(admin, names), processes, state, deadline
@@ -391,6 +456,8 @@ def start_real_cluster(
             deadline,
         )
         _wait("the CRDs Established", lambda: _established(admin, crds), processes, state, deadline)
+        if plan is not None:
+            _start_neighbours(plan, admin, processes, state, tie_to_parent, deadline, cluster)
     except BaseException:
         stop_cluster(state, keep_state=True)
         raise
@@ -418,6 +485,35 @@ def _start_all(
     for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
         processes[name] = _spawn(name, commands[name], state, tie_to_parent=tie_to_parent)
     _write_state(state, cluster, processes)
+
+
+def _start_neighbours(
+    plan: nb.Plan,
+    admin: Admin,
+    processes: dict[str, subprocess.Popen[bytes]],
+    state: Path,
+    tie_to_parent: bool,
+    deadline: float,
+    cluster: RealCluster,
+) -> None:
+    """The processes (their CRDs are Established: their informers need them), then, once each serves, the
+    webhook configurations, whose failure policy would otherwise refuse every matching request."""
+    for process in plan.processes:
+        processes[process.name] = _spawn(
+            process.name, process.argv, state, tie_to_parent=tie_to_parent, env=process.env
+        )
+    _write_state(state, cluster, processes)
+    for process in plan.processes:
+        _wait(f"{process.name} /readyz", functools.partial(nb.healthy, process), processes, state, deadline)
+    nb.install_webhooks(admin, plan)
+    for process in plan.processes:
+        _wait(
+            f"{process.name}'s webhooks called by the API server",
+            functools.partial(nb.webhooks_active, admin, process),
+            processes,
+            state,
+            deadline,
+        )
 
 
 def _ours(pid: int, state: Path) -> bool:

@@ -211,3 +211,30 @@ def write_kubeconfig(pki: Pki, client: Client, server: str, path: Path) -> None:
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     path.chmod(0o600)
+
+
+def _load_ca(pki: Pki) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    cert = x509.load_pem_x509_certificate(pki.path("ca.crt").read_bytes())
+    key = serialization.load_pem_private_key(pki.path("ca.key").read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.path('ca.key')} is not an EC key")
+    return cert, key
+
+
+def issue_client(pki: Pki, client: Client) -> None:
+    """A client certificate for ``client``, signed by the cluster CA, beside the others (for components
+    started after the control plane: the upstream controllers of ``cluster up --with``)."""
+    pair = _leaf(_load_ca(pki), client.user, groups=client.groups)
+    _write(pki.path(f"{client.stem}.crt"), pair.cert)
+    _write(pki.path(f"{client.stem}.key"), pair.key, secret=True)
+
+
+def issue_serving(pki: Pki, common_name: str, directory: Path) -> None:
+    """A serving certificate for 127.0.0.1 and localhost, signed by the cluster CA, written as ``tls.crt`` and
+    ``tls.key`` into ``directory``: where a controller-runtime webhook server reads its certificate. The API
+    server trusts it through the webhook configuration's caBundle (the cluster CA)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    pair = _leaf(_load_ca(pki), common_name, hosts=("127.0.0.1", "localhost"))
+    _write(directory / "tls.crt", pair.cert)
+    _write(directory / "tls.key", pair.key, secret=True)

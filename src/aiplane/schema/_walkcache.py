@@ -1,4 +1,4 @@
-"""What validation remembers between writes so that it walks only what changed (issue #17).
+"""What validation remembers between writes so that it walks only what changed.
 
 A status write of a plan with 1,000 ``nodeStatuses`` re-validated every entry to change one, and the
 embedded cluster spent most of its CPU there. Both caches are keyed by schema *node* (its ``id``,

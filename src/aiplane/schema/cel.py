@@ -182,12 +182,22 @@ def _message_expression(
 
 
 def _reason_error(
-    path: str, node_type: str, message: str, reason: Any, *, value: Any, rule: str
+    path: str, node_type: str, message: str, reason: Any, *, value: Any, rule: str, from_expression: bool
 ) -> FieldError:
-    """``fieldErrorForReason``: Forbidden and Required keep the message, Duplicate keeps none."""
+    """``fieldErrorForReason``: Forbidden and Required keep the message, Duplicate keeps none. The bad
+    value is the node's own, left out for an object or a list ("spec: Invalid value: <message>", as
+    kube-apiserver 1.37 prints it; compared on the real tier) and for a ``messageExpression``'s
+    message, which embeds what it wants of the value."""
     kind = reason if reason in (fe.FORBIDDEN, fe.REQUIRED, fe.DUPLICATE) else fe.INVALID
     detail = "" if kind == fe.DUPLICATE else message
-    bad_value = "" if kind in (fe.FORBIDDEN, fe.REQUIRED) else node_type
+    if kind in (fe.FORBIDDEN, fe.REQUIRED):
+        bad_value: Any = ""
+    elif kind == fe.DUPLICATE:
+        bad_value = node_type
+    elif from_expression or isinstance(value, dict | list):
+        bad_value = fe.OMIT
+    else:
+        bad_value = value
     return FieldError(path, kind, value, detail, rule, "x-kubernetes-validations", message, bad_value)
 
 
@@ -268,9 +278,20 @@ def node_errors(
             if relative:
                 err_path = f"{path}.{relative}" if path else relative
         message = _message_expression(rule, variables)
+        from_expression = message is not None
         if message is None:
             message = str(rule.get("message") or "").strip() or f"failed rule: {_rule_error_string(rule)}"
-        errs.append(_reason_error(err_path, node_type, message, rule.get("reason"), value=value, rule=source))
+        errs.append(
+            _reason_error(
+                err_path,
+                node_type,
+                message,
+                rule.get("reason"),
+                value=value,
+                rule=source,
+                from_expression=from_expression,
+            )
+        )
     return errs
 
 

@@ -90,6 +90,23 @@ def test_successful_means_ready_upstream_bug_fixed() -> None:
     assert conds(d.status)["DeploymentReady"]["status"] == "True"
 
 
+def test_deploying_says_what_its_graph_waits_for() -> None:
+    deploying = view("Deploying", 1, 1, auto_apply=True, status=DEPLOYED)
+    waiting = 'secret "hf-token-secret" not found'
+    d = decide(deploying, Observed(dgd=DgdSeen(True, "pending", waiting)), NOW)
+    cond = conds(d.status)["DeploymentReady"]
+    assert (cond["status"], cond["reason"]) == ("False", "DeploymentPending")
+    assert cond["message"].endswith(f"is pending, waiting for: {waiting}")
+    assert d.status["state"] == "Deploying" and d.events == []  # the DGD's own Events say it once
+    # Steady: the same cause decides the same status.
+    again = decide(
+        view("Deploying", 1, 1, auto_apply=True, status=d.status),
+        Observed(dgd=DgdSeen(True, "pending", waiting)),
+        NOW,
+    )
+    assert again.status == d.status
+
+
 def test_degraded_goes_back_to_deploying_and_deleted_is_terminal() -> None:
     ready = view("Ready", 1, 1, auto_apply=True, status=DEPLOYED)
     d = decide(ready, Observed(dgd=DgdSeen(True, "pending")), NOW)
@@ -109,3 +126,35 @@ def test_spec_change_in_an_immutable_state_is_rejected_with_a_condition_and_appl
     assert [e[1] for e in d.events] == ["SpecChangeRejected"]
     again = view("Ready", 3, 1, auto_apply=True, status=d.status)
     assert decide(again, Observed(dgd=DgdSeen(True, "successful")), NOW).events == []  # once per generation
+
+
+MISS = "the best plan misses the SLA: TTFT 40.0 ms against spec.sla.ttft 5 ms (+700%)"
+
+
+def test_a_plan_missing_the_sla_is_not_auto_applied_and_warns() -> None:
+    profiling = view("Profiling", 1, 1, auto_apply=True)
+    d = decide(
+        profiling, Observed(profile=Profile(generated=GRAPH, results="configmap/x", sla_miss=MISS)), NOW
+    )
+    assert d.actions == ["write_output"]  # the spec is generated, no DGD created
+    assert d.status["state"] == "Ready"
+    assert ("Warning", "SLANotMet", MISS) in d.events
+    sla = conds(d.status)["SLAMet"]
+    assert (sla["status"], sla["reason"], sla["message"]) == ("False", "SLANotMet", MISS)
+    assert "autoApplyBestEffort" in conds(d.status)["SpecGenerated"]["message"]
+
+
+def test_a_plan_missing_the_sla_is_applied_when_the_request_opts_in() -> None:
+    profiling = RequestView("r", "ns", 1, False, True, {"state": "Profiling", "observedGeneration": 1}, True)
+    d = decide(
+        profiling, Observed(profile=Profile(generated=GRAPH, results="configmap/x", sla_miss=MISS)), NOW
+    )
+    assert d.actions == ["write_output", "create_dgd"]
+    assert [e[0] for e in d.events if e[1] == "SLANotMet"] == ["Warning"]
+
+
+def test_a_plan_meeting_the_sla_says_so() -> None:
+    profiling = view("Profiling", 1, 1, auto_apply=True)
+    d = decide(profiling, Observed(profile=Profile(generated=GRAPH, results="configmap/x")), NOW)
+    assert conds(d.status)["SLAMet"]["status"] == "True"
+    assert all(e[0] == "Normal" for e in d.events)

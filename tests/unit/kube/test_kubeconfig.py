@@ -1,4 +1,4 @@
-"""The kubeconfig and in-cluster reader that spares the operator kubernetes_asyncio's 37 MB (issue 17).
+"""The kubeconfig and in-cluster reader that spares the operator kubernetes_asyncio's 37 MB.
 
 It must read what kubernetes_asyncio's loader reads for the cases it takes (checked against that
 loader), hand everything else to it, and leave ``kubernetes_asyncio`` unimported for the common cases.

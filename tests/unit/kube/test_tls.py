@@ -1,4 +1,4 @@
-"""The operator's TLS connections read through 64 KiB buffers, not asyncio's 256 KiB (issue 17)."""
+"""The operator's TLS connections read through 64 KiB buffers, not asyncio's 256 KiB."""
 
 from __future__ import annotations
 

@@ -223,7 +223,7 @@ async def test_no_cordon_from_a_stale_node_view_until_it_is_fresh_again(
 ) -> None:
     await manager.cache_synced.wait()
     nodes = manager.informers.informer(NODES)
-    nodes.stale_after = -1.0  # the Node watch counts as silent for too long (issue 16)
+    nodes.stale_after = -1.0  # the Node watch counts as silent for too long
     assert nodes.stale
     await client.create(node_partitionings_resource(), np_body())
     await asyncio.sleep(0.5)  # a measurement window: admitted, but the view it would cordon from is stale

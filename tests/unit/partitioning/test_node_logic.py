@@ -581,7 +581,7 @@ def test_the_taint_comes_once_the_workload_is_gone_and_moves_daemonset_pods() ->
     d = run(np, node, pods=rest, now=NOW + timedelta(seconds=5))
     assert d.node_mutations == (Taint(NP_NAME),)
     # The DaemonSet controller deletes the device plugin once the taint is there: it is waited for,
-    # not evicted (an eviction racing that delete was answered 404 every time, issue 17).
+    # not evicted (an eviction racing that delete was answered 404 every time).
     assert d.evictions == ()
     assert reason_of(d, "NodeTainted") == ("True", "TaintApplied")
     assert reason_of(d, "DrainCompleted") == ("False", "DrainInProgress")

@@ -1,4 +1,4 @@
-"""What one NodePartitioning reconcile costs, counted (issue 17), not timed.
+"""What one NodePartitioning reconcile costs, counted, not timed.
 
 The executor reconciles each NodePartitioning some ten times in a rollout. Deep-copying the whole Node
 and rebuilding the Node, NodePartitioning and profile views (quantity parsing, the profile's hash) on

@@ -439,7 +439,7 @@ async def test_a_node_of_another_plan_is_a_conflict(cluster: Cluster) -> None:
 
     await eventually(taken_over, "the second plan creates its NodePartitionings")
     # Nothing of the deleted plan stays in memory: no backoff state, no expected write of it or its
-    # NodePartitionings (issue 17: per-object state must be forgotten with the object).
+    # NodePartitionings (per-object state must be forgotten with the object).
     await cluster.settle()
     assert cluster.controller.queue.num_requeues(Request(None, "rollout")) == 0
     assert len(cluster.reconciler.plan_writes) == len(cluster.reconciler.np_writes) == 0

@@ -1,7 +1,7 @@
 """The plan controller's incremental index equals the from-scratch decisions, and an event costs O(1).
 
 ``PlanIndex`` keeps one plan's selection, children and rollup counts up to date per Node and
-NodePartitioning event (issue 17: recomputing them over the fleet on every event made a rollout cost
+NodePartitioning event (recomputing them over the fleet on every event made a rollout cost
 O(fleet²)). The pure functions are the specification: after any sequence of events, the index must
 say exactly what ``select_nodes``, ``rollup``, ``children_by_node`` and ``node_statuses`` say over
 the same objects. The counting tests hold the work per event to a constant as the fleet grows.

@@ -1012,7 +1012,7 @@ def test_paused_takes_precedence_and_says_so() -> None:
     assert cond(status, "RolloutProgressing")["status"] == "True"  # in-flight nodes finish
 
 
-def test_empty_plan_is_pending_not_completed() -> None:
+def test_empty_plan_is_pending_not_completed_and_says_it_selects_no_node() -> None:
     plan = make_plan(
         rules=[{"selector": {"matchLabels": {POOL: "tpyo"}}, "profileRef": {"name": "mi300x-cpx"}}]
     )
@@ -1020,7 +1020,17 @@ def test_empty_plan_is_pending_not_completed() -> None:
     assert status["phase"] == "Pending"
     completed = cond(status, "RolloutCompleted")
     assert (completed["status"], completed["reason"]) == ("False", "NoMatchingNodes")
-    assert cond(status, "PlanReady")["status"] == "True"
+    # Not "ready": the condition says no node is selected, and its flip is a Warning Event.
+    ready = cond(status, "PlanReady")
+    assert (ready["status"], ready["reason"]) == ("False", "NoMatchingNodes")
+    assert re.search(
+        r"No node matches the plan's rules \(.+\): none of the cluster's \d+ nodes is selected",
+        ready["message"],
+    )
+    from aiplane.controllers.partitioning.plan import transition_events
+
+    events = transition_events(None, status)
+    assert [(t, r) for t, r, _ in events if r == "NoMatchingNodes"] == [("Warning", "NoMatchingNodes")]
 
 
 def test_all_skipped_dry_run_is_completed() -> None:

@@ -1,4 +1,4 @@
-"""What one plan reconcile costs per target, counted (issue 17), not timed.
+"""What one plan reconcile costs per target, counted, not timed.
 
 The plan controller compares every target's desired NodePartitioning with the existing one on every
 reconcile; building a whole view of each desired body for that comparison was a tenth of the

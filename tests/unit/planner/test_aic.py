@@ -80,7 +80,7 @@ def test_without_the_package_construction_says_how_to_install_it(monkeypatch: py
     monkeypatch.setitem(sys.modules, "aiconfigurator_core", None)
     monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk", None)
     monkeypatch.setitem(sys.modules, "aiconfigurator_core.sdk.engine", None)
-    with pytest.raises(ImportError, match=r"pip install 'aiplane\[aic\]'"):
+    with pytest.raises(ImportError, match=r"pip install aiconfigurator-core==0.12.0"):
         AicLatency()
 
 
@@ -88,7 +88,7 @@ def test_the_pinned_version_is_the_one_pyproject_installs() -> None:
     from pathlib import Path
 
     pyproject = (Path(aic.__file__).parents[3] / "pyproject.toml").read_text()
-    assert f'aic = ["aiconfigurator-core=={AIC_VERSION}"]' in pyproject
+    assert f'  "aiconfigurator-core=={AIC_VERSION}",' in pyproject  # a runtime dependency
 
 
 @needs_aic
@@ -183,3 +183,64 @@ def test_aic_plan_is_aic_cli_plan_among_equal_throughputs() -> None:
     assert (result.disagg.prefill.tp, result.disagg.prefill.workers) == (1, 4)
     assert (result.disagg.decode.tp, result.disagg.decode.workers, result.disagg.decode.batch) == (4, 1, 168)
     assert result.disagg.tokens_per_second_per_gpu == pytest.approx(856.397, abs=0.01)
+
+
+@needs_aic
+def test_moe_plan_is_aic_cli_best_plan_with_attention_dp() -> None:
+    """A mixture-of-experts model: AIC's CLI searches attention data parallelism and MoE TP/EP, and
+    its best plan here decodes on 4 attention-DP ranks whose experts are split 4-way by MoE TP."""
+    from aiplane.planner import PlanRequest, plan
+
+    # `aiconfigurator cli default` (0.12.0), Qwen3-30B-A3B on h200_sxm, vLLM, 8 GPUs, ISL 4000 /
+    # OSL 500, TTFT 600 ms, TPOT 20 ms: 4 x prefill tp1 + 1 x decode tp1pp1dp4etp4ep1 bs 84, 1967.075.
+    result = plan(
+        PlanRequest(
+            model="Qwen/Qwen3-30B-A3B",
+            backend="vllm",
+            system="h200",
+            isl=4000,
+            osl=500,
+            ttft_ms=600,
+            itl_ms=20,
+            total_gpus=8,
+        )
+    )
+    assert result.latency_model == "aic"  # chosen by default: AIC has data for this model and system
+    disagg = result.disagg
+    assert disagg is not None and disagg.prefill is not None and disagg.decode is not None
+    assert (disagg.prefill.tp, disagg.prefill.dp, disagg.prefill.workers) == (1, 1, 4)
+    decode = disagg.decode
+    assert (decode.tp, decode.dp, decode.moe_tp, decode.moe_ep, decode.workers) == (1, 4, 4, 1, 1)
+    assert decode.batch == 84
+    assert disagg.tokens_per_second_per_gpu == pytest.approx(1967.075, abs=0.01)
+    assert disagg.meets_sla
+    # Its aggregated search too: 2 replicas of tp1pp1dp4etp4ep1 at batch 32 per rank, 1734.5 tokens/s/GPU.
+    agg = result.agg
+    assert agg is not None and agg.agg is not None
+    assert (agg.agg.tp, agg.agg.dp, agg.agg.moe_tp, agg.agg.workers, agg.agg.batch) == (1, 4, 4, 2, 32)
+    assert agg.tokens_per_second_per_gpu == pytest.approx(1734.5, abs=0.05)
+
+
+def test_without_aic_data_the_builtin_model_plans() -> None:
+    """AMD systems have no AIC data: the default latency model falls back to the built-in one."""
+    from aiplane.planner import PlanRequest, plan
+
+    result = plan(
+        PlanRequest(
+            model="meta-llama/Llama-3.1-8B",
+            backend="vllm",
+            system="mi300x",
+            isl=2000,
+            osl=256,
+            ttft_ms=500,
+            itl_ms=25,
+            total_gpus=8,
+        )
+    )
+    assert result.latency_model == "builtin"
+
+
+def test_the_answer_cache_is_per_aic_release() -> None:
+    from aiplane.planner import aic_search
+
+    assert aic_search.AIC_RELEASE == AIC_VERSION

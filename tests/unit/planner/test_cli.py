@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from aiplane.cli import app
 
 BASE = ["plan", "--model", "Qwen/Qwen3-32B-FP8", "--system", "h200", "--backend", "trtllm", "--isl", "4000"]
-BASE += ["--osl", "500"]
+BASE += ["--osl", "500", "--latency-model", "builtin"]
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -53,16 +53,13 @@ def test_table_shows_both_plans_and_the_frontier() -> None:
 
 
 HUGE = "plan --model meta-llama/Llama-3.1-405B --backend vllm --system h100 --isl 100 --osl 100 --ttft 1000 --itl 50"
+HUGE += " --latency-model builtin"
 
 
-def test_no_plan_at_all_is_json_nulls_and_exit_three() -> None:
-    result = CliRunner().invoke(
-        app,
-        [*HUGE.split(), "-o", "json"],
-    )
-    assert result.exit_code == 3
-    doc = json.loads(result.stdout)
-    assert doc["disagg"] is None and doc["agg"] is None
+def test_a_model_no_engine_holds_exits_two() -> None:
+    result = CliRunner().invoke(app, [*HUGE.split(), "-o", "json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -139,3 +136,67 @@ def test_backend_is_required() -> None:
     result = CliRunner().invoke(app, ["plan", *BASE[1:5], *BASE[7:], "--ttft", "300", "--itl", "10"])
     assert result.exit_code == 2
     assert "--backend" in result.stderr
+
+
+def test_a_backend_the_system_cannot_run_is_an_input_error() -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--model",
+            "Qwen/Qwen3-32B",
+            "--system",
+            "mi300x",
+            "--backend",
+            "trtllm",
+            "--isl",
+            "2000",
+            "--osl",
+            "500",
+            "--ttft",
+            "1000",
+            "--itl",
+            "30",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--backend: trtllm does not run on mi300x" in result.stderr
+
+
+def test_a_model_that_fits_no_engine_names_the_gpus_it_needs() -> None:
+    """Llama-3.1-405B's BF16 weights (~810 GB) need 8 H200s: 2 GPUs are an input error, not a plan."""
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--model",
+            "meta-llama/Llama-3.1-405B",
+            "--system",
+            "h200",
+            "--backend",
+            "vllm",
+            "--isl",
+            "2000",
+            "--osl",
+            "500",
+            "--ttft",
+            "1000",
+            "--itl",
+            "30",
+            "--total-gpus",
+            "2",
+            "--latency-model",
+            "builtin",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--total-gpus:" in result.stderr
+    assert "smallest engine that holds it has 8 GPUs" in result.stderr
+
+
+def test_the_budget_planned_for_is_printed() -> None:
+    code, out, _ = run("--ttft", "300", "--itl", "10")
+    assert code in (0, 3)
+    assert "no --total-gpus" in out
+    code, out, _ = run("--ttft", "300", "--itl", "10", "--total-gpus", "16", "-o", "json")
+    assert json.loads(out)["totalGpus"] == 16

@@ -13,7 +13,7 @@ from aiplane.schema.celprogram import compile_rule, escape
 from aiplane.schema.validate import admit, validate
 from tests.unit.schema.helpers import plan
 
-DRY_RUN_MESSAGE = 'spec: Invalid value: "object": dryRun cannot be re-enabled once disabled'
+DRY_RUN_MESSAGE = "spec: Invalid value: dryRun cannot be re-enabled once disabled"
 
 
 def _with_dry_run(value: bool | None) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def test_dry_run_error_in_every_rendering(schema: dict[str, Any]) -> None:
     )
     assert err.cause() == {
         "reason": "FieldValueInvalid",
-        "message": 'Invalid value: "object": dryRun cannot be re-enabled once disabled',
+        "message": "Invalid value: dryRun cannot be re-enabled once disabled",
         "field": "spec",
     }
     assert kube_invalid_message("PartitioningPlan.infrastructure.silogen.ai", "plan-a", errs) == (
@@ -99,7 +99,7 @@ def test_message_expression_field_path_and_reason() -> None:
 @pytest.mark.parametrize(
     ("reason", "kube"),
     [
-        (None, 'spec: Invalid value: "object": must be one'),
+        (None, "spec: Invalid value: must be one"),
         ("FieldValueRequired", "spec: Required value: must be one"),
         ("FieldValueDuplicate", 'spec: Duplicate value: "object"'),
         ("FieldValueForbidden", "spec: Forbidden: must be one"),
@@ -119,7 +119,7 @@ def test_default_message_and_evaluation_errors() -> None:
         {"rule": "self.a > 0"}, {"rule": "self.b > 0"}, {"rule": "self.a / 0 > 1", "message": "div"}
     )
     assert _kube(validate({"spec": {"a": -1}}, schema)) == [
-        'spec: Invalid value: "object": failed rule: self.a > 0',
+        "spec: Invalid value: failed rule: self.a > 0",
         'spec: Invalid value: "object": no such key: b evaluating rule: self.b > 0',
         'spec: Invalid value: "object": division by zero evaluating rule: div',
     ]
@@ -128,9 +128,7 @@ def test_default_message_and_evaluation_errors() -> None:
 def test_absent_optional_fields_with_has() -> None:
     schema = _rules_schema({"rule": "!has(self.a) || self.a > 0", "message": "a must be positive"})
     assert validate({"spec": {}}, schema) == []
-    assert _kube(validate({"spec": {"a": 0}}, schema)) == [
-        'spec: Invalid value: "object": a must be positive'
-    ]
+    assert _kube(validate({"spec": {"a": 0}}, schema)) == ["spec: Invalid value: a must be positive"]
 
 
 def test_property_names_are_escaped() -> None:
@@ -154,7 +152,7 @@ def test_optional_old_self_runs_on_create_too() -> None:
     schema = _rules_schema(rule)
     assert validate({"spec": {"a": 1}}, schema) == []
     assert _kube(validate({"spec": {"a": 1}}, schema, old={"spec": {"a": 2}})) == [
-        'spec: Invalid value: "object": a may not decrease'
+        "spec: Invalid value: a may not decrease"
     ]
 
 
@@ -216,7 +214,7 @@ def test_resource_root_only_sees_name_and_generate_name() -> None:
     }
     assert validate(obj, schema) == []
     obj["metadata"]["name"] = "zzz"
-    assert _kube(validate(obj, schema)) == ['<nil>: Invalid value: "object": name']
+    assert _kube(validate(obj, schema)) == ["<nil>: Invalid value: name"]
 
 
 def test_date_time_strings_are_timestamps() -> None:
@@ -234,7 +232,7 @@ def test_date_time_strings_are_timestamps() -> None:
     }
     assert validate({"t": "2025-01-01T00:00:00Z"}, schema, resource_root=False) == []
     assert _kube(validate({"t": "2023-01-01T00:00:00.123456789Z"}, schema, resource_root=False)) == [
-        't: Invalid value: "string": old'
+        't: Invalid value: "2023-01-01T00:00:00.123456789Z": old'
     ]
 
 

@@ -847,7 +847,7 @@ def test_a_pod_event_syncs_only_the_pdbs_that_select_it(env: Env, monkeypatch: p
     """``getPdbForPod``: a Pod event queues the PDBs whose selector matches the Pod (before or after
     the event), and a sync reads only the namespace's Pods. The embedded controller synced every PDB
     of the namespace, each over every object of the namespace, on every Pod event (5 times the CPU for 3
-    times the ModelInfers in issue #17's benchmark). (A PDB's own status write queues it once more.)"""
+    times the ModelInfers in the ModelInfer benchmark). (A PDB's own status write queues it once more.)"""
     for i in range(20):
         env.create(env.pdb, pdb_body(f"pdb-{i}", {"app": f"a{i}"}, minAvailable=0))
         env.create(env.pod, pod_spec(f"p-{i}", {"app": f"a{i}"}))

@@ -244,7 +244,7 @@ def test_transition_rule_dry_run_cannot_be_re_enabled(api: Api) -> None:
     err = error_of(lambda: api.update(t, None, "p", again))
     assert err.code == 422
     assert err.message == (
-        'PartitioningPlan.infrastructure.silogen.ai "p" is invalid: spec: Invalid value: "object": '
+        'PartitioningPlan.infrastructure.silogen.ai "p" is invalid: spec: Invalid value: '
         "dryRun cannot be re-enabled once disabled"
     )
     assert (

@@ -1,4 +1,4 @@
-"""What a write costs the embedded server, counted (issue #17: the embedded cluster was the bottleneck
+"""What a write costs the embedded server, counted (the embedded cluster was the bottleneck
 of every end-to-end benchmark): a patch body is decoded once, by the C decoder, with Go's scanner
 kept for the bodies it refuses; stored objects are copied without ``copy.deepcopy``."""
 

@@ -45,6 +45,7 @@ from aiplane.controllers.dynamo.podtemplate import (
     deployment_strategy,
 )
 from aiplane.controllers.platform import Platform, decorate_template, default_gpu_resource
+from aiplane.controllers.queueing import QUEUE_LABEL
 
 __all__ = [
     "ANNOTATION_HASH",
@@ -111,6 +112,8 @@ class ChildrenInput:
     virtual_services: bool = True
     #: The KaiwoConfig + AIMNamespaceConfig in force in the DCD's namespace (controllers/platform.py).
     platform: Platform = field(default_factory=Platform)
+    #: The Kueue LocalQueue a new Deployment or LeaderWorkerSet goes to (controllers/queueing.py).
+    queue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,9 @@ def hash_of(obj: Mapping[str, Any], *, ignore_replicas: bool = False) -> str:
     if ignore_replicas:
         spec.pop("replicas", None)
     annotations = {k: v for k, v in objects.annotations(obj).items() if k != ANNOTATION_HASH}
-    owned = {"spec": spec, "labels": dict(objects.labels(obj)), "annotations": annotations}
+    # The queue is chosen at creation and never changed (queueing.py): it is no reason to update.
+    labels = {k: v for k, v in objects.labels(obj).items() if k != QUEUE_LABEL}
+    owned = {"spec": spec, "labels": labels, "annotations": annotations}
     text = json.dumps(owned, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
@@ -159,7 +164,12 @@ def updated(live: Mapping[str, Any], desired: Mapping[str, Any], *, keep_replica
                 spec[key] = copy.deepcopy(old_spec[key])
     out["spec"] = spec
     meta = out.setdefault("metadata", {})
-    meta["labels"] = {**(meta.get("labels") or {}), **objects.labels(desired)}
+    live_labels = dict(meta.get("labels") or {})
+    meta["labels"] = {**live_labels, **objects.labels(desired)}
+    # Kueue refuses a queue change on a workload with ready pods: the live object keeps its own.
+    meta["labels"].pop(QUEUE_LABEL, None)
+    if QUEUE_LABEL in live_labels:
+        meta["labels"][QUEUE_LABEL] = live_labels[QUEUE_LABEL]
     meta["annotations"] = {**(meta.get("annotations") or {}), **objects.annotations(desired)}
     return out
 
@@ -503,6 +513,8 @@ def desired_children(inp: ChildrenInput) -> Desired:
         assert isinstance(autoscaling, Mapping)
         children.append(_hpa(dcd, autoscaling))
     for child in children:
+        if inp.queue and child["kind"] in ("Deployment", "LeaderWorkerSet"):
+            child["metadata"]["labels"][QUEUE_LABEL] = inp.queue
         if ANNOTATION_HASH not in objects.annotations(child):
             _stamp(child)
     return Desired(children, is_multinode, hpa_on, replicas)

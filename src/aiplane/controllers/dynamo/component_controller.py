@@ -39,6 +39,7 @@ Why the pieces are the way they are:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Final
 
 import structlog
@@ -51,6 +52,7 @@ from aiplane.apimachinery.meta import (
     has_finalizer,
     is_controlled_by,
 )
+from aiplane.controllers import causes, queueing
 from aiplane.controllers.disruption import Arbitration, arbitrate, budget_differs, is_released
 from aiplane.controllers.dynamo import component_disruption as cdis
 from aiplane.controllers.dynamo import etcd
@@ -102,8 +104,10 @@ from aiplane.kube.resources import (
     PDBS,
     PODGROUPS,
     PODS,
+    PVCS,
     SERVICEACCOUNTS,
     SERVICES,
+    STORAGECLASSES,
     Resource,
     resource_for,
 )
@@ -122,6 +126,8 @@ BY_DCD: Final = "dynamocomponentdeployment-uid"
 BY_NODE: Final = "pod-node"
 #: Index of the LeaderWorkerSet pods: ``<namespace>/<LeaderWorkerSet>``.
 BY_LWS: Final = "pod-leaderworkerset"
+#: Index of every component pod: ``<namespace>/<DCD>`` (what holds them goes into the status).
+BY_COMPONENT: Final = "pod-component"
 #: Istio's GA VirtualService API (the resource table knows v1beta1).
 VIRTUALSERVICES_V1: Final = Resource("networking.istio.io", "v1", "virtualservices", "VirtualService", True)
 
@@ -159,7 +165,26 @@ TRANSITION_EVENTS: Final = (
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, from_statuses=("True",)),
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=FAILURE_REASONS),
     ConditionEvent(cdis.CONDITION_DISRUPTION_HELD, "True", WARNING),
+    # It starts waiting for Kueue's quota: once per wait, with Kueue's reason.
+    ConditionEvent(
+        CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=(queueing.REASON_PENDING,)
+    ),
 )
+
+
+def _deployment_of_pod_name(pod: str) -> str | None:
+    """``<deployment>-<pod-template-hash>-<5 random>``: the Deployment a ReplicaSet's pod is named after."""
+    parts = pod.rsplit("-", 2)
+    return parts[0] if len(parts) == 3 and len(parts[2]) == 5 else None
+
+
+def _deployment_pod_owner(workload: Mapping[str, Any], deployment: str) -> str | None:
+    """The name of the pod owning ``workload`` when it is a pod of ``deployment``, else None."""
+    for ref in objects.meta(workload).get("ownerReferences") or []:
+        name = str(ref.get("name") or "")
+        if ref.get("kind") == "Pod" and _deployment_of_pod_name(name) == deployment:
+            return name
+    return None
 
 
 def _by_node(pod: Mapping[str, Any]) -> list[str]:
@@ -170,6 +195,11 @@ def _by_node(pod: Mapping[str, Any]) -> list[str]:
 def _by_lws(pod: Mapping[str, Any]) -> list[str]:
     lws = objects.labels(pod).get(cdis.LWS_NAME_LABEL)
     return [f"{objects.namespace(pod)}/{lws}"] if lws else []
+
+
+def _by_component(pod: Mapping[str, Any]) -> list[str]:
+    dcd = objects.labels(pod).get(LABEL_SELECTOR)
+    return [f"{objects.namespace(pod)}/{dcd}"] if dcd else []
 
 
 def _dcd_of_pod(pod: Mapping[str, Any]) -> list[Request]:
@@ -186,6 +216,11 @@ def _pod_arbiter_state(pod: Obj) -> tuple[Any, ...]:
 def pod_changed_for_arbiter(old: Obj, new: Obj) -> bool:
     """Only what the arbiter reads: a pod's node, phase, readiness, deletion."""
     return _pod_arbiter_state(old) != _pod_arbiter_state(new)
+
+
+def pod_changed(old: Obj, new: Obj) -> bool:
+    """What this controller reads of a pod: the arbiter's fields, and what holds the pod."""
+    return pod_changed_for_arbiter(old, new) or causes.waiting_changed(old, new)
 
 
 def unschedulable_changed(old: Obj, new: Obj) -> bool:
@@ -212,6 +247,8 @@ class ComponentReconciler:
         platform: PlatformSource | None = None,
         pods: Informer | None = None,
         nodes: Informer | None = None,
+        claims: Informer | None = None,
+        storage_classes: Informer | None = None,
     ) -> None:
         self.client = client
         self.platform = platform
@@ -226,19 +263,24 @@ class ComponentReconciler:
         self.missing_multinode_api = missing_multinode_api
         self.status = StatusWriter(client, dcds_resource(), FIELD_MANAGER)
         self.expectations = Expectations()
-        #: LeaderWorkerSet pods and Nodes (multinode replica budgets); None: not on this cluster.
+        #: The component pods (what holds them; with LeaderWorkerSets, multinode replica budgets).
         self.pods = pods
+        #: Nodes (multinode replica budgets); None: LeaderWorkerSet is not served here.
         self.nodes = nodes
+        #: Claims and StorageClasses: an unbound claim of a pod names the StorageClass it lacks.
+        self.claims = claims
+        self.storage_classes = storage_classes
         if pods is not None:
             pods.add_indexer(BY_NODE, _by_node)
             pods.add_indexer(BY_LWS, _by_lws)
+            pods.add_indexer(BY_COMPONENT, _by_component)
         for _, informer in self.children.values():
             informer.add_indexer(BY_DCD, _by_dcd)
             informer.add_handler(on_delete=self._child_deleted)
         dcds.add_handler(on_delete=lambda obj: self.expectations.forget_owner(objects.key(obj)))
 
     def dcds_on_node(self, node: Obj) -> list[Request]:
-        """The DCDs with LeaderWorkerSet pods on ``node`` (the Node watch's map)."""
+        """The DCDs with pods on ``node`` (the Node watch's map)."""
         if self.pods is None:
             return []
         requests = {r for pod in self.pods.by_index(BY_NODE, objects.name(node)) for r in _dcd_of_pod(pod)}
@@ -256,13 +298,64 @@ class ComponentReconciler:
         _, informer = self.children[kind]
         return self.expectations.view(f"{kind}/{namespace}/{name}", informer.get(f"{namespace}/{name}"))
 
-    def _graph_backend(self, dcd: Mapping[str, Any]) -> str | None:
+    def _graph(self, dcd: Mapping[str, Any]) -> Obj | None:
         for ref in objects.meta(dcd).get("ownerReferences") or []:
             if isinstance(ref, Mapping) and ref.get("kind") == DGD_KIND and ref.get("name"):
-                dgd = self.dgds.get(f"{objects.namespace(dcd)}/{ref['name']}")
-                backend = objects.spec(dgd).get("backendFramework") if dgd else None
-                return str(backend) if backend else None
+                return self.dgds.get(f"{objects.namespace(dcd)}/{ref['name']}")
         return None
+
+    def _graph_backend(self, dcd: Mapping[str, Any]) -> str | None:
+        dgd = self._graph(dcd)
+        backend = objects.spec(dgd).get("backendFramework") if dgd else None
+        return str(backend) if backend else None
+
+    # --- Kueue --------------------------------------------------------------------------------------
+
+    def _queue_waits(self, dcd: Obj, desired: Desired) -> list[tuple[str, queueing.QuotaWait]]:
+        """The component's Kueue Workloads that wait: a LeaderWorkerSet's own, or its Deployment's pods'
+        (Kueue gives each pod of a Deployment a Workload owned by the pod)."""
+        workloads = self.platform.workloads if self.platform is not None else None
+        if workloads is None:
+            return []
+        namespace, name = objects.namespace(dcd), objects.name(dcd)
+        listed = workloads.list(namespace)
+        if desired.multinode:
+            waits = []
+            for child in desired.children:
+                if child["kind"] != "LeaderWorkerSet":
+                    continue
+                lws = self._view("LeaderWorkerSet", namespace, objects.name(child))
+                if lws is None or queueing.QUEUE_LABEL not in objects.labels(lws):
+                    continue
+                for wl in queueing.owned_workloads(listed, [objects.uid(lws)]):
+                    wait = queueing.quota_wait(wl)
+                    if wait is not None:
+                        waits.append((f"LeaderWorkerSet {objects.name(lws)}", wait))
+            return waits
+        deployment = self._view("Deployment", namespace, name)
+        if deployment is None or queueing.QUEUE_LABEL not in objects.labels(deployment):
+            return []
+        return [
+            (f"pod {pod}", wait)
+            for wl in listed
+            if (pod := _deployment_pod_owner(wl, name)) and (wait := queueing.quota_wait(wl)) is not None
+        ]
+
+    def workload_to_dcd(self, workload: Obj) -> list[Request]:
+        """A Kueue Workload's DCD: its LeaderWorkerSet's owner, or the Deployment its pod is named after."""
+        ns = objects.namespace(workload)
+        for ref in objects.meta(workload).get("ownerReferences") or []:
+            if ref.get("kind") == "LeaderWorkerSet" and "LeaderWorkerSet" in self.children:
+                lws = self.children["LeaderWorkerSet"][1].get(f"{ns}/{ref.get('name')}")
+                owner = controller_of(lws) if lws is not None else None
+                if owner is not None and owner.get("kind") == DCD_KIND and owner.get("name"):
+                    return [Request(ns or None, str(owner["name"]))]
+                return []
+            if ref.get("kind") == "Pod":
+                deployment = _deployment_of_pod_name(str(ref.get("name") or ""))
+                if deployment and self.dcds.get(f"{ns}/{deployment}") is not None:
+                    return [Request(ns or None, deployment)]
+        return []
 
     def _service_account(self, namespace: str) -> str | None:
         names = sorted(objects.name(sa) for sa in self.service_accounts.list(namespace))
@@ -302,6 +395,9 @@ class ComponentReconciler:
                     missing_multinode_api=self.missing_multinode_api,
                     virtual_services="VirtualService" in self.children,
                     platform=self.platform.platform(namespace) if self.platform else Platform(),
+                    queue=queueing.queue_for(self.platform.platform(namespace), dcd, self._graph(dcd))
+                    if self.platform
+                    else None,
                 )
             )
         except ChildrenError as exc:
@@ -460,22 +556,42 @@ class ComponentReconciler:
     def _availability(self, dcd: Obj, desired: Desired) -> Availability:
         namespace, name = objects.namespace(dcd), objects.name(dcd)
         if not desired.multinode:
-            return deployment_availability(self._view("Deployment", namespace, name), name)
-        names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
-        observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
-        return lws_availability(names, observed)
+            found = deployment_availability(self._view("Deployment", namespace, name), name)
+        else:
+            names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
+            observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
+            found = lws_availability(names, observed)
+        waits = self._queue_waits(dcd, desired) if found.status != "True" else []
+        if not waits:
+            return found
+        # Not available because Kueue has not admitted it: say so, in Kueue's words.
+        return replace(found, reason=queueing.REASON_PENDING, message=queueing.wait_message(waits))
+
+    def _waiting(self, dcd: Obj, availability: Availability) -> tuple[causes.Held, ...]:
+        """What holds the component's pods, while it is not available for want of them."""
+        if self.pods is None or availability.status == "True" or availability.reason in FAILURE_REASONS:
+            return ()
+        namespace = objects.namespace(dcd)
+        claims, classes = self.claims, self.storage_classes
+        return causes.collect(
+            self.pods.by_index(BY_COMPONENT, objects.key(dcd)),
+            claims=(lambda name: claims.get(f"{namespace}/{name}")) if claims is not None else None,
+            storage_classes=(lambda name: classes.get(name) is not None) if classes is not None else None,
+        )
 
     async def _report(self, dcd: Obj, availability: Availability, held: str | None = None) -> Obj:
         """Write the status if it changed; returns the DCD as written (or as it was)."""
         old = objects.status(dcd)
         now = self.clock.now()
-        status = compute_status(dcd, availability, now=now)
+        waiting = self._waiting(dcd, availability)
+        status = compute_status(dcd, availability, now=now, waiting=waiting)
         status = cdis.with_held(status, held, generation=objects.generation(dcd) or 0, now=now)
         written = await self.status.write(dcd, status)
         if written is None:
             return dcd
         self.expectations.wrote(f"{DCD_KIND}/{objects.key(dcd)}", dcd, written, conditional=True)
         emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, status)
+        causes.emit_new(self.recorder, dcd, old.get("waitingFor"), waiting)
         return written
 
 
@@ -492,8 +608,12 @@ PERMISSIONS: Final = (
     Permission("nvidia.com", ("dynamocomponentdeployments/finalizers",), ("update",)),
     Permission("nvidia.com", ("dynamographdeployments",), READ),
     Permission("", ("serviceaccounts",), READ),
-    # Multinode replicas: their pods and the nodes they stand on decide the per-replica budgets.
+    # Pods: what holds them goes into the status; for multinode replicas, they and the nodes they
+    # stand on decide the per-replica budgets.
     Permission("", ("pods", "nodes"), READ),
+    # An unbound claim a pod waits for is named with the StorageClass it lacks.
+    Permission("", ("persistentvolumeclaims",), READ),
+    Permission("storage.k8s.io", ("storageclasses",), READ),
     # Children, each created, replaced when it differs, deleted when no longer wanted.
     Permission("", ("services",), WRITE_CHILD),
     Permission("apps", ("deployments",), WRITE_CHILD),
@@ -528,8 +648,9 @@ def build(
         kinds.append(VIRTUALSERVICES_V1)
     children = {res.kind: (res, informers.informer(res)) for res in kinds}
     dcds = informers.informer(dcds_resource())
-    # Replica budgets need the LeaderWorkerSet pods and the Nodes; without LWS there are none.
-    pods = informers.informer(PODS, label_selector=cdis.POD_SELECTOR) if lws else None
+    # Every component pod (what holds it goes into the status); replica budgets also need the Nodes,
+    # and without LWS there are none.
+    pods = informers.informer(PODS, label_selector=LABEL_SELECTOR)
     nodes = informers.informer(NODES) if lws else None
     reconciler = ComponentReconciler(
         manager.client,
@@ -544,14 +665,17 @@ def build(
         platform=platform,
         pods=pods,
         nodes=nodes,
+        claims=informers.informer(PVCS),
+        storage_classes=informers.informer(STORAGECLASSES),
     )
     builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
     for res in kinds:
         builder = builder.owns(res)
+    builder = builder.watches(PODS, _dcd_of_pod, predicates=[pod_changed], label_selector=LABEL_SELECTOR)
     if lws:
-        builder = builder.watches(
-            PODS, _dcd_of_pod, predicates=[pod_changed_for_arbiter], label_selector=cdis.POD_SELECTOR
-        ).watches(NODES, reconciler.dcds_on_node, predicates=[unschedulable_changed])
+        builder = builder.watches(NODES, reconciler.dcds_on_node, predicates=[unschedulable_changed])
+    if platform is not None and platform.workloads is not None:
+        builder = builder.watches(platform.workloads.resource, reconciler.workload_to_dcd)
     if platform is not None:
         builder = watch_platform(
             builder,

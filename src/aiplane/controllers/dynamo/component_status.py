@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import get_condition, set_condition
+from aiplane.controllers import causes
 from aiplane.controllers.dynamo.podtemplate import LABEL_SELECTOR
 
 __all__ = [
@@ -133,24 +134,39 @@ def lws_availability(names: Sequence[str], observed: Mapping[str, Mapping[str, A
     return Availability("False", "LeaderWorkerSetsNotReady", message, replicas, ready)
 
 
-def compute_status(dcd: Mapping[str, Any], availability: Availability, *, now: datetime) -> dict[str, Any]:
+def compute_status(
+    dcd: Mapping[str, Any],
+    availability: Availability,
+    *,
+    now: datetime,
+    waiting: Sequence[causes.Held] = (),
+) -> dict[str, Any]:
     """The DCD's new status: both conditions (with ``observedGeneration``), replica counts when known
-    (else the previous ones), and the selector the scale subresource serves."""
+    (else the previous ones), the selector the scale subresource serves, and what holds the pods
+    (``waiting``: named in the conditions' message and in ``waitingFor``)."""
     status: dict[str, Any] = copy.deepcopy(dict(objects.status(dcd)))
     generation = objects.generation(dcd) or 0
     conditions = status.get("conditions")
+    message = availability.message
+    if waiting:
+        message = f"{message}; {causes.describe(waiting)}"
     for type_ in (CONDITION_AVAILABLE, CONDITION_READY):
         conditions, _ = set_condition(
             conditions,
             type_,
             availability.status,
             availability.reason,
-            availability.message,
+            message,
             observed_generation=generation,
             now=now,
         )
     status["conditions"] = conditions
     status["observedGeneration"] = generation
+    waiting_for = causes.summary(waiting)
+    if waiting_for is None:
+        status.pop("waitingFor", None)
+    else:
+        status["waitingFor"] = waiting_for
     if availability.replicas is not None:
         status["replicas"] = availability.replicas
     if availability.ready_replicas is not None:

@@ -1,6 +1,6 @@
 """What a DynamoGraphDeployment wants on the DCD path: pure decisions over the DGD as cached.
 
-Upstream's DGD controller (``internal/dynamo/graph.go``, ``../shared/reference/dynamo.md`` §1) turns
+Upstream's DGD controller (ai-dynamo/dynamo ``deploy/cloud/operator/internal/dynamo/graph.go``) turns
 each ``spec.services`` entry into one DynamoComponentDeployment. The decisions are kept here, free
 of I/O, so the executor only compares and writes: which DCDs should exist and with which body
 (:func:`desired_dcds`), which owned ones must go (:func:`stale_dcds`), and whether the graph can be

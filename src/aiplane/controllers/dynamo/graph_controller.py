@@ -11,7 +11,7 @@
               stale DCDs deleted with a uid precondition
     report    /status merge patch only when it changed; Events from graph_status.graph_events
 
-Upstream's order (``../shared/reference/dynamo.md`` §1 "Reconcile order") is kept: finalizer,
+Upstream's order (ai-dynamo/dynamo ``dynamographdeployment_controller.go``; docs/dynamo.md) is kept: finalizer,
 planner account, PVCs, orchestrator choice, DCDs. Validation comes before any of it, so an invalid
 graph creates nothing. The orchestrator is always the DCD path: Grove is not supported, and the
 ``nvidia.com/enable-grove`` annotation is ignored (docs/dynamo.md).

@@ -1,6 +1,6 @@
 """What a DynamoGraphDeployment's status says: a pure decision over the DCDs as observed.
 
-Upstream (``dynamographdeployment_controller.go``, ``../shared/reference/dynamo.md`` §1 "DGD status")
+Upstream (ai-dynamo/dynamo ``internal/controller/dynamographdeployment_controller.go``; docs/dynamo.md)
 reports ``status.state`` (``pending`` | ``successful`` | ``failed``) and one condition ``Ready``
 whose reasons are ``all_resources_are_ready``, ``some_resources_are_not_ready``,
 ``failed_to_reconcile_the_resources`` and ``failed_to_handle_the_finalizer``. We keep those.
@@ -28,6 +28,7 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import get_condition, set_condition
 from aiplane.apimachinery.meta import is_controlled_by
 from aiplane.controllers.dynamo.naming import ANNOTATION_LAST_APPLIED_HASH
+from aiplane.controllers.queueing import REASON_PENDING
 from aiplane.kube.status import ConditionEvent, transition_events
 
 __all__ = [
@@ -68,6 +69,8 @@ REASON_NOT_READY: Final = "some_resources_are_not_ready"
 REASON_FAILED: Final = "failed_to_reconcile_the_resources"
 REASON_FINALIZER: Final = "failed_to_handle_the_finalizer"
 REASON_INVALID: Final = "invalid_spec"
+#: The Warning Event for a new cause holding the graph's pods (the DCD's own Event names its reason).
+REASON_WAITING: Final = "PodsWaiting"
 
 #: Condition messages are capped (the API allows 32 KiB; a human reads far less).
 MAX_MESSAGE: Final = 4096
@@ -86,6 +89,9 @@ class DcdView:
     available: str | None  # the Available condition's status; None when there is none
     available_reason: str
     available_generation: int | None
+    #: ``QuotaPending: <the Available message>`` when the DCD waits for Kueue (the graph repeats it).
+    quota_message: str = ""
+    waiting_for: str = ""  # the DCD's status.waitingFor: what holds its pods
 
 
 def _int(value: Any) -> int | None:
@@ -106,6 +112,10 @@ def dcd_view(dcd: Obj, owner_uid: str) -> DcdView:
         available=str(available.get("status")) if available is not None else None,
         available_reason=str((available or {}).get("reason") or ""),
         available_generation=_int((available or {}).get("observedGeneration")),
+        quota_message=f"{REASON_PENDING}: {(available or {}).get('message') or ''}"
+        if (available or {}).get("reason") == REASON_PENDING
+        else "",
+        waiting_for=str(objects.status(dcd).get("waitingFor") or ""),
     )
 
 
@@ -133,10 +143,20 @@ class GraphReport:
     reason: str
     message: str
     ready_services: str | None
+    #: What holds the pods of the services that are not ready (each cause once), for ``waitingFor``.
+    waiting_for: str | None = None
 
     @property
     def ready(self) -> bool:
         return self.state == STATE_SUCCESSFUL
+
+
+def _not_available_reason(view: DcdView) -> str:
+    """A component waiting for Kueue says why, in Kueue's words; otherwise what holds its pods."""
+    if view.quota_message:
+        return view.quota_message
+    why = view.available_reason or f"Available is {view.available}"
+    return f"{why}, waiting for: {view.waiting_for}" if view.waiting_for else why
 
 
 def not_ready_reason(wanted: WantedDcd, view: DcdView | None) -> str | None:
@@ -160,7 +180,7 @@ def not_ready_reason(wanted: WantedDcd, view: DcdView | None) -> str | None:
             f"(Available observed generation {view.available_generation or 0})"
         )
     if view.available != "True":
-        return view.available_reason or f"Available is {view.available}"
+        return _not_available_reason(view)
     return None
 
 
@@ -189,7 +209,18 @@ def decide(
         REASON_NOT_READY,
         _cap(f"{len(not_ready)} of {len(wanted)} resources not ready: {listed}"),
         ready_services,
+        _waiting_for([views[name] for name, _ in not_ready if name in views]),
     )
+
+
+def _waiting_for(views: Sequence[DcdView]) -> str | None:
+    """The not-ready services' causes, each once (two workers short of the same Secret: one cause)."""
+    seen: dict[str, None] = {}
+    for view in views:
+        if view.available != "True":
+            for cause in view.waiting_for.split("; ") if view.waiting_for else ():
+                seen.setdefault(cause, None)
+    return _cap("; ".join(seen)) if seen else None
 
 
 def status_of(report: GraphReport, generation: int, existing: Obj | None, now: datetime) -> dict[str, Any]:
@@ -210,6 +241,10 @@ def status_of(report: GraphReport, generation: int, existing: Obj | None, now: d
         status.pop("readyServices", None)
     else:
         status["readyServices"] = report.ready_services
+    if report.waiting_for is None:
+        status.pop("waitingFor", None)
+    else:
+        status["waitingFor"] = report.waiting_for
     return status
 
 
@@ -235,4 +270,8 @@ def graph_events(before: Obj | None, after: Obj | None) -> list[tuple[str, str, 
             events.append(("Warning", str(new.get("reason", "")), str(new.get("message", ""))))
     elif new.get("status") == "False" and old.get("status") == "True":
         events.append(("Warning", str(new.get("reason", "")), str(new.get("message", ""))))
+    before_waiting = str((before or {}).get("waitingFor") or "")
+    for cause in str((after or {}).get("waitingFor") or "").split("; "):
+        if cause and cause not in before_waiting:
+            events.append(("Warning", REASON_WAITING, f"Pods of the graph wait for: {cause}"))
     return events

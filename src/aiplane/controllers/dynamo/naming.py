@@ -1,7 +1,7 @@
 """Names and labels of the objects a DynamoGraphDeployment produces, and the limits they must meet.
 
-The names are a user-facing contract copied from upstream (``internal/dynamo/graph.go``, see
-``../shared/reference/dynamo.md`` §1 and §2): one DCD per service, ``<dgd>-<lowercase(key)>``, and the
+The names are a user-facing contract copied from upstream (ai-dynamo/dynamo,
+``deploy/cloud/operator/internal/dynamo/graph.go``; docs/dynamo.md): one DCD per service, ``<dgd>-<lowercase(key)>``, and the
 DCD's children named after it — a Deployment and (frontends) a Service ``<dcd>``, and, multinode,
 a LeaderWorkerSet ``<dcd>-<i>`` per replica whose StatefulSets and pods add their own suffixes.
 

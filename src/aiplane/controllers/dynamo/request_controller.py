@@ -60,12 +60,12 @@ from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, Resource, resource_for
+from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, PODS, Resource, resource_for
 from aiplane.kube.status import StatusWriter
 from aiplane.planner import report
 from aiplane.planner.api import plan
 from aiplane.planner.systems import resolve_system
-from aiplane.planner.types import PlannerError, PlanRequest, PlanResult, SystemSpec
+from aiplane.planner.types import Plan, PlannerError, PlanRequest, PlanResult, SystemSpec
 
 Obj = dict[str, Any]
 Planner = Callable[[PlanRequest], PlanResult]
@@ -148,8 +148,11 @@ class RequestReconciler:
         options: DynamoOptions,
         planner: Planner | None = None,
         systems: Systems | None = None,
+        pods: Informer | None = None,
     ) -> None:
         self.client = client
+        #: Bound pods: the GPUs they request are not free for a new plan.
+        self.pods = pods
         self.dgdrs = dgdrs
         self.jobs = jobs
         self.outputs = outputs
@@ -186,6 +189,7 @@ class RequestReconciler:
             generation=objects.generation(dgdr) or 1,
             online=not isinstance(spec, str) and spec.online,
             auto_apply=not isinstance(spec, str) and spec.autoApply,
+            best_effort=not isinstance(spec, str) and spec.autoApplyBestEffort,
             status=objects.status(dgdr),
         )
         seen, base, target, model_config = await self._observe(dgdr, view, spec)
@@ -248,7 +252,13 @@ class RequestReconciler:
                 if not self.options.profiler_image:
                     problems.append("spec.online: the operator was started without --profiler-image")
             else:
-                found = find_target(self.nodes.list(), spec.gpu.type if spec.gpu else None, self.canonical)
+                found = find_target(
+                    self.nodes.list(),
+                    spec.gpu.type if spec.gpu else None,
+                    self.canonical,
+                    self.pods.list() if self.pods is not None else (),
+                    spec.gpu.totalGpus if spec.gpu else None,
+                )
                 if isinstance(found, str):
                     problems.append(found)
                 else:
@@ -381,7 +391,10 @@ class RequestReconciler:
                 if exc.not_found:
                     return DgdSeen(exists=False)
                 raise
-        return DgdSeen(exists=True, state=str(objects.status(dgd).get("state") or ""))
+        status = objects.status(dgd)
+        return DgdSeen(
+            exists=True, state=str(status.get("state") or ""), waiting_for=str(status.get("waitingFor") or "")
+        )
 
     # --- act --------------------------------------------------------------------------------------
 
@@ -435,7 +448,11 @@ class RequestReconciler:
             ttft_ms=float(spec.sla.ttft),
             itl_ms=float(spec.sla.itl),
             min_gpus_per_engine=gpu.minNumGPUsPerEngine if gpu else 1,
-            max_gpus_per_engine=gpu.maxNumGPUsPerEngine if gpu else 8,
+            # Unset: the latency model's own sizes (AIC's search goes to 16 GPUs for MoE workers).
+            max_gpus_per_engine=(
+                gpu.maxNumGPUsPerEngine if gpu and "maxNumGPUsPerEngine" in gpu.model_fields_set else None
+            ),
+            latency_model="auto",
             total_gpus=target.budget,
             partitions_per_gpu=target.partitions_per_gpu,
             model_config=model_config,
@@ -443,7 +460,7 @@ class RequestReconciler:
         try:
             result = await asyncio.to_thread(self.planner, request)
         except PlannerError as exc:
-            return Profile(error=str(exc), invalid=True)
+            return Profile(error=report.cr_message(str(exc)), invalid=True)
         return self._offline_profile(dgdr, spec, target, base, request, result)
 
     def _offline_profile(
@@ -464,7 +481,8 @@ class RequestReconciler:
             return Profile(
                 error=(
                     f"no disaggregated plan for {spec.modelName} on {target.budget} {target.system} "
-                    f"GPUs fits the engine sizes {request.min_gpus_per_engine}..{request.max_gpus_per_engine}"
+                    f"GPUs fits the engine sizes of spec.gpu.minNumGPUsPerEngine {request.min_gpus_per_engine}.."
+                    f"spec.gpu.maxNumGPUsPerEngine {request.max_gpus_per_engine or 'default'}"
                 )
             )
         graph_plan = GraphPlan(
@@ -478,6 +496,10 @@ class RequestReconciler:
             gpu_resource=target.resource,
             gpus_per_node=target.per_node,
             profile_configmap=output_name(name),
+            prefill_dp=chosen.prefill.dp,
+            prefill_ep=chosen.prefill.moe_ep,
+            decode_dp=chosen.decode.dp,
+            decode_ep=chosen.decode.moe_ep,
         )
         dgd_name, namespace = self._names(view, spec, base)
         try:
@@ -489,18 +511,22 @@ class RequestReconciler:
         generated = self._labelled(view, spec, graph)
         sla = "meets the SLA" if chosen.meets_sla else "does NOT meet the SLA (closest plan)"
         message = (
-            f"planned {chosen.prefill.workers}x prefill TP{chosen.prefill.tp} + {chosen.decode.workers}x decode "
-            f"TP{chosen.decode.tp} on {chosen.gpus} of {target.budget} {target.system} "
-            f"{'partitions' if target.partitions_per_gpu > 1 else 'GPUs'}: TTFT {chosen.ttft_ms:.0f} ms, "
+            f"planned {chosen.prefill.workers}x prefill {report.layout(chosen.prefill)} + "
+            f"{chosen.decode.workers}x decode {report.layout(chosen.decode)} on {chosen.gpus} of {target.budget} "
+            f"{target.system} {'partitions' if target.partitions_per_gpu > 1 else 'GPUs'} "
+            f"({result.latency_model} latency model): TTFT {chosen.ttft_ms:.0f} ms, "
             f"ITL {chosen.itl_ms:.1f} ms, {chosen.tokens_per_second_per_gpu:.0f} tokens/s/GPU; {sla}"
         )
+        miss = "" if chosen.meets_sla else sla_miss(chosen, spec.sla.ttft, spec.sla.itl)
         self.output_bodies[(objects.uid(dgdr), view.generation)] = output_configmap(
             dgdr, generated, json.dumps(report.to_json(result), indent=1)
         )
         # The Planner service mounts the profile data from a ConfigMap in its own namespace: when the
         # graph goes elsewhere (deploymentOverrides.namespace), a copy goes there too.
         self.output_namespaces[(objects.uid(dgdr), view.generation)] = namespace
-        return Profile(generated=generated, results=f"configmap/{output_name(name)}", message=message)
+        return Profile(
+            generated=generated, results=f"configmap/{output_name(name)}", message=message, sla_miss=miss
+        )
 
     async def _write_output(self, dgdr: Obj) -> None:
         key = (objects.uid(dgdr), objects.generation(dgdr) or 1)
@@ -546,6 +572,19 @@ class RequestReconciler:
                 raise
 
 
+def sla_miss(plan: Plan, ttft_ms: float, itl_ms: float) -> str:
+    """By how much ``plan`` misses each target it misses (the SLAMet condition and Warning Event)."""
+    misses = [
+        f"{what} {got:.1f} ms against spec.sla.{field} {want:g} ms (+{got / want - 1:.0%})"
+        for what, field, got, want in (
+            ("TTFT", "ttft", plan.ttft_ms, ttft_ms),
+            ("ITL", "itl", plan.itl_ms, itl_ms),
+        )
+        if got > want
+    ]
+    return "the best plan misses the SLA: " + ("; ".join(misses) or "no plan meets both targets")
+
+
 def _labelled_requests(obj: Obj) -> Iterable[Request]:
     labels = objects.labels(obj)
     name, namespace = labels.get(LABEL_DGDR_NAME), labels.get(LABEL_DGDR_NAMESPACE)
@@ -564,6 +603,7 @@ PERMISSIONS: Final = (
     Permission("", ("configmaps",), ("get", "list", "watch", "create", "update")),
     # GPU inventory for the profiler's search space.
     Permission("", ("nodes",), READ),
+    Permission("", ("pods",), READ),
     EVENTS_WRITE,
 )
 
@@ -584,6 +624,7 @@ def setup_controller(
         manager.options(DynamoOptions),
         planner,
         systems,
+        informers.informer(PODS),
     )
     controller = (
         Controller.build("dynamographdeploymentrequest")

@@ -67,6 +67,20 @@ class GraphPlan:
     gpus_per_node: int = 8
     #: The ConfigMap holding the profile data the Planner service mounts (None: no Planner data).
     profile_configmap: str | None = None
+    #: Mixture-of-experts layouts: attention data-parallel ranks and expert parallelism per worker
+    #: (1: tensor parallelism only). A worker then has tp x dp GPUs.
+    prefill_dp: int = 1
+    prefill_ep: int = 1
+    decode_dp: int = 1
+    decode_ep: int = 1
+
+    @property
+    def prefill_gpus(self) -> int:
+        return self.prefill_tp * self.prefill_dp
+
+    @property
+    def decode_gpus(self) -> int:
+        return self.decode_tp * self.decode_dp
 
 
 def worker_services(services: Mapping[str, Any], backend: str) -> tuple[str, str]:
@@ -95,7 +109,51 @@ def patch_tp(args: list[str], backend: str, tp: int) -> list[str]:
     Handles both a shell line (``"python3 -m dynamo.vllm ... --tensor-parallel-size 2"``) and
     separate tokens (``["--tensor-parallel-size", "2"]``).
     """
-    flags = TP_FLAGS[backend]
+    return patch_flag(args, backend, TP_FLAGS[backend], tp)
+
+
+#: Each backend's flags for attention data parallelism and expert parallelism (its launcher's
+#: arguments: vLLM's ``--data-parallel-size`` / ``--enable-expert-parallel``, SGLang's
+#: ``--dp-size`` / ``--enable-dp-attention`` / ``--ep-size``, TensorRT-LLM's Dynamo launcher's
+#: ``--enable-attention-dp`` / ``--expert-parallel-size``).
+DP_FLAGS: Final = {"vllm": "--data-parallel-size", "sglang": "--dp-size"}
+DP_SWITCHES: Final = {"sglang": "--enable-dp-attention", "trtllm": "--enable-attention-dp"}
+EP_FLAGS: Final = {"sglang": "--ep-size", "trtllm": "--expert-parallel-size"}
+EP_SWITCHES: Final = {"vllm": "--enable-expert-parallel"}
+
+
+def patch_layout(args: list[str], backend: str, tp: int, dp: int, ep: int) -> list[str]:
+    """``args`` for a worker of ``tp`` x ``dp`` GPUs with ``ep``-way experts. vLLM counts TP per
+    data-parallel rank; SGLang and TensorRT-LLM count the worker's GPUs as its TP size."""
+    out = patch_tp(args, backend, tp if backend == "vllm" or dp == 1 else tp * dp)
+    if dp > 1:
+        if backend in DP_FLAGS:
+            out = patch_flag(out, backend, (DP_FLAGS[backend],), dp)
+        if backend in DP_SWITCHES:
+            out = _switch(out, backend, DP_SWITCHES[backend])
+    if ep > 1:
+        if backend in EP_FLAGS:
+            out = patch_flag(out, backend, (EP_FLAGS[backend],), ep)
+        if backend in EP_SWITCHES:
+            out = _switch(out, backend, EP_SWITCHES[backend])
+    return out
+
+
+def _switch(args: list[str], backend: str, flag: str) -> list[str]:
+    """``args`` with the boolean ``flag`` present (appended to the launcher's line when absent)."""
+    if any(flag in token.split() for token in args):
+        return list(args)
+    out = list(args)
+    for i, token in enumerate(out):
+        if f"dynamo.{backend}" in token:
+            out[i] = f"{token} {flag}"
+            return out
+    return [*out, flag]
+
+
+def patch_flag(args: list[str], backend: str, flags: tuple[str, ...], value: int) -> list[str]:
+    """``args`` with the first of ``flags`` set to ``value`` (added when absent)."""
+    tp = value
     out = list(args)
     for i, token in enumerate(out):
         if token in flags and i + 1 < len(out):
@@ -113,11 +171,12 @@ def patch_tp(args: list[str], backend: str, tp: int) -> list[str]:
     return [*out, flags[0], str(tp)]
 
 
-def _set_engine(svc: Obj, plan: GraphPlan, tp: int, workers: int) -> None:
+def _set_engine(svc: Obj, plan: GraphPlan, tp: int, workers: int, dp: int = 1, ep: int = 1) -> None:
     main = svc.setdefault("extraPodSpec", {}).setdefault("mainContainer", {})
-    main["args"] = patch_tp(list(main.get("args") or []), plan.backend, tp)
-    nodes = max(1, math.ceil(tp / plan.gpus_per_node))
-    per_node = tp if nodes == 1 else plan.gpus_per_node
+    main["args"] = patch_layout(list(main.get("args") or []), plan.backend, tp, dp, ep)
+    gpus = tp * dp
+    nodes = max(1, math.ceil(gpus / plan.gpus_per_node))
+    per_node = gpus if nodes == 1 else plan.gpus_per_node
     resources = svc.setdefault("resources", {})
     for side in ("requests", "limits"):
         item = resources.get(side) or {}
@@ -149,8 +208,8 @@ def _planner(services: Mapping[str, Any], plan: GraphPlan, dgd_name: str) -> Obj
         f"--namespace={dyn_ns}",
         "--environment=kubernetes",
         f"--backend={plan.backend}",
-        f"--prefill-engine-num-gpu={plan.prefill_tp}",
-        f"--decode-engine-num-gpu={plan.decode_tp}",
+        f"--prefill-engine-num-gpu={plan.prefill_gpus}",
+        f"--decode-engine-num-gpu={plan.decode_gpus}",
         f"--ttft={plan.ttft_ms}",
         f"--itl={plan.itl_ms}",
         f"--profile-results-dir={PROFILE_MOUNT}",
@@ -190,8 +249,10 @@ def generate_graph(base: Mapping[str, Any], plan: GraphPlan, name: str, namespac
     if not isinstance(services, dict) or not services:
         raise ValueError("spec.services: the base graph has no services")
     prefill, decode = worker_services(services, plan.backend)
-    _set_engine(services[prefill], plan, plan.prefill_tp, plan.prefill_workers)
-    _set_engine(services[decode], plan, plan.decode_tp, plan.decode_workers)
+    _set_engine(
+        services[prefill], plan, plan.prefill_tp, plan.prefill_workers, plan.prefill_dp, plan.prefill_ep
+    )
+    _set_engine(services[decode], plan, plan.decode_tp, plan.decode_workers, plan.decode_dp, plan.decode_ep)
     services[PLANNER_SERVICE] = _planner(services, plan, name)
     return graph
 

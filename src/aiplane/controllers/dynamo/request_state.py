@@ -61,7 +61,16 @@ PROFILING_COND: Final = "Profiling"
 SPEC_GENERATED: Final = "SpecGenerated"
 DEPLOYMENT_READY: Final = "DeploymentReady"
 SPEC_CHANGE_REJECTED: Final = "SpecChangeRejected"
-CONDITION_TYPES: Final = (VALIDATION, PROFILING_COND, SPEC_GENERATED, DEPLOYMENT_READY, SPEC_CHANGE_REJECTED)
+#: Whether the generated plan meets the SLA (``kubectl get dgdr`` shows it; False says by how much).
+SLA_MET: Final = "SLAMet"
+CONDITION_TYPES: Final = (
+    VALIDATION,
+    PROFILING_COND,
+    SPEC_GENERATED,
+    SLA_MET,
+    DEPLOYMENT_READY,
+    SPEC_CHANGE_REJECTED,
+)
 
 Action = Literal["create_job", "start_plan", "write_output", "create_dgd"]
 Event = tuple[str, str, str]  # (Normal|Warning, reason, message)
@@ -77,6 +86,8 @@ class RequestView:
     online: bool
     auto_apply: bool
     status: Mapping[str, Any]
+    #: spec.autoApplyBestEffort: apply a plan that misses the SLA too.
+    best_effort: bool = False
 
     @property
     def state(self) -> str:
@@ -109,6 +120,8 @@ class Profile:
     message: str = ""
     error: str = ""
     invalid: bool = False
+    #: Non-empty when the plan misses the SLA: by how much, per target.
+    sla_miss: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,8 @@ class DgdSeen:
 
     exists: bool
     state: str = ""
+    #: The DGD's ``status.waitingFor``: what holds its pods (the Deploying message repeats it).
+    waiting_for: str = ""
 
 
 @dataclass(frozen=True)
@@ -290,10 +305,24 @@ def _generated(step: _Step, seen: Observed, profile: Profile) -> None:
     step.status["profilingResults"] = profile.results
     step.status["generatedDeployment"] = dict(profile.generated or {})
     name = (profile.generated or {}).get("metadata", {}).get("name", "")
-    message = f"generated DynamoGraphDeployment {name}" + ("" if view.auto_apply else "; autoApply is off")
+    # A plan that misses the SLA is not applied unless the request opts in (spec.autoApplyBestEffort).
+    apply = view.auto_apply and (not profile.sla_miss or view.best_effort)
+    held = view.auto_apply and not apply
+    message = f"generated DynamoGraphDeployment {name}" + (
+        "; not applied: it misses the SLA (set spec.autoApplyBestEffort to apply it anyway)"
+        if held
+        else ("" if view.auto_apply else "; autoApply is off")
+    )
     step.cond(SPEC_GENERATED, "True", "SpecGenerated", message)
     step.event("Normal", "SpecGenerated", message)
-    if view.auto_apply:
+    if profile.sla_miss:
+        step.cond(SLA_MET, "False", "SLANotMet", profile.sla_miss)
+        step.event(
+            "Warning", "SLANotMet", profile.sla_miss + ("; applied (autoApplyBestEffort)" if apply else "")
+        )
+    else:
+        step.cond(SLA_MET, "True", "SLAMet", "the plan meets the TTFT and ITL targets")
+    if apply:
         step.state(DEPLOYING)
         _follow(step, seen)
     else:
@@ -340,6 +369,10 @@ def _follow(step: _Step, seen: Observed) -> None:
         step.state(READY)
         step.cond(DEPLOYMENT_READY, "True", "DeploymentReady", f"DynamoGraphDeployment {where} is ready")
         step.event("Normal", "DeploymentReady", f"DynamoGraphDeployment {where} is ready")
+    elif state == DEPLOYING and dgd.waiting_for:
+        # Deploying says what the graph waits for (a missing Secret, no free GPU, …), not just "pending".
+        message = f"DynamoGraphDeployment {where} is {dgd.state or 'pending'}, waiting for: {dgd.waiting_for}"
+        step.cond(DEPLOYMENT_READY, "False", "DeploymentPending", message)
     elif dgd.state != DGD_SUCCESSFUL and state == READY:
         message = f"DynamoGraphDeployment {where} is {dgd.state or 'pending'}, no longer ready"
         step.state(DEPLOYING)

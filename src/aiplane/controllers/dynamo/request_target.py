@@ -7,10 +7,12 @@ labels its vendor's daemon sets — GPU feature discovery's ``nvidia.com/gpu.pro
 (``AMD_Instinct_MI300X_OAM``) — and the type with the largest budget wins (ties: by name). The
 choice is stated in the ``Validation`` condition's message.
 
-**Budget.** The sum of ``status.allocatable[<resource>]`` over the schedulable nodes of that type:
-not cordoned (``spec.unschedulable``) and ``Ready=True``. Taints are not considered (GPU nodes are
-commonly tainted and GPU workloads tolerate it), nor what running pods already use: the budget is
-what the cluster can schedule, as a capacity plan, not what is free right now.
+**Budget.** What the request can get: over the schedulable nodes of that type (not cordoned,
+``Ready=True``), ``status.allocatable[<resource>]`` less what the pods bound to each node already
+request (pods not yet finished: another graph's workers hold their GPUs), capped by
+``spec.gpu.totalGpus`` when set (upstream Dynamo's v1beta1 DGDR has the same cap as
+``spec.hardware.totalGpus``). Taints are not considered (GPU nodes are commonly tainted and GPU
+workloads tolerate it).
 
 **Partitions.** An AMD node whose allocatable ``amd.com/gpu`` is a whole multiple (>1) of its
 physical GPU count (``beta.amd.com/gpu.family.AI``, else the system's GPUs per node) is partitioned:
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
@@ -55,21 +57,28 @@ class Target:
 
     system: str
     resource: str
-    #: GPUs (partitions when partitioned) the schedulable nodes of this type offer in all.
+    #: GPUs (partitions when partitioned) the schedulable nodes of this type have free, capped.
     budget: int
     nodes: int
     partitions_per_gpu: int = 1
     #: GPUs (or partitions) one node offers: an engine larger than this spans nodes.
     per_node: int = 8
     discovered: bool = False
+    #: Allocatable in all on those nodes, and how much of it other pods already request.
+    allocatable: int = 0
+    in_use: int = 0
+    #: ``spec.gpu.totalGpus`` when it lowered the budget.
+    capped_at: int | None = None
 
     def describe(self) -> str:
         unit = f"{self.resource} partitions" if self.partitions_per_gpu > 1 else self.resource
         how = "discovered from the cluster's nodes" if self.discovered else "from spec.gpu.type"
         mode = f" ({self.partitions_per_gpu} partitions per GPU)" if self.partitions_per_gpu > 1 else ""
+        free = f"{self.allocatable - self.in_use} free of {self.allocatable} ({self.in_use} requested by other pods)"
+        cap = f", capped by spec.gpu.totalGpus {self.capped_at}" if self.capped_at is not None else ""
         return (
-            f"gpu.type {self.system} {how}: budget {self.budget} {unit} on {self.nodes} schedulable "
-            f"node(s){mode}"
+            f"gpu.type {self.system} {how}: budget {self.budget} {unit}: {free} on {self.nodes} schedulable "
+            f"node(s){mode}{cap}"
         )
 
 
@@ -104,16 +113,101 @@ def _partitions(node: Mapping[str, Any], allocatable: int, default_physical: int
     return 1
 
 
+def _requested(pod: Mapping[str, Any], resource: str) -> int:
+    """What a pod holds of ``resource``: its containers' requests (limits when no request: extended
+    resources are requested by their limit), or the largest init container's if larger."""
+
+    def of(containers: Any) -> list[int]:
+        out = []
+        for c in containers or []:
+            res = c.get("resources") or {} if isinstance(c, Mapping) else {}
+            raw = (res.get("requests") or {}).get(resource) or (res.get("limits") or {}).get(resource)
+            try:
+                out.append(Quantity(str(raw)).value() if raw is not None else 0)
+            except ValueError:
+                out.append(0)
+        return out
+
+    spec = objects.spec(pod)
+    return max(sum(of(spec.get("containers"))), max(of(spec.get("initContainers")), default=0))
+
+
+def in_use(pods: Iterable[Mapping[str, Any]], resource: str) -> dict[str, int]:
+    """``resource`` requested per node by the pods bound there that have not finished."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        node = objects.spec(pod).get("nodeName")
+        if not node or objects.status(pod).get("phase") in ("Succeeded", "Failed"):
+            continue
+        amount = _requested(pod, resource)
+        if amount:
+            used[node] = used.get(node, 0) + amount
+    return used
+
+
 def find_target(
     nodes: Iterable[Mapping[str, Any]],
     wanted: str | None,
     canonical: Callable[[str], tuple[str, str, int]],
+    pods: Iterable[Mapping[str, Any]] = (),
+    cap: int | None = None,
 ) -> Target | str:
     """The target for ``wanted`` (None: discover), or a problem naming ``spec.gpu.type``.
 
     ``canonical(name)`` gives (system name, resource, GPUs per node) for any name the planner knows
-    and raises ValueError (naming the known ones) for the rest.
+    and raises ValueError (naming the known ones) for the rest. ``pods`` hold GPUs that are not free;
+    ``cap`` is ``spec.gpu.totalGpus``.
     """
+    found = _find(list(nodes), wanted, canonical)
+    if isinstance(found, str):
+        return found
+    used = in_use(pods, found.resource)
+    chosen = _chosen_nodes(list(nodes), found, canonical)
+    taken = sum(min(used.get(objects.name(n), 0), a) for n, a in chosen)
+    free = found.budget - taken
+    budget = free if cap is None else min(free, cap)
+    target = replace(
+        found,
+        budget=budget,
+        allocatable=found.budget,
+        in_use=taken,
+        capped_at=cap if cap is not None and cap < free else None,
+    )
+    if budget <= 0:
+        return (
+            f"spec.gpu.type: all {found.budget} {found.resource} of the schedulable {found.system} nodes are "
+            "requested by other pods; nothing to plan for until some are released"
+        )
+    return target
+
+
+def _chosen_nodes(
+    nodes: list[Mapping[str, Any]], target: Target, canonical: Callable[[str], tuple[str, str, int]]
+) -> list[tuple[Mapping[str, Any], int]]:
+    """The nodes whose GPUs make up ``target``'s budget (its type, schedulable, its partition mode)."""
+    out = []
+    physical = target.per_node // target.partitions_per_gpu
+    for node in nodes:
+        product = node_product(node)
+        if product is None or not _schedulable(node):
+            continue
+        try:
+            system = canonical(NODE_PRODUCTS.get(product, product))[0]
+        except ValueError:
+            continue
+        allocatable = _allocatable(node, target.resource)
+        mode = _partitions(node, allocatable, physical) if allocatable > 0 else 0
+        if system == target.system and mode == target.partitions_per_gpu:
+            out.append((node, allocatable))
+    return out
+
+
+def _find(
+    nodes: Iterable[Mapping[str, Any]],
+    wanted: str | None,
+    canonical: Callable[[str], tuple[str, str, int]],
+) -> Target | str:
+    """The target by allocatable GPUs (before what pods use)."""
     by_system: dict[str, list[tuple[Mapping[str, Any], int]]] = {}
     info: dict[str, tuple[str, int]] = {}
     for node in nodes:

@@ -2,8 +2,9 @@
 
 ::
 
-    observe   the KaiwoConfig, Nodes, our Kueue objects and the namespaces that run a ModelInfer or a
-              DynamoGraphDeployment or hold an AIMNamespaceConfig, all from informer caches
+    observe   the KaiwoConfig, Nodes, our Kueue objects and the namespaces that run a ModelInfer, a
+              DynamoGraphDeployment or a DynamoComponentDeployment or hold an AIMNamespaceConfig (a
+              LocalQueue goes to each: our workloads are queued there), all from informer caches
     decide    pools.discover_pools (node pools, allocatable quotas, the cordon rule), kueue.* (desired
               objects), nodes.node_patch (pool labels, the GPU taint) — pure
     act       Node merge patches (guarded by resourceVersion); Topology → ResourceFlavors →
@@ -33,7 +34,7 @@ from aiplane.controllers.kaiwo import kueue
 from aiplane.controllers.kaiwo.fleet import Fleet
 from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION, node_patch
 from aiplane.controllers.kaiwo.pools import Pool, current_quotas, held_quota
-from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.client import KubeClient
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.informer import Informer
@@ -53,6 +54,11 @@ AIMNAMESPACECONFIGS: Final = Resource(
 )
 MODELINFERS: Final = Resource("workload.volcano.sh", "v1alpha1", "modelinfers", "ModelInfer", True)
 DGDS: Final = Resource("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True)
+DCDS: Final = Resource(
+    "nvidia.com", "v1alpha1", "dynamocomponentdeployments", "DynamoComponentDeployment", True
+)
+#: The kinds whose namespaces get a LocalQueue (their workloads are queued there).
+WORKLOAD_KINDS: Final = (MODELINFERS, DGDS, DCDS, AIMNAMESPACECONFIGS)
 TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1alpha1", "topologies", "Topology", False)
 #: Spec fields accepted and reported, but read by nothing in this suite (no Ray or duration workloads).
 NOT_CONSUMED: Final = (
@@ -82,7 +88,7 @@ class KaiwoConfigReconciler:
             on_add=self.fleet.put, on_update=self.fleet.update, on_delete=self.fleet.delete
         )
         self._settings: tuple[bool, bool, str] | None = None
-        self.workloads = [factory.informer(r) for r in (MODELINFERS, DGDS, AIMNAMESPACECONFIGS)]
+        self.workloads = [factory.informer(r) for r in WORKLOAD_KINDS]
         self.kueue_served = kueue_served
         self.topology_served = topology_served
         self.flavors: Informer | None = factory.informer(RESOURCEFLAVORS) if kueue_served else None
@@ -178,8 +184,10 @@ class KaiwoConfigReconciler:
             if self.topologies is not None:
                 await self._ensure(TOPOLOGIES, self.topologies, kueue.topology(config), uid, conflicts)
             for pool in pools:
+                views = self.fleet.views
+                taints = kueue.pool_taints(views[n] for n in pool.nodes if n in views)
                 await self._ensure(
-                    RESOURCEFLAVORS, self.flavors, kueue.resource_flavor(pool, config), uid, conflicts
+                    RESOURCEFLAVORS, self.flavors, kueue.resource_flavor(pool, config, taints), uid, conflicts
                 )
             quotas = {p.name: held_quota(p, current.get(p.name)) for p in pools}
             desired_cq = kueue.cluster_queue(name, spec.defaultClusterQueueCohortName, pools, current, config)
@@ -275,24 +283,29 @@ class KaiwoConfigReconciler:
 
 
 async def ensure_singleton(client: KubeClient) -> None:
-    """Create the KaiwoConfig ``kaiwo`` with defaults when absent (as upstream does at start)."""
+    """Create the KaiwoConfig ``kaiwo`` with defaults when absent (as upstream does at start).
+
+    By server-side apply of the bare object, not a create: the CRD's defaults then belong to no field
+    manager, so a user's ``kubectl apply --server-side`` of their own KaiwoConfig sets any field without
+    a conflict (a create would make the operator the owner of every defaulted field)."""
+    found = await client.list(KAIWOCONFIGS, field_selector=f"metadata.name={KAIWO_CONFIG_NAME}")
+    if found.get("items"):
+        return  # the user's (or an earlier start's): never touched here
     body = {
         "apiVersion": KAIWOCONFIGS.api_version,
         "kind": "KaiwoConfig",
-        "metadata": {"name": KAIWO_CONFIG_NAME},
+        # A field of its own keeps the operator in managedFields: an object with none is taken, at the
+        # first apply, to be wholly owned by "before-first-apply", which conflicts with every field.
+        "metadata": {"name": KAIWO_CONFIG_NAME, "labels": {"app.kubernetes.io/created-by": "aiplane"}},
         "spec": {},
     }
-    try:
-        await client.create(KAIWOCONFIGS, body, field_manager=FIELD_MANAGER)
-    except ApiError as exc:
-        if not exc.already_exists:
-            raise
+    await client.apply(KAIWOCONFIGS, body, field_manager=FIELD_MANAGER)
 
 
 def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
     reconciler = KaiwoConfigReconciler(manager, kueue_served=kueue_served, topology_served=topology_served)
     builder = Controller.build("kaiwoconfig").for_(KAIWOCONFIGS).watches(NODES, _singleton)
-    for resource in (MODELINFERS, DGDS, AIMNAMESPACECONFIGS):
+    for resource in WORKLOAD_KINDS:
         builder = builder.watches(resource, _singleton)
     if kueue_served:
         for resource in (RESOURCEFLAVORS, CLUSTERQUEUES, LOCALQUEUES):
@@ -306,8 +319,9 @@ def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Con
 
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
 PERMISSIONS: Final = (
-    # The default KaiwoConfig is created at start-up when none exists.
-    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), ("list", "watch", "create")),
+    # The default KaiwoConfig is created at start-up when none exists (server-side apply: a patch that
+    # creates, which kube authorizes as both patch and create).
+    Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs",), ("list", "watch", "create", "patch")),
     Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/status",), ("patch",)),
     Permission("config.kaiwo.silogen.ai", ("kaiwoconfigs/finalizers",), ("update",)),
     # GPU nodes: pools from labels; the GPU taint when addTaintsToGpuNodes (a patch).
@@ -315,7 +329,7 @@ PERMISSIONS: Final = (
     # Namespaces that need a LocalQueue: those holding workloads.
     Permission("config.kaiwo.silogen.ai", ("aimnamespaceconfigs",), READ),
     Permission("workload.volcano.sh", ("modelinfers",), READ),
-    Permission("nvidia.com", ("dynamographdeployments",), READ),
+    Permission("nvidia.com", ("dynamographdeployments", "dynamocomponentdeployments"), READ),
     # Kueue objects it owns: created, patched when they differ, deleted (UID precondition).
     Permission(
         "kueue.x-k8s.io",

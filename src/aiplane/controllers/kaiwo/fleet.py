@@ -2,13 +2,13 @@
 
 The controller is a singleton that every Node event wakes, and it reads every Node: rebuilding the
 node views (quantity parsing) and the pool sums on each reconcile cost O(fleet) per Node event, so a
-partitioning rollout, which changes each node several times, cost the controller O(fleet²) (issue 17:
-three quarters of the operator's CPU at 300 nodes). Here each Node event costs O(1): the node's view
+partitioning rollout, which changes each node several times, cost the controller O(fleet²)
+(three quarters of the operator's CPU at 300 nodes). Here each Node event costs O(1): the node's view
 is built once, its contribution to its pool's sums is subtracted and the new one added, and the node
 is marked for the taint/label check. A reconcile then costs O(changed nodes + pools): the pools
 (with their sorted member names) and the sorted tainted names are kept until an event changes what
 they read, since most Node events of a rollout (cordon, taint, uncordon) change neither, and sorting
-the fleet on every reconcile was again O(fleet) per event (issue 17, second round).
+the fleet on every reconcile was again O(fleet) per event (second round).
 
 The result is what :func:`~aiplane.controllers.kaiwo.pools.discover_pools` computes from the same
 nodes (a property test holds the two together); that pure function stays the specification.

@@ -10,18 +10,21 @@ KaiwoConfig: only objects with both are ever changed or deleted (upstream delete
 ClusterQueue and ResourceFlavor it did not know).
 
 "Differs" compares only the fields we set, quantities by value, so the fields a real Kueue defaults
-(``queueingStrategy``, ``preemption``, ``flavorFungibility``, ``stopPolicy``) never cause a write loop.
+(``queueingStrategy``, ``flavorFungibility``, ``stopPolicy``) never cause a write loop; ``preemption``
+is written out (:data:`PREEMPTION`, equal to Kueue's defaults).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import controller_owner_reference
 from aiplane.apimachinery.quantity import Quantity
-from aiplane.controllers.kaiwo.pools import Pool, covered_resources, held_quota
+from aiplane.controllers.kaiwo.pools import NodeView, Pool, covered_resources, held_quota
+from aiplane.controllers.partitioning.vocabulary import TAINT_KEY as PARTITIONING_TAINT
 
 CONFIG_API: Final = "config.kaiwo.silogen.ai/v1alpha1"
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
@@ -38,6 +41,22 @@ TOPOLOGY_NAME: Final = "default-topology"
 TOPOLOGY_LEVELS: Final = (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)
 DEFAULT_BLOCK: Final = "block-a"
 DEFAULT_RACK: Final = "rack-a"
+#: Taints that come and go on a node (not a property of its pool): kube's node lifecycle, cloud
+#: providers', the cluster autoscaler's.
+PASSING_TAINT_PREFIXES: Final = (
+    "node.kubernetes.io/",
+    "node.cloudprovider.kubernetes.io/",
+    "ToBeDeletedByClusterAutoscaler",
+    "DeletionCandidateOfClusterAutoscaler",
+)
+#: Kueue never evicts an admitted workload of ours to make room for another: quota lowered below what
+#: is admitted (a repartition back to SPX) only holds new workloads back until usage drops. These are
+#: Kueue's defaults, written out so that nobody's defaulting can change them.
+PREEMPTION: Final = {
+    "withinClusterQueue": "Never",
+    "reclaimWithinCohort": "Never",
+    "borrowWithinCohort": {"policy": "Never"},
+}
 #: Kueue's limits on one resource group (``MaxItems`` in clusterqueue_types.go).
 MAX_FLAVORS: Final = 64
 MAX_RESOURCES: Final = 64
@@ -71,12 +90,45 @@ def topology(owner: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def resource_flavor(pool: Pool, owner: Mapping[str, Any]) -> dict[str, Any]:
+def pool_taints(nodes: Iterable[NodeView]) -> list[dict[str, Any]]:
+    """The ``NoSchedule``/``NoExecute`` taints every node of a pool carries, but the passing ones (a
+    partitioning rollout's ``amd-dcm``, kube's ``node.kubernetes.io/*``, the cluster autoscaler's).
+
+    They go in the ResourceFlavor's ``nodeTaints``, so Kueue gives a pod a flavor only when the pod
+    tolerates them: otherwise a CPU-only pod would be sent to the control-plane pool (first in the
+    ClusterQueue) and never scheduled there."""
+    common: set[tuple[str, str, str]] | None = None
+    for node in nodes:
+        mine = {
+            (str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+            for t in node.taints
+            if t.get("effect") in ("NoSchedule", "NoExecute") and not _passing(str(t.get("key", "")))
+        }
+        common = mine if common is None else common & mine
+    out = []
+    for key, value, effect in sorted(common or ()):
+        taint = {"key": key, "effect": effect}
+        if value:
+            taint["value"] = value
+        out.append(taint)
+    return out
+
+
+def _passing(key: str) -> bool:
+    return key == PARTITIONING_TAINT or key.startswith(PASSING_TAINT_PREFIXES)
+
+
+def resource_flavor(
+    pool: Pool, owner: Mapping[str, Any], taints: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": {NODEPOOL_LABEL: pool.name}, "topologyName": TOPOLOGY_NAME}
+    if taints:
+        spec["nodeTaints"] = [dict(t) for t in taints]
     return {
         "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
         "metadata": _meta(pool.name, owner),
-        "spec": {"nodeLabels": {NODEPOOL_LABEL: pool.name}, "topologyName": TOPOLOGY_NAME},
+        "spec": spec,
     }
 
 
@@ -98,7 +150,11 @@ def cluster_queue(
                 "resources": [{"name": r, "nominalQuota": str(quota.get(r, Quantity(0)))} for r in covered],
             }
         )
-    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": []}
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "resourceGroups": [],
+        "preemption": copy.deepcopy(PREEMPTION),
+    }
     if flavors:
         spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
     if cohort:

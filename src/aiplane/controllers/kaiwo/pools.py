@@ -90,8 +90,8 @@ def _resources(raw: Any) -> dict[str, Quantity]:
 
 @functools.lru_cache(maxsize=4096)
 def _quantity(key: str, value: str) -> Quantity | None:
-    """A fleet repeats the same few amounts on every Node, and each Node event builds a view (issue 17:
-    parsing them was a tenth of the KaiwoConfig's cost per event); quantities are immutable."""
+    """A fleet repeats the same few amounts on every Node, and each Node event builds a view
+    (parsing them was a tenth of the KaiwoConfig's cost per event); quantities are immutable."""
     return _parse(key, value)
 
 

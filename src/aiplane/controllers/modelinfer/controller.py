@@ -43,6 +43,7 @@ import structlog
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
+from aiplane.controllers import causes, queueing
 from aiplane.controllers.modelinfer.disruption import (
     BY_NODE,
     Decision,
@@ -63,6 +64,7 @@ from aiplane.controllers.modelinfer.naming import (
     LABEL_NAME,
     LABEL_REVISION,
     LABEL_ROLE_ID,
+    group_name,
     role_id,
     service_name,
 )
@@ -70,6 +72,7 @@ from aiplane.controllers.modelinfer.objects import (
     build_pod,
     build_podgroup,
     build_service,
+    expected_pod_count,
     label_selector,
     podgroup_needs_update,
     updated_podgroup,
@@ -85,6 +88,7 @@ from aiplane.controllers.modelinfer.planner import (
     group_availability,
     plan,
 )
+from aiplane.controllers.modelinfer.queued import modelinfers_of_workload, queue_of_group, queue_view
 from aiplane.controllers.modelinfer.revision import (
     controller_revision,
     next_revision_number,
@@ -548,10 +552,16 @@ class ModelInferReconciler:
         workers = [k for k in indices if k != 0]
         made = 0
 
+        queue = self._queue_of_group(mi, key, action.ordinal, action.revision)
+        kueue_group = queueing.pod_group_name(group_name(objects.name(mi), action.ordinal), action.revision)
+
         def new_pod(k: int) -> Obj:
-            return build_pod(
+            pod = build_pod(
                 mi, group_roles, action.ordinal, action.role, action.role_index, k, action.revision
             )
+            if queue is None:
+                return pod
+            return queueing.queue_pod(pod, queue, kueue_group, expected_pod_count(group_roles))
 
         if 0 in indices:
             made += await self._create(PODS, key, new_pod(0))
@@ -564,6 +574,12 @@ class ModelInferReconciler:
         for k in workers:
             made += await self._create(PODS, key, new_pod(k))
         return made
+
+    def _queue_of_group(self, mi: Obj, key: str, ordinal: int, revision: str) -> str | None:
+        return queue_of_group(self.pods.by_index(BY_MODELINFER, key), mi, ordinal, revision, self.platform)
+
+    def workload_to_modelinfer(self, workload: Obj) -> list[Request]:
+        return modelinfers_of_workload(workload, self.pods)
 
     async def _delete_pods(self, mi: Obj, key: str, action: DeletePods, pods: list[Obj]) -> None:
         """Delete the listed pods still in the cache under the uid the planner saw."""
@@ -601,6 +617,11 @@ class ModelInferReconciler:
     ) -> None:
         old = objects.status(mi)
         generation = objects.generation(mi) or 0
+        key = objects.key(mi)
+        waiting = causes.collect(
+            self._owned(self.pods, mi, key),
+            podgroups=self._owned(self.podgroups, mi, key) if self.podgroups is not None else (),
+        )
         status = compute_status(
             the_plan.groups,
             generation=generation,
@@ -611,6 +632,7 @@ class ModelInferReconciler:
             label_selector=label_selector(mi),
             existing=old,
             now=now,
+            waiting=waiting,
         )
         conditions, _ = set_condition(
             status.get("conditions"),
@@ -622,9 +644,22 @@ class ModelInferReconciler:
             now=now,
         )
         conditions = disruption_condition(conditions, decision, generation=generation, now=now)
+        workloads = self.platform.workloads if self.platform is not None else None
+        queue = queue_view(self.pods.by_index(BY_MODELINFER, objects.key(mi)), workloads)
+        conditions = queueing.quota_condition(
+            conditions,
+            queue.waits,
+            queued=queue.queued,
+            undecided_parts=queue.undecided,
+            generation=generation,
+            now=now,
+        )
         status = {**status, "conditions": conditions}
         if await self.status.write(mi, status) is not None:
             emit_transitions(self.recorder, mi, TRANSITION_EVENTS, old, status)
+            causes.emit_new(
+                self.recorder, mi, old.get("waitingFor"), waiting if status.get("waitingFor") else ()
+            )
 
     async def _report_invalid(self, mi: Obj, message: str, now: datetime) -> None:
         old = dict(objects.status(mi))
@@ -669,6 +704,8 @@ TRANSITION_EVENTS: Final = (
     ),
     # A drain waits for a group: the message names the group, its budget, the node and the floor.
     ConditionEvent(DISRUPTION_HELD, "True", WARNING, reason="DisruptionHeld"),
+    # A group starts waiting for Kueue's quota: Kueue's reason, once per wait.
+    ConditionEvent(queueing.CONDITION, "False", WARNING, reason=queueing.REASON_PENDING),
 )
 
 
@@ -730,6 +767,8 @@ def setup_controller(
     )
     if with_podgroups:
         builder = builder.watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)
+    if platform is not None and platform.workloads is not None:
+        builder = builder.watches(platform.workloads.resource, reconciler.workload_to_modelinfer)
     if platform is not None:
         builder = watch_platform(
             builder,

@@ -1,7 +1,7 @@
 """Names, labels and annotations of the objects a ModelInfer owns.
 
-These are a user-facing contract copied from upstream kthena (``ModelInfer`` at ``e4fb6663``, see
-``../shared/reference/modelinfer.md`` §3): routers pair prefill and decode pods by the group-name
+These are a user-facing contract copied from upstream kthena (``ModelInfer`` at ``e4fb6663``,
+volcano-sh/kthena ``pkg/infer-controller/utils/utils.go``): routers pair prefill and decode pods by the group-name
 label, autoscalers select entry pods by label, and people ``kubectl exec`` into pods whose names
 they can predict. Every object is named from the ModelInfer name and ordinals:
 

@@ -4,8 +4,9 @@ The executor observes a ModelInfer's pods and Services from informer caches, tur
 :class:`PodView`/:class:`ServiceView` records, calls :func:`plan` with the spec (as :class:`PlanInput`)
 and ``now``, and carries out the :class:`Plan`. Nothing here does I/O or reads a clock, so every rule
 below is table-tested (``tests/unit/modelinfer/test_planner.py``) and checked by a hypothesis step
-simulator (``test_planner_properties.py``). Upstream's behaviour, and the bugs fixed here, are in
-``../shared/reference/modelinfer.md`` §6-§8 and §15; the design notes are in docs/modelinfer-planner.md.
+simulator (``test_planner_properties.py``). Upstream's behaviour (volcano-sh/kthena,
+``pkg/infer-controller/controller/modelinfer_controller.go``), the bugs fixed here and the design notes
+are in docs/modelinfer-planner.md.
 
 The planner is stateless: everything it knows comes from the observation. Whatever happened before
 (a lost event, a crashed executor, a half-done deletion) the next call decides from what is there,

@@ -42,6 +42,7 @@ from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import remove_condition, set_condition
+from aiplane.controllers import causes
 from aiplane.controllers.modelinfer.plan_types import GroupSummary
 
 __all__ = [
@@ -69,6 +70,7 @@ _STATUS_KEYS: Final = (
     "currentRevision",
     "updateRevision",
     "conditions",
+    "waitingFor",
 )
 
 
@@ -114,13 +116,15 @@ def compute_status(
     label_selector: str,
     existing: Mapping[str, Any] | None,
     now: str | datetime,
+    waiting: Sequence[causes.Held] = (),
 ) -> dict[str, Any]:
     """The ModelInfer's new ``status``; equal to ``existing`` when nothing changed.
 
     ``groups`` are :attr:`Plan.groups`; ``replicas``/``partition`` the spec's; ``current_revision``
     the one the plan used; ``now`` an RFC 3339 time (or an aware datetime) for condition
     transitions. Fields of ``existing`` this function does not own are kept; conditions of other
-    types keep their place.
+    types keep their place. ``waiting`` is what holds the pods (:mod:`aiplane.controllers.causes`):
+    named in ``Available`` and ``Progressing`` while groups are not available, and in ``waitingFor``.
     """
     at = _time(now)
     current = next_current_revision(
@@ -150,19 +154,21 @@ def compute_status(
             now=at,
         )
 
+    held = waiting if not_available or len(available) < replicas else ()
+    why = f"; {causes.describe(held)}" if held else ""
     if len(available) >= replicas:
         put(AVAILABLE, True, "AllGroupsReady", "All infer groups are ready")
     else:
         message = f"{len(available)} of {replicas} infer groups are available"
         if not_available:
             message += f"; not available: {_listed(not_available)}"
-        put(AVAILABLE, False, "GroupsNotReady", message)
+        put(AVAILABLE, False, "GroupsNotReady", message + why)
     if progressing:
         put(
             PROGRESSING,
             True,
             "GroupProgressing",
-            f"Some infer groups are progressing: {_listed(progressing)}",
+            f"Some infer groups are progressing: {_listed(progressing)}{why}",
         )
     else:
         put(PROGRESSING, False, "NoGroupProgressing", "No infer group is progressing")
@@ -193,7 +199,8 @@ def compute_status(
         "currentRevision": current,
         "updateRevision": update_revision,
         "conditions": conditions,
+        "waitingFor": causes.summary(held),
     }
-    status = {key: ours[key] for key in _STATUS_KEYS}
+    status = {key: ours[key] for key in _STATUS_KEYS if ours[key] is not None}
     status.update({k: v for k, v in old.items() if k not in ours})
     return status

@@ -100,7 +100,7 @@ def _owned_fields(np: NodePartitioningView) -> tuple[object, ...]:
 def _desired_owned_fields(desired: Mapping[str, Any]) -> tuple[object, ...]:
     """``_owned_fields(node_partitioning_view(desired))`` for a body :func:`desired_node_partitionings`
     built, read directly: the plan compares every target on every reconcile, and building a whole
-    view per target per reconcile was a tenth of the operator's CPU at 1,000 nodes (issue 17)."""
+    view per target per reconcile was a tenth of the operator's CPU at 1,000 nodes."""
     spec = desired.get("spec")
     meta = desired.get("metadata")
     if not isinstance(spec, Mapping) or not isinstance(meta, Mapping):

@@ -18,8 +18,7 @@ Terminating pods are not evicted again but are waited for: a pod in its grace pe
 ``/dev/kfd`` and make DCM fail with "Device busy". So are DaemonSet pods without any toleration of the
 taint, once the node is tainted: kube's DaemonSet controller deletes a daemon pod that does not
 tolerate a NoExecute taint of its node (``NodeShouldRunDaemonPod``; the taint manager would evict it
-too), so evicting it as well only raced that delete (a 1,000-node rollout's evictions all answered 404,
-issue 17). A daemon pod whose toleration has ``tolerationSeconds`` is still evicted: its controller
+too), so evicting it as well only raced that delete (a 1,000-node rollout's evictions all answered 404). A daemon pod whose toleration has ``tolerationSeconds`` is still evicted: its controller
 keeps it running until the taint manager's timer runs out. Pods that finished (phase Succeeded / Failed) hold
 nothing and are ignored. A toleration with ``tolerationSeconds`` does not count as tolerating (the
 taint manager would evict the pod anyway, ignoring its PodDisruptionBudget).

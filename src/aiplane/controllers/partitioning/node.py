@@ -100,7 +100,7 @@ class _Views:
 
     Informer caches replace an object on every change and never mutate one, so an object's identity
     stands for its version. Building the three views on every reconcile (the profile's hash, the
-    Node's allocatable quantities) was a fifth of the NodePartitioning controller's CPU (issue 17).
+    Node's allocatable quantities) was a fifth of the NodePartitioning controller's CPU.
     """
 
     def __init__(self) -> None:
@@ -202,7 +202,7 @@ class NodePartitioningExecutor:
         selector = compile_selector(objects.spec(pdb).get("selector"))
         requests = []
         # Only the draining NodePartitionings (an index), not the fleet's: budgets change often while
-        # workloads roll, and each change was a pass over every NodePartitioning (issue 17).
+        # workloads roll, and each change was a pass over every NodePartitioning.
         for np in self.nps.by_index(BY_PHASE, DRAINING):
             node_name = str(objects.spec(np).get("nodeName") or "")
             if any(
@@ -289,8 +289,8 @@ class NodePartitioningExecutor:
             current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
         if decision.node_mutations and node is not None:
             updated = apply_node_actions(node, decision.node_mutations)
-            replaced = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
-            self.node_writes.wrote(objects.name(node), node, replaced, conditional=True)
+            node_written = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
+            self.node_writes.wrote(objects.name(node), node, node_written, conditional=True)
         for eviction in decision.evictions:
             await self._evict(key, eviction)
         if decision.status is not None:

@@ -220,7 +220,7 @@ def writable_copy(node: Mapping[str, Any]) -> dict[str, Any]:
     ``spec.unschedulable``, ``spec.taints``), everything else (status, images, conditions) shared.
 
     A deep copy of a whole Node (~10 kB of JSON, mostly status) per NodePartitioning reconcile was a
-    tenth of the operator's CPU at 1,000 nodes (issue 17).
+    tenth of the operator's CPU at 1,000 nodes.
     """
     result = dict(node)
     meta = node.get("metadata")

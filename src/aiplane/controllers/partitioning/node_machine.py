@@ -11,7 +11,7 @@ so every transition is table- and property-tested (``tests/unit/partitioning/tes
 Phases: ``Pending → Draining → Applying → WaitingOperator → Verifying → Succeeded``, plus ``Failed``
 and ``Skipped`` (dry run). Conditions ``NodeCordoned``, ``NodeTainted``, ``DrainCompleted``,
 ``ProfileApplied``, ``OperatorReady``, ``Verified`` and ``DryRun`` keep upstream's reasons; upstream's
-behaviour and bugs are in ``../shared/reference/partitioning-and-kaiwo.md`` §3 and §4. The phases
+behaviour (silogen/kaiwo, ``nodepartitioning_controller.go``) and bugs are in docs/partitioning.md. The phases
 live where their subject does: ``drain`` (Draining), ``dcm`` (Applying, WaitingOperator), ``verify``
 (Verifying); the resting phases, deletion and the driver are here.
 

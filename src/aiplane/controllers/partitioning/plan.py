@@ -337,7 +337,7 @@ class PlanReconciler:
 
         ``nodeStatuses`` (one entry per node) goes in only when ``list_changed`` says so: the index
         knows which entries changed, and comparing a thousand entries to find out again (as
-        ``StatusWriter.write`` would) was a fleet-wide cost on every status write (issue 17).
+        ``StatusWriter.write`` would) was a fleet-wide cost on every status write.
         """
         current = objects.status(plan)
         patch: Obj = {}

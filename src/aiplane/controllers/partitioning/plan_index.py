@@ -3,7 +3,7 @@
 The plan controller is woken by every NodePartitioning event of its plan and by Node label changes.
 Recomputing the selection (every Node), the desired bodies (every target), the stale check, the
 admission candidates and the status rollup (every child) on each of them cost O(fleet) per event,
-so a rollout cost the operator O(fleet²) (issue 17: half its CPU at 1,000 nodes). Here an event
+so a rollout cost the operator O(fleet²) (half its CPU at 1,000 nodes). Here an event
 costs O(what it touched):
 
 * a node's place in the selection (:func:`~.selection.node_match`) is recomputed for the nodes an

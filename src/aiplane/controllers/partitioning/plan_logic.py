@@ -31,8 +31,8 @@ The controller does not call these over the whole fleet on every event: its
 per Node / NodePartitioning event (``admit_from``, ``status_of`` take what it keeps); the functions
 above are the specification it is tested against.
 
-What upstream did, and the bugs fixed here, are in ``../shared/reference/partitioning-and-kaiwo.md``
-§1-§3.
+What upstream did (silogen/kaiwo, ``internal/controller/infrastructure/partitioning/
+partitioningplan_controller.go``), and the bugs fixed here, are in docs/partitioning.md.
 """
 
 from __future__ import annotations

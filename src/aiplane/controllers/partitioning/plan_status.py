@@ -183,7 +183,7 @@ class Rollup:
     :func:`rollup` computes it from every NodePartitioning (the specification); the plan
     controller's :class:`~aiplane.controllers.partitioning.plan_index.PlanIndex` keeps the same
     numbers up to date per event (a property test holds the two equal), so a reconcile's status
-    costs O(changed) instead of a pass over the fleet (issue 17).
+    costs O(changed) instead of a pass over the fleet.
     """
 
     plan: PlanView
@@ -325,6 +325,21 @@ def _plan_ready(selection: Selection) -> _Condition:
             for i, nodes in _by_rule(selection.held)
         ]
         return "False", "ProfileNotReady", "; ".join(parts)
+    if not selection.matches:
+        # Nothing to do is not "ready": a selector that matches no node is most likely a typo (a label
+        # value, a product name), and would otherwise sit as "Pending 0 0 0" with nothing to say why.
+        rules = ", ".join(repr(r.description) for r in selection.rules) or "none"
+        excluded = (
+            f"; {_plural(len(selection.control_plane_excluded), 'control-plane node')} excluded"
+            if selection.control_plane_excluded
+            else ""
+        )
+        return (
+            "False",
+            "NoMatchingNodes",
+            f"No node matches the plan's rules ({rules}): none of the cluster's "
+            f"{_plural(len(selection.node_names), 'node')} is selected{excluded}",
+        )
     message = f"Plan is valid, targeting {len(selection.matches)} nodes"
     if selection.control_plane_excluded:
         message += f" ({_plural(len(selection.control_plane_excluded), 'control-plane node')} excluded)"

@@ -613,7 +613,7 @@ def pod_for_drain(pod: Obj) -> dict[str, Any]:
     """The Pod informer's cache transform: only what :func:`pod_view` and the drain's mappers read.
 
     The drain caches every Pod of the cluster; containers, volumes and container statuses are most
-    of a Pod and nothing here decides on them (issue 17: peak memory at 1,000 nodes). Annotations
+    of a Pod and nothing here decides on them (peak memory at 1,000 nodes). Annotations
     are cut to the mirror-pod marker, which can be all a static pod carries to say what it is.
     The transform is on the shared all-Pods informer: a controller that needs more of a Pod must
     watch Pods with a label selector of its own (as the ModelInfer and Dynamo controllers do).
@@ -675,7 +675,7 @@ _EVENT_FIELDS = ("type", "reason", "message", "eventTime", "lastTimestamp", "fir
 def dcm_event_for_cache(event: Obj) -> dict[str, Any]:
     """The DCM Event informer's cache transform: only what :func:`dcm_event_view` and the node index
     read. DCM writes a few Events per node per repartition and kube-apiserver keeps them an hour, so
-    at 1,000 nodes this cache is thousands of objects that grow for the whole rollout (issue 17)."""
+    at 1,000 nodes this cache is thousands of objects that grow for the whole rollout."""
     meta, source, involved = (_mapping(event.get(k)) for k in ("metadata", "source", "involvedObject"))
     out: dict[str, Any] = {
         "apiVersion": event.get("apiVersion"),

@@ -18,7 +18,8 @@ plays them, in-process, on the event loop that serves it:
 * :mod:`.hpa` — the HorizontalPodAutoscaler controller (bounds only: the sim serves no metrics APIs;
   the sim-only annotation ``sim.aiplane.io/desired-replicas`` stands in for a metric);
 * :mod:`.volumes` — the PersistentVolume controller and a hostpath external-provisioner;
-* :mod:`.leaderworkerset` — the LeaderWorkerSet controller and its pod webhook.
+* :mod:`.leaderworkerset` — the LeaderWorkerSet controller and its pod webhook;
+* :mod:`.kueue` — Kueue's webhooks, Workloads and quota admission (:mod:`.kueue_rules`).
 
 The AMD GPU operator (device plugin, Device Config Manager) and the GPU metrics exporter are not here:
 they are the simulated *hardware*, which runs as an API client so that it also runs beside a real
@@ -44,6 +45,7 @@ from aiplane.sim.agents.deployments import DeploymentController
 from aiplane.sim.agents.gang import GangScheduler
 from aiplane.sim.agents.hpa import HorizontalPodAutoscalerController
 from aiplane.sim.agents.kubelet import Kubelet
+from aiplane.sim.agents.kueue import KueueController
 from aiplane.sim.agents.leaderworkerset import LeaderWorkerSetController
 from aiplane.sim.agents.replicasets import ReplicaSetController
 from aiplane.sim.agents.scheduler import Scheduler, SchedulerCache
@@ -58,7 +60,7 @@ __all__ = ["AgentLoop", "AgentOptions", "Agents", "PodIndex", "StoreIndex", "rec
 
 class Agents:
     """The simulated agents of one embedded cluster: ``scheduler``, ``gang``, ``kubelet``, ``daemonsets``,
-    ``replicasets``, ``deployments``, ``hpa``, ``volumes``, ``lws``; ``amd`` is the simulated AMD GPU
+    ``replicasets``, ``deployments``, ``hpa``, ``volumes``, ``lws``, ``kueue``; ``amd`` is the simulated AMD GPU
     operator the embedded cluster runs beside them (an API client, :mod:`aiplane.sim.hardware`).
 
     ``EmbeddedCluster(agents=True)`` builds one and starts it with the cluster; tests reach the knobs
@@ -88,6 +90,7 @@ class Agents:
         self.hpa: HorizontalPodAutoscalerController = HorizontalPodAutoscalerController(api)
         self.volumes: VolumeController = VolumeController(api)
         self.lws: LeaderWorkerSetController = LeaderWorkerSetController(api, self.pods)
+        self.kueue: KueueController = KueueController(api)
         #: Set by the embedded cluster to its hardware's AMD GPU operator.
         self.amd: AmdGpuOperator | None = None
         self._started = False
@@ -104,6 +107,7 @@ class Agents:
             self.hpa,
             self.volumes,
             self.lws,
+            self.kueue,
         )
 
     def start(self) -> None:

@@ -35,7 +35,7 @@ from urllib.parse import quote
 import orjson
 
 from aiplane.apimachinery import builtin
-from aiplane.sim.apiserver import discovery, errors
+from aiplane.sim.apiserver import discovery, errors, openapi_proto
 from aiplane.sim.apiserver.context import ServerContext
 from aiplane.sim.apiserver.messages import JSON, ApiRequest, ApiResponse
 from aiplane.sim.apiserver.negotiation import parse_accept
@@ -180,6 +180,7 @@ def _encode(doc: Any) -> Encoded:
 class _Cache:
     generation: int = -1
     v2: Encoded | None = None
+    v2_protobuf: Encoded | None = None
     v3: dict[str, Encoded] = field(default_factory=dict)
     index: Encoded | None = None
 
@@ -197,6 +198,7 @@ def _cache(server: ServerContext) -> _Cache:
     if cache.generation != generation:
         cache.generation = generation
         cache.v2 = None
+        cache.v2_protobuf = None
         cache.v3 = {}
         cache.index = None
     return cache
@@ -293,12 +295,27 @@ def handle(server: ServerContext, request: ApiRequest) -> ApiResponse:
         raise errors.method_not_allowed()
     parts = request.parts
     if parts == ("openapi", "v2"):
-        return _serve(request, v2_encoded(server)) if _accepts_json(request) else ApiResponse(406)
+        if _accepts_json(request):
+            return _serve(request, v2_encoded(server))
+        if openapi_proto.accepts_v2_protobuf(request.accept):
+            return _serve_v2_protobuf(server, request)
+        return ApiResponse(406)
     if parts == ("openapi", "v3"):
         return _serve(request, v3_index(server))
     if parts[:2] == ("openapi", "v3") and parts[2:]:
         return _v3_group_version(server, request, parts[2:])
     raise errors.not_found_path()
+
+
+def _serve_v2_protobuf(server: ServerContext, request: ApiRequest) -> ApiResponse:
+    cache = _cache(server)
+    if cache.v2_protobuf is None:
+        body, etag = openapi_proto.encode_v2(v2_document(server))
+        cache.v2_protobuf = Encoded(body, etag)
+    response = _serve(request, cache.v2_protobuf)
+    if response.status != 200:
+        return response
+    return ApiResponse(200, {**response.headers, "Content-Type": openapi_proto.V2_PROTOBUF}, response.body)
 
 
 def _one_year_from_now() -> str:

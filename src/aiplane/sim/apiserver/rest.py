@@ -160,6 +160,8 @@ class Result:
 DeleteHook = Callable[["Api", ResourceType, dict[str, Any], DeleteOptions], None]
 #: Called with (rt, old, new, options, operation) to maintain managedFields; the apply module registers it.
 ManagedFieldsHook = Callable[[ResourceType, dict[str, Any] | None, dict[str, Any], WriteOptions, str], None]
+#: A mutating webhook stand-in (rt, new, stored or None): on creates and updates, before validation.
+MutatingHook = Callable[[ResourceType, dict[str, Any], dict[str, Any] | None], None]
 
 
 class Api:
@@ -170,6 +172,7 @@ class Api:
         self.registry = registry
         self.clock = clock
         self.managed_fields_hook: ManagedFieldsHook | None = None
+        self.mutating_hooks: list[MutatingHook] = []
         self.deletion: Any = None  # the deletion/GC controller (gc.py) installs itself here
         self._service_ips = 0
 
@@ -242,6 +245,8 @@ class Api:
                 )
         warnings = self._prune(rt, obj, opts)
         self._prepare_create(rt, obj)
+        for hook in self.mutating_hooks:
+            hook(rt, obj, None)
         _normalize(rt, obj)
         now = rfc3339(self.clock())
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
@@ -332,6 +337,8 @@ class Api:
         if subresource is None:
             apply_defaults(rt.group, rt.kind, obj)  # as decoding the body does
         obj = self._merge_for_update(rt, current, obj, subresource)
+        for hook in self.mutating_hooks if subresource is None else ():  # they register for the resource only
+            hook(rt, obj, current)
         _normalize(rt, obj)
         validate_object(rt, obj, current)
         if self.managed_fields_hook is not None:

@@ -88,6 +88,14 @@ def check_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
     if not old.get("spec", {}).get("nodeName"):
         old_spec.pop("nodeName", None)
         new_spec.pop("nodeName", None)
+    old_selector = old_spec.get("nodeSelector") or {}
+    new_selector = new_spec.get("nodeSelector") or {}
+    if old.get("spec", {}).get("schedulingGates") and all(
+        new_selector.get(k) == v for k, v in old_selector.items()
+    ):
+        # kube 1.30+ (mutable scheduling directives): a gated pod's nodeSelector may gain entries.
+        old_spec.pop("nodeSelector", None)
+        new_spec.pop("nodeSelector", None)
     if old_spec != new_spec:
         name = old["metadata"]["name"]
         raise errors.invalid(

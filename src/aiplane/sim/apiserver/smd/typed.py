@@ -65,7 +65,9 @@ def _tfs(v: Any, s: Schema | None, path: Path, out: FieldSet) -> None:
     for key, val in v.items():
         pe = PathElement.field(key)
         _tfs(val, field_schema(s, key), (*path, pe), out)
-        if not is_declared(s, key):
+        # SMD's visitMapItems: a null or an empty map is itself a member (an applied `spec: {}` owns
+        # `.spec`), as is every field the schema does not declare.
+        if val is None or (isinstance(val, dict) and not val) or not is_declared(s, key):
             out.insert((*path, pe))
 
 

@@ -1,0 +1,83 @@
+"""A ModelInfer's groups in Kueue (controllers/queueing.py says how our workloads are queued).
+
+Each group on one revision is a Kueue plain pod group named ``<mi>-<g>-<revision>``; Kueue names the
+group's Workload after it, so the Workload of a group is found by name, and a Workload leads back to
+its ModelInfer through the pods that own it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiplane.apimachinery import objects
+from aiplane.controllers import queueing
+from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, group_name
+from aiplane.controllers.platform_source import PlatformSource
+from aiplane.kube.controller import Request
+from aiplane.kube.informer import Informer
+
+Obj = dict[str, Any]
+
+
+def queue_of_group(
+    pods: Iterable[Mapping[str, Any]],
+    mi: Mapping[str, Any],
+    ordinal: int,
+    revision: str,
+    platform: PlatformSource | None,
+) -> str | None:
+    """The Kueue queue of a new pod of group ``ordinal`` on ``revision``: its siblings' when the group
+    has pods already (a group is never split between Kueue and the scheduler), else the platform's."""
+    group = group_name(objects.name(mi), ordinal)
+    siblings = [
+        p
+        for p in pods
+        if objects.labels(p).get(LABEL_GROUP_NAME) == group
+        and objects.labels(p).get(LABEL_REVISION) == revision
+    ]
+    queue, any_sibling = queueing.sibling_queue(siblings)
+    if any_sibling or platform is None:
+        return queue
+    return queueing.queue_for(platform.platform(objects.namespace(mi)), mi)
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """The ModelInfer's groups in Kueue: any queued at all, those waiting (Kueue's words), and those
+    Kueue has not decided on yet."""
+
+    queued: bool = False
+    waits: tuple[tuple[str, queueing.QuotaWait], ...] = ()
+    undecided: tuple[str, ...] = ()
+
+
+def queue_view(pods: Iterable[Mapping[str, Any]], workloads: Informer | None) -> QueueView:
+    live = [p for p in pods if not objects.is_deleting(p)]
+    groups = sorted({str(g) for p in live if (g := objects.labels(p).get(queueing.POD_GROUP_LABEL))})
+    if not groups or workloads is None:
+        return QueueView(queued=bool(groups))
+    namespace = objects.namespace(live[0])
+    waits = []
+    undecided = []
+    for group in groups:
+        workload = workloads.get(f"{namespace}/{group}")
+        wait = queueing.quota_wait(workload)
+        if wait is not None:
+            waits.append((f"group {group}", wait))
+        elif queueing.undecided(workload):
+            undecided.append(f"group {group}")
+    return QueueView(True, tuple(waits), tuple(undecided))
+
+
+def modelinfers_of_workload(workload: Mapping[str, Any], pods: Informer) -> list[Request]:
+    """A Kueue Workload's ModelInfer: through the pods that own it (a pod group's Workload)."""
+    ns = objects.namespace(workload)
+    out = set()
+    for ref in objects.meta(workload).get("ownerReferences") or []:
+        pod = pods.get(f"{ns}/{ref.get('name')}") if ref.get("kind") == "Pod" else None
+        name = objects.labels(pod).get(LABEL_NAME) if pod is not None else None
+        if name:
+            out.add(str(name))
+    return [Request(ns or None, name) for name in sorted(out)]
