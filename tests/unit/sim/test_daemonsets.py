@@ -16,7 +16,8 @@ import pytest
 from aiplane.sim.agents import PodIndex
 from aiplane.sim.agents import daemonsets as ds_mod
 from aiplane.sim.agents.daemonsets import DaemonSetController, Placement
-from aiplane.sim.apiserver.rest import Api, rfc3339
+from aiplane.sim.apiserver.rest import Api
+from aiplane.sim.apiserver.write_defaults import rfc3339
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet
 

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from aiplane.apimachinery import objects
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
 from aiplane.sim.apiserver.store import DELETED, Event
 from aiplane.sim.apiserver.workloop import WorkLoop
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.resources import ResourceType

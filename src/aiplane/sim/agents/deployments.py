@@ -35,8 +35,9 @@ from aiplane.sim.agents.daemonsets import template_hash
 from aiplane.sim.agents.replicasets import available_in, live_pods
 from aiplane.sim.agents.rollout import RsView
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import WriteOptions
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.resources import ResourceType

@@ -120,8 +120,9 @@ from aiplane.sim.agents.scheduler_filters import (
     resource_list,
 )
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import WriteOptions
 from aiplane.sim.apiserver.store import ADDED, DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.resources import ResourceType

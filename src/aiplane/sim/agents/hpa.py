@@ -21,8 +21,8 @@ from aiplane.sim.agents import hpa_rules
 from aiplane.sim.agents.base import AgentLoop, Obj, Work, record_event, write_status
 from aiplane.sim.apiserver import scale as scale_mod
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import rfc3339
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     import asyncio

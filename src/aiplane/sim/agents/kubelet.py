@@ -68,8 +68,9 @@ from aiplane.sim.agents.kubelet_status import (
 )
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import DeleteOptions, rfc3339, upsert_condition
+from aiplane.sim.apiserver.rest import DeleteOptions, upsert_condition
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     import asyncio

@@ -41,8 +41,9 @@ from aiplane.apimachinery import objects
 from aiplane.sim.agents import kueue_rules as rules
 from aiplane.sim.agents.base import AgentLoop, Obj, Work, record_event, write_status
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import WriteOptions, rfc3339, upsert_condition
+from aiplane.sim.apiserver.rest import WriteOptions, upsert_condition
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.resources import ResourceType

@@ -39,8 +39,9 @@ from aiplane.sim.agents.base import (
 )
 from aiplane.sim.agents.daemonsets import template_hash
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.resources import ResourceType

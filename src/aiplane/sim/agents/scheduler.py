@@ -82,8 +82,9 @@ from aiplane.sim.agents.scheduler_filters import (
     volume_prefilter,
 )
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import WriteOptions, rfc3339, upsert_condition
+from aiplane.sim.apiserver.rest import WriteOptions, upsert_condition
 from aiplane.sim.apiserver.store import ADDED, DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     import asyncio

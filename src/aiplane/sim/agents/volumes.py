@@ -24,8 +24,9 @@ from aiplane.sim.agents.base import AgentLoop, Obj, Work, record_event, write_st
 from aiplane.sim.agents.scheduler_filters import SELECTED_NODE
 from aiplane.sim.apiserver.defaults import default_class_name
 from aiplane.sim.apiserver.errors import ApiError
-from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions
 from aiplane.sim.apiserver.store import DELETED, Event
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.resources import ResourceType

@@ -39,13 +39,14 @@ from aiplane.sim.apiserver.managedfields import (
     record_update,
 )
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.rest import WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import WriteOptions
 from aiplane.sim.apiserver.smd import merge as smd
 from aiplane.sim.apiserver.smd.fieldpath import FieldSet, Path, PathElement
 from aiplane.sim.apiserver.smd.merge import ConflictsError, Managed, Manager, TypedContext, VersionedSet
 from aiplane.sim.apiserver.smd.schema import Schema, validate, with_meta
 from aiplane.sim.apiserver.smd.typed import compare, to_field_set
 from aiplane.sim.apiserver.smd.value import ABSENT
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.rest import Api

@@ -20,7 +20,7 @@ from aiplane.sim.apiserver.deletion import (
 )
 from aiplane.sim.apiserver.ownergraph import OwnerGraph
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.rest import rfc3339
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 _NS_CONDITIONS = (
     ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered", "All resources successfully discovered"),

@@ -42,7 +42,8 @@ from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.goyaml import go_yaml_error
 from aiplane.sim.apiserver.messages import JSON, ApiRequest, ApiResponse, error_response, json_response
 from aiplane.sim.apiserver.resources import Registry, ResourceType
-from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, delete_options, rfc3339
+from aiplane.sim.apiserver.rest import DeleteOptions, WriteOptions, delete_options
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 #: kube-apiserver's default limit on a request body (3 MiB, --max-request-bytes aside).
 MAX_REQUEST_BYTES = 3 * 1024 * 1024

@@ -15,8 +15,8 @@ from aiplane.apimachinery.selectors import Selector, compile_selector
 from aiplane.sim.apiserver import errors
 from aiplane.sim.apiserver.deletion import PDBS, PODS, Obj
 from aiplane.sim.apiserver.ownergraph import OwnerGraph
-from aiplane.sim.apiserver.rest import rfc3339
 from aiplane.sim.apiserver.scale import scale_of
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 #: The disruption controller forgets an approved eviction whose pod is still there after this long.
 DELETION_TIMEOUT = timedelta(minutes=2)

@@ -19,7 +19,8 @@ from aiplane.sim.apiserver.disruption import (
 )
 from aiplane.sim.apiserver.errors import ApiError
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.rest import Api, DeleteOptions, WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import Api, DeleteOptions, WriteOptions
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 #: The eviction subresource refuses to evict when this many evictions await the disruption controller.
 MAX_DISRUPTED_PODS = 2000

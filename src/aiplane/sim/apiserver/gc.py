@@ -50,7 +50,8 @@ from aiplane.sim.apiserver.deletion import (
 from aiplane.sim.apiserver.disruption import DisruptionController
 from aiplane.sim.apiserver.ownergraph import Work
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.rest import Api, DeleteOptions, rfc3339
+from aiplane.sim.apiserver.rest import Api, DeleteOptions
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -38,8 +38,9 @@ from aiplane.sim.apiserver.json_patch import apply_json_patch
 from aiplane.sim.apiserver.managedfields import field_manager_errors
 from aiplane.sim.apiserver.merge_patch import apply_merge_patch
 from aiplane.sim.apiserver.resources import ResourceType
-from aiplane.sim.apiserver.rest import Result, WriteOptions, rfc3339
+from aiplane.sim.apiserver.rest import Result, WriteOptions
 from aiplane.sim.apiserver.strategic import apply_strategic_patch
+from aiplane.sim.apiserver.write_defaults import rfc3339
 
 if TYPE_CHECKING:
     from aiplane.sim.apiserver.rest import Api

@@ -9,12 +9,11 @@ semantics, generation, then a single commit to the store.
 
 from __future__ import annotations
 
-import base64
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from aiplane.apimachinery import field as fe
@@ -31,18 +30,11 @@ from aiplane.sim.apiserver.validation import (
     default_pod_requests,
     validate_object,
 )
+from aiplane.sim.apiserver.write_defaults import crd_status, normalize, qos_class, rfc3339, utcnow
 
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 FieldValidation = str  # "Strict" | "Warn" | "Ignore"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def upsert_condition(conditions: Iterable[Mapping[str, Any]], wanted: dict[str, Any]) -> list[dict[str, Any]]:
@@ -247,7 +239,7 @@ class Api:
         self._prepare_create(rt, obj)
         for hook in self.mutating_hooks:
             hook(rt, obj, None)
-        _normalize(rt, obj)
+        normalize(rt, obj)
         now = rfc3339(self.clock())
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(key, None)
@@ -339,7 +331,7 @@ class Api:
         obj = self._merge_for_update(rt, current, obj, subresource)
         for hook in self.mutating_hooks if subresource is None else ():  # they register for the resource only
             hook(rt, obj, current)
-        _normalize(rt, obj)
+        normalize(rt, obj)
         validate_object(rt, obj, current)
         if self.managed_fields_hook is not None:
             self.managed_fields_hook(rt, current, obj, opts, operation)
@@ -676,7 +668,7 @@ class Api:
         if key == ("", "Pod"):
             spec = obj.setdefault("spec", {})
             default_pod_requests(spec)
-            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
+            obj["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("terminationGracePeriodSeconds", 30)
             spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -740,71 +732,10 @@ class Api:
         if crd["metadata"].get("deletionTimestamp"):
             return
         self.registry.add_crd(crd)
-        status = _crd_status(crd)
+        status = crd_status(crd)
         if crd.get("status") != status:
             # kube's establishing controller: accepted names, stored versions, Established.
             self.store.put(event.key, {**crd, "status": status, "metadata": dict(crd["metadata"])})
-
-
-def _normalize(rt: ResourceType, obj: dict[str, Any]) -> None:
-    """Conversions kube applies on every write: a Secret's ``stringData`` is merged into ``data``."""
-    if (rt.group, rt.kind) == ("", "Secret") and "stringData" in obj:
-        string_data = obj.pop("stringData") or {}
-        data = dict(obj.get("data") or {})
-        for key, value in string_data.items():
-            data[key] = base64.b64encode(str(value).encode()).decode()
-        obj["data"] = data
-
-
-def _crd_status(crd: dict[str, Any]) -> dict[str, Any]:
-    spec = crd["spec"]
-    previous = {c["type"]: c for c in (crd.get("status") or {}).get("conditions", [])}
-    now = rfc3339(utcnow())
-
-    def condition(kind: str, reason: str, message: str) -> dict[str, Any]:
-        old = previous.get(kind)
-        since = old["lastTransitionTime"] if old and old.get("status") == "True" else now
-        return {
-            "type": kind,
-            "status": "True",
-            "lastTransitionTime": since,
-            "reason": reason,
-            "message": message,
-        }
-
-    stored = list((crd.get("status") or {}).get("storedVersions", []))
-    storage = next((v["name"] for v in spec["versions"] if v.get("storage")), spec["versions"][0]["name"])
-    if storage not in stored:
-        stored.append(storage)
-    names = dict(spec["names"])
-    names.setdefault("singular", names["kind"].lower())
-    names.setdefault("listKind", names["kind"] + "List")
-    return {
-        "acceptedNames": names,
-        "conditions": [
-            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
-            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-        ],
-        "storedVersions": stored,
-    }
-
-
-def _qos_class(spec: dict[str, Any]) -> str:
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
-    requests_seen = False
-    guaranteed = bool(containers)
-    for container in containers:
-        resources = container.get("resources") or {}
-        requests = resources.get("requests") or {}
-        limits = resources.get("limits") or {}
-        if requests or limits:
-            requests_seen = True
-        for res in ("cpu", "memory"):
-            if res not in limits or requests.get(res, limits[res]) != limits[res]:
-                guaranteed = False
-    if guaranteed:
-        return "Guaranteed"
-    return "Burstable" if requests_seen else "BestEffort"
 
 
 class _ReasonlessError(errors.ApiError):
