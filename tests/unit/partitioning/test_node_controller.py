@@ -313,3 +313,96 @@ async def test_a_node_cache_behind_our_own_write_is_not_taken_for_dcms_answer(
         m.stop()
         await task
         await operator.close()
+
+
+class HeldPodWatch(InMemoryKubeClient):
+    """The operator's client, whose Pod watch delivers nothing until :attr:`thaw` is set: its Pod
+    cache keeps showing pods that have since been evicted and recreated elsewhere."""
+
+    thaw: asyncio.Event
+
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        async for event in super().stream(path, query, on_open=on_open):
+            if path == PODS.path():
+                await self.thaw.wait()
+            yield event
+
+
+async def _ready_pod(client: InMemoryKubeClient, name: str, node: str) -> dict[str, Any]:
+    pod = await client.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "serving"}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
+        },
+    )
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    return await client.replace_status(PODS, pod)
+
+
+async def test_a_pod_recreated_elsewhere_under_its_name_is_not_charged_to_its_budget() -> None:
+    """A live repartition once stalled with every group of a ModelInfer available: the drain's Pod
+    cache still showed a pod it had evicted moments before, which its ModelInfer had recreated
+    under the same name on a repartitioned node. The drain evicted it again, with the old pod's uid
+    as precondition. The Eviction API charges the budget and records the *name* as disrupted before
+    it checks that precondition (then answers 409), so the new pod counted as disrupted for two
+    minutes and the budget refused every eviction the drain needed from that group."""
+    fleet = Fleet(
+        nodePools=[NodePool(name="mi300x", count=2, gpu=GpuSpec(vendor="amd", product="MI300X", count=8))]
+    )
+    client = InMemoryKubeClient.fresh(fleet=fleet)
+    await _ready_profile(client)
+    old = await _ready_pod(client, "serving-0", "mi300x-0")
+    await client.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "serving", "namespace": "default"},
+            "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "serving"}}},
+        },
+    )
+    assert client.cluster is not None
+    operator = HeldPodWatch.for_cluster(client.cluster)
+    operator.thaw = asyncio.Event()
+    m = Manager(
+        operator,
+        leader_election=None,
+        metrics_bind_address="0",
+        health_probe_bind_address="0",
+        handle_signals=False,
+    )
+    await node_controller.setup(m)
+    task = asyncio.create_task(m.run())
+    try:
+        await m.cache_synced.wait()
+        # Evicted and recreated on the other node by its controller; the operator's cache missed both.
+        await client.evict("serving-0", "default")
+        new = await _ready_pod(client, "serving-0", "mi300x-1")
+        assert new["metadata"]["uid"] != old["metadata"]["uid"]
+
+        async def budget_settled() -> bool:
+            status = (await client.get(PDBS, "serving", namespace="default")).get("status") or {}
+            return status.get("currentHealthy") == 1 and not status.get("disruptedPods")
+
+        await eventually(budget_settled)
+        await client.create(node_partitionings_resource(), np_body())
+
+        async def tainted() -> bool:
+            return _tainted(await client.get(NODES, "mi300x-0"))
+
+        await eventually(tainted)  # nothing of ours left on the node: drained
+        assert await budget_settled()  # the new pod is not charged to the budget
+        assert (await client.get(PODS, "serving-0", namespace="default"))["metadata"]["uid"] == new[
+            "metadata"
+        ]["uid"]
+    finally:
+        operator.thaw.set()
+        m.stop()
+        await task
+        await operator.close()
+        await client.close()
