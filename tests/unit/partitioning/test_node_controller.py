@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -72,18 +73,8 @@ async def _ready_profile(client: InMemoryKubeClient) -> None:
 @pytest.fixture
 async def manager(client: InMemoryKubeClient) -> AsyncIterator[Manager]:
     await _ready_profile(client)
-    m = Manager(
-        client,
-        leader_election=None,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        handle_signals=False,
-    )
-    await node_controller.setup(m)
-    task = asyncio.create_task(m.run())
-    yield m
-    m.stop()
-    await task
+    async with running_operator(client) as m:
+        yield m
 
 
 def np_body(admitted: bool = True) -> dict[str, Any]:
@@ -174,24 +165,8 @@ async def _idle(manager: Manager) -> bool:
 
 
 async def test_a_pdb_holds_the_drain_until_relaxed(client: InMemoryKubeClient, manager: Manager) -> None:
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "guarded", "namespace": "default", "labels": {"app": "g"}},
-        "spec": {"nodeName": "mi300x-0", "containers": [{"name": "c", "image": "x"}]},
-    }
-    created = await client.create(PODS, pod)
-    created["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    await client.replace_status(PODS, created)
-    await client.create(
-        PDBS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "g", "namespace": "default"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
-        },
-    )
+    await _ready_pod(client, "guarded", "mi300x-0", app="g")
+    await _budget(client, "g", 1)
     await client.create(node_partitionings_resource(), np_body())
 
     async def draining() -> bool:
@@ -274,44 +249,32 @@ async def test_a_node_cache_behind_our_own_write_is_not_taken_for_dcms_answer(
     assert client.cluster is not None
     operator = HeldNodeWatch.for_cluster(client.cluster)
     operator.thaw = asyncio.Event()
-    m = Manager(
-        operator,
-        leader_election=None,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        handle_signals=False,
-    )
-    await node_controller.setup(m)
-    task = asyncio.create_task(m.run())
     try:
-        await m.cache_synced.wait()
-        await client.create(node_partitionings_resource(), np_body())
-        nps = m.informers.informer(node_partitionings_resource())
+        async with running_operator(operator, operator.thaw) as m:
+            await client.create(node_partitionings_resource(), np_body())
+            nps = m.informers.informer(node_partitionings_resource())
 
-        async def waiting_seen() -> bool:
-            np = nps.get("plan-mi300x-0")
-            return (np or {}).get("status", {}).get("phase") == "WaitingOperator" and await _idle(m)
+            async def waiting_seen() -> bool:
+                np = nps.get("plan-mi300x-0")
+                return (np or {}).get("status", {}).get("phase") == "WaitingOperator" and await _idle(m)
 
-        await eventually(waiting_seen)
-        node = await client.get(NODES, "mi300x-0")
-        assert _tainted(node) and node["metadata"]["labels"]["dcm.amd.com/gpu-config-profile"] == "cpx"
-        cached = m.informers.informer(NODES).get("mi300x-0")
-        assert cached is not None and not _tainted(cached)
-        assert cached["metadata"]["labels"]["dcm.amd.com/gpu-config-profile-state"] == "success"
-        assert await phase(client) == "WaitingOperator"  # DCM has not answered this request yet
-        await play_dcm(client)
-        operator.thaw.set()
+            await eventually(waiting_seen)
+            node = await client.get(NODES, "mi300x-0")
+            assert _tainted(node) and node["metadata"]["labels"]["dcm.amd.com/gpu-config-profile"] == "cpx"
+            cached = m.informers.informer(NODES).get("mi300x-0")
+            assert cached is not None and not _tainted(cached)
+            assert cached["metadata"]["labels"]["dcm.amd.com/gpu-config-profile-state"] == "success"
+            assert await phase(client) == "WaitingOperator"  # DCM has not answered this request yet
+            await play_dcm(client)
+            operator.thaw.set()
 
-        async def succeeded() -> bool:
-            return await phase(client) == "Succeeded"
+            async def succeeded() -> bool:
+                return await phase(client) == "Succeeded"
 
-        await eventually(succeeded)
-        node = await client.get(NODES, "mi300x-0")
-        assert not _tainted(node) and not node["spec"].get("unschedulable")
+            await eventually(succeeded)
+            node = await client.get(NODES, "mi300x-0")
+            assert not _tainted(node) and not node["spec"].get("unschedulable")
     finally:
-        operator.thaw.set()
-        m.stop()
-        await task
         await operator.close()
 
 
@@ -330,18 +293,32 @@ class HeldPodWatch(InMemoryKubeClient):
             yield event
 
 
-async def _ready_pod(client: InMemoryKubeClient, name: str, node: str) -> dict[str, Any]:
+async def _ready_pod(
+    client: InMemoryKubeClient, name: str, node: str, app: str = "serving"
+) -> dict[str, Any]:
     pod = await client.create(
         PODS,
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": "serving"}},
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
             "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
         },
     )
     pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     return await client.replace_status(PODS, pod)
+
+
+async def _budget(client: InMemoryKubeClient, app: str, min_available: int) -> None:
+    await client.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": app, "namespace": "default"},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+        },
+    )
 
 
 async def test_a_pod_recreated_elsewhere_under_its_name_is_not_charged_to_its_budget() -> None:
@@ -357,18 +334,43 @@ async def test_a_pod_recreated_elsewhere_under_its_name_is_not_charged_to_its_bu
     client = InMemoryKubeClient.fresh(fleet=fleet)
     await _ready_profile(client)
     old = await _ready_pod(client, "serving-0", "mi300x-0")
-    await client.create(
-        PDBS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "serving", "namespace": "default"},
-            "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "serving"}}},
-        },
-    )
+    await _budget(client, "serving", 0)
     assert client.cluster is not None
     operator = HeldPodWatch.for_cluster(client.cluster)
     operator.thaw = asyncio.Event()
+    try:
+        async with running_operator(operator, operator.thaw):
+            # Evicted and recreated on the other node by its controller; the operator's cache missed both.
+            await client.evict("serving-0", "default")
+            new = await _ready_pod(client, "serving-0", "mi300x-1")
+            assert new["metadata"]["uid"] != old["metadata"]["uid"]
+
+            async def budget_settled() -> bool:
+                status = (await client.get(PDBS, "serving", namespace="default")).get("status") or {}
+                return status.get("currentHealthy") == 1 and not status.get("disruptedPods")
+
+            await eventually(budget_settled)
+            await client.create(node_partitionings_resource(), np_body())
+
+            async def tainted() -> bool:
+                return _tainted(await client.get(NODES, "mi300x-0"))
+
+            await eventually(tainted)  # nothing of ours left on the node: drained
+            assert await budget_settled()  # the new pod is not charged to the budget
+            assert (await client.get(PODS, "serving-0", namespace="default"))["metadata"]["uid"] == new[
+                "metadata"
+            ]["uid"]
+    finally:
+        await operator.close()
+        await client.close()
+
+
+@asynccontextmanager
+async def running_operator(
+    operator: InMemoryKubeClient, thaw: asyncio.Event | None = None
+) -> AsyncIterator[Manager]:
+    """The NodePartitioning controller on ``operator``, its caches synced; a held watch's ``thaw``
+    is set on the way out so the manager can stop. Closing the client is the caller's."""
     m = Manager(
         operator,
         leader_election=None,
@@ -380,29 +382,9 @@ async def test_a_pod_recreated_elsewhere_under_its_name_is_not_charged_to_its_bu
     task = asyncio.create_task(m.run())
     try:
         await m.cache_synced.wait()
-        # Evicted and recreated on the other node by its controller; the operator's cache missed both.
-        await client.evict("serving-0", "default")
-        new = await _ready_pod(client, "serving-0", "mi300x-1")
-        assert new["metadata"]["uid"] != old["metadata"]["uid"]
-
-        async def budget_settled() -> bool:
-            status = (await client.get(PDBS, "serving", namespace="default")).get("status") or {}
-            return status.get("currentHealthy") == 1 and not status.get("disruptedPods")
-
-        await eventually(budget_settled)
-        await client.create(node_partitionings_resource(), np_body())
-
-        async def tainted() -> bool:
-            return _tainted(await client.get(NODES, "mi300x-0"))
-
-        await eventually(tainted)  # nothing of ours left on the node: drained
-        assert await budget_settled()  # the new pod is not charged to the budget
-        assert (await client.get(PODS, "serving-0", namespace="default"))["metadata"]["uid"] == new[
-            "metadata"
-        ]["uid"]
+        yield m
     finally:
-        operator.thaw.set()
+        if thaw is not None:
+            thaw.set()
         m.stop()
         await task
-        await operator.close()
-        await client.close()
