@@ -184,6 +184,7 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         total_gpus=request.total_gpus,
     )
     aic_agg: Plan | None = None
+    builtin_agg: Plan | None = None
     if lat.name == "aic":
         prefills, decodes, tps, layouts = _aic_workers(request, w, lat)
         aic_agg = importlib.import_module("aiplane.planner.aic_search").agg_plan(lat, w, layouts)
@@ -198,12 +199,20 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         tps = search.tp_sizes(request.min_gpus_per_engine, hi, cap)
         if not tps:
             raise PlannerError(_no_engine_size(request, node))
-        prefills = search.prefill_workers(w, lat, tps)
-        decodes = search.decode_workers(w, lat, tps)
+        if model.num_experts and isinstance(lat, BuiltinLatency):
+            # Mixture of experts: the layouts AIC searches (attention DP, MoE TP / EP) within a node.
+            layouts = importlib.import_module("aiplane.planner.aic_search").layouts(
+                moe=True, backend=request.backend, aic_system=system.name, budget=cap, lo=tps[0], hi=tps[-1]
+            )
+            prefills, decodes = search.layout_workers(w, lat, layouts)
+            builtin_agg = search.search_agg_layouts(w, lat, layouts)
+        else:
+            prefills = search.prefill_workers(w, lat, tps)
+            decodes = search.decode_workers(w, lat, tps)
     found, meets = search.search_disagg(w, prefills, decodes)
     disagg = None if found is None else search.disagg_plan(found, w, meets)
     # AIC's own aggregated sweep when some point meets the SLA; else our closest (best-effort) plan.
-    agg = aic_agg if aic_agg is not None else (search.search_agg(w, lat, tps) if tps else None)
+    agg = aic_agg or builtin_agg or (search.search_agg(w, lat, tps) if tps else None)
     if disagg is None and agg is None:
         raise PlannerError(_fits_nowhere(request, w, lat))
     return PlanResult(

@@ -98,6 +98,15 @@ FP8_BLOCK_GEMM_US: Mapping[Vendor, float] = {"nvidia": 126.8, "amd": 0.0}
 # fit FP8_BLOCK_SMALL_M_US:   b200_sxm: 193.4 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 12.8%)
 # fit FP8_BLOCK_SMALL_M_US:   gb200: 358.5 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 17.0%)
 FP8_BLOCK_SMALL_M_US: Mapping[Vendor, float] = {"nvidia": 121.2, "amd": 0.0}
+#: Share of the dense compute efficiency that routed experts reach, prefill and decode (grouped GEMMs
+#: over many small experts run below one large GEMM's rate), and a fixed cost per MoE layer and pass
+#: (routing, token permutation, the grouped GEMMs' launches), microseconds.
+# fit MOE_*: fitted on the calibration cases' MoE models (Qwen3-30B-A3B, Qwen3-235B-A22B-FP8,
+# fit MOE_*: gpt-oss-120b, DeepSeek-V3; H100/H200; vLLM, SGLang, TRT-LLM) against AIC's engine per layout
+# fit MOE_*: (benchmarks/planner_builtin_validate.py --fit-moe); AMD: the NVIDIA values (no AMD data).
+MOE_PREFILL_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
+MOE_DECODE_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.2, "amd": 0.2}
+MOE_LAYER_US: Mapping[Vendor, float] = {"nvidia": 45.0, "amd": 45.0}
 #: Each constant per system where fitted (the provenance lines above give each value): the systems
 #: differ more than one vendor value can hold (A100's prefill overhead is 2.4x H100's, Blackwell's
 #: block-FP8 GEMMs 3-6x Hopper's). A system not listed (AMD, a partition) takes its vendor's value.

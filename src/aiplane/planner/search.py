@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from aiplane.planner.latency import kv_capacity_tokens, max_batch
+from aiplane.planner.latency import BuiltinLatency, kv_capacity_tokens, layout_kv_capacity, max_batch
 from aiplane.planner.types import (
     Backend,
     DecodeSimulating,
@@ -199,6 +199,67 @@ def _batches_that_fit(w: Workload, latency: LatencyModel, tp: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _par(layout: Layout) -> tuple[int, int, int, int]:
+    return (layout.tp, layout.dp, layout.moe_tp, layout.moe_ep)
+
+
+def layout_workers(
+    w: Workload, latency: BuiltinLatency, layouts: Iterable[Layout]
+) -> tuple[list[PrefillWorker], list[DecodeWorker]]:
+    """Prefill and decode workers of every layout (mixture-of-experts: attention DP, MoE TP / EP) from
+    the built-in model, rated as AIC rates its candidates: a prefill worker prefills one prompt per
+    attention rank at a time, a decode worker's batch is per attention rank."""
+    prefills: list[PrefillWorker] = []
+    decodes: list[DecodeWorker] = []
+    for par in layouts:
+        capacity = layout_kv_capacity(w.model, w.system, _par(par))
+        if capacity < w.isl:
+            continue
+        ms = latency.layout_prefill_ms(w.model, w.system, _par(par), w.isl) * PREFILL_LATENCY_CORRECTION
+        rate = round(par.dp * 1000.0 / ms, 3)
+        prefills.append(PrefillWorker(par.tp, ms, round(ms, 3) * PREFILL_QUEUE_FACTOR, rate, par))
+        fits = bisect.bisect_right(BATCH_GRID, capacity // max(1, w.decode_context))
+        for batch in BATCH_GRID[:fits]:
+            step = latency.layout_decode_ms(w.model, w.system, _par(par), batch, w.decode_context)
+            tpot = step * DECODE_LATENCY_CORRECTION
+            rate = batch * par.dp * 1000.0 / (tpot * (w.osl - 1))
+            decodes.append(DecodeWorker(par.tp, batch, round(tpot, 3), round(rate, 3), par))
+    return prefills, decodes
+
+
+def search_agg_layouts(w: Workload, latency: BuiltinLatency, layouts: Iterable[Layout]) -> Plan | None:
+    """:func:`search_agg` over worker layouts (mixture-of-experts models: attention DP, MoE TP / EP)."""
+    best: tuple[tuple[float, ...], Plan] | None = None
+    for par in layouts:
+        capacity = layout_kv_capacity(w.model, w.system, _par(par))
+        if capacity < w.isl:
+            continue
+        prefill = latency.layout_prefill_ms(w.model, w.system, _par(par), w.isl) * PREFILL_LATENCY_CORRECTION
+        for batch in BATCH_GRID[: bisect.bisect_right(BATCH_GRID, capacity // max(1, w.decode_context))]:
+            step = latency.layout_decode_ms(w.model, w.system, _par(par), batch, w.decode_context)
+            ttft, itl = (
+                prefill * PREFILL_QUEUE_FACTOR,
+                step * DECODE_LATENCY_CORRECTION + prefill * batch / w.osl,
+            )
+            meets = ttft <= w.ttft_ms and itl <= w.itl_ms
+            per_gpu = batch * par.dp * 1000.0 / itl / par.gpus
+            workers = 1 if w.total_gpus is None else max(1, w.total_gpus // par.gpus)
+            plan = Plan(
+                tokens_per_second_per_gpu=per_gpu,
+                tokens_per_second_per_user=1000.0 / itl,
+                ttft_ms=ttft,
+                itl_ms=itl,
+                gpus=workers * par.gpus,
+                meets_sla=meets,
+                agg=_engine(par, workers, batch),
+            )
+            overshoot = max(ttft / w.ttft_ms, itl / w.itl_ms)
+            key = (1.0, per_gpu, -par.gpus) if meets else (0.0, -overshoot, -par.gpus)
+            if best is None or key > best[0]:
+                best = (key, plan)
+    return None if best is None else best[1]
 
 
 @lru_cache(maxsize=1024)

@@ -150,8 +150,8 @@ def test_plans_stay_within_the_budget_and_engine_sizes(
             continue
         assert p.gpus <= budget
         engines = [e for e in (p.prefill, p.decode, p.agg) if e is not None]
-        assert all(e.tp <= 4 and e.workers >= 1 for e in engines)
-        assert p.gpus == sum(e.tp * e.workers for e in engines)
+        assert all(e.gpus_per_worker <= 4 and e.workers >= 1 for e in engines)
+        assert p.gpus == sum(e.gpus_per_worker * e.workers for e in engines)
         if p.meets_sla:
             assert p.ttft_ms <= 300 and p.itl_ms <= 10
 
