@@ -183,6 +183,11 @@ def _load_engine_module() -> Any:
         ) from err
 
 
+def comm_phases(mode: str) -> tuple[str, ...]:
+    """The phases whose large-EP data a run of ``mode`` needs (a prefill worker only the context)."""
+    return ("context",) if mode == "static_ctx" else ("context", "generation")
+
+
 class AicLatency:
     """Latencies from AIC's compiled engine: one engine per (model, system, TP), queries memoised.
 
@@ -242,16 +247,18 @@ class AicLatency:
     def key(self, model: ModelSpec, system: SystemSpec) -> tuple[Any, ...]:
         """What AIC's answers for a model on a system depend on (memo key across plans)."""
         target = aic_model(model)
-        return (
+        key = (
             target.model_id,
             target.gemm_quant_mode,
             aic_system(system),
             self.backend,
             self.backend_version,
         )
+        # MoE answers depend on the large-EP pricing (aic_moe_comm): answers cached before it are stale.
+        return (*key, "large-ep") if model.num_experts else key
 
     def _session(
-        self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None
+        self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None, phases: tuple[str, ...] = ()
     ) -> tuple[Any, Any, Any]:
         """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with.
 
@@ -264,10 +271,11 @@ class AicLatency:
         if not model.num_experts:
             moe_tp = 1
         bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
-        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha)
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha, phases)
         session = self._sessions.get(key)
         if session is None:
             try:
+                database = _database(aic_sys, self.backend, self.backend_version)
                 config = importlib.import_module(
                     "aiconfigurator_core.sdk.config_builders"
                 ).build_model_config(
@@ -279,10 +287,11 @@ class AicLatency:
                     gemm_quant_mode=target.gemm_quant_mode,
                     fmha_quant_mode="bfloat16" if bf16_fmha else None,
                 )
+                if model.num_experts and phases:
+                    self._large_ep(config, target, database, (dp, moe_tp, moe_ep), phases, bf16_fmha)
                 aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
                     target.model_id, config, self.backend
                 )
-                database = _database(aic_sys, self.backend, self.backend_version)
             except PlannerError:
                 raise
             except Exception as err:  # AIC's own failures mean "cannot model this"
@@ -296,6 +305,39 @@ class AicLatency:
             session = (aic_model_obj, database, backend)
             self._sessions[key] = session
         return session
+
+    def _large_ep(
+        self,
+        config: Any,
+        target: AicTarget,
+        database: Any,
+        par: tuple[int, int, int],
+        phases: tuple[str, ...],
+        bf16_fmha: bool,
+    ) -> None:
+        """Price the layout's MoE all-to-all from AIC's large-EP data where its CLI would
+        (:mod:`aiplane.planner.aic_moe_comm`); an EP across nodes without that data is no layout."""
+        comm = importlib.import_module("aiplane.planner.aic_moe_comm")
+        dp, moe_tp, moe_ep = par
+        found = comm.coverage(target.model_id, self.backend, database, target.gemm_quant_mode)
+        resolved = comm.resolve(found, self.backend, dp, moe_tp, moe_ep, phases)
+        per_node = int(
+            (getattr(database, "system_spec", {}) or {}).get("node", {}).get("num_gpus_per_node", 8)
+        )
+        if resolved is None:
+            if moe_ep > per_node:
+                raise ValueError(
+                    f"expert parallelism {moe_ep} spans nodes and AIC has no all-to-all data for it"
+                )
+            return
+        config.moe_comm_backend = resolved
+        config.num_gpus_per_node = per_node
+        config.system = getattr(database, "system", None)
+        if self.backend == "sglang" and "deepseek" in target.model_id.lower() and not bf16_fmha:
+            # AIC's SGLang wide-EP MLA rows are FP8 (its resolver's DeepSeek defaults).
+            common = importlib.import_module("aiconfigurator_core.sdk.common")
+            config.fmha_quant_mode = common.FMHAQuantMode.fp8_block
+            config.kvcache_quant_mode = common.KVCacheQuantMode.fp8
 
     def run(
         self,
@@ -313,13 +355,14 @@ class AicLatency:
             batch_size=batch, isl=isl, osl=osl
         )
         try:
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            phases = comm_phases(mode)
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             try:
                 return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
             except Exception as err:
                 if not self._fall_back_to_bf16_fmha(model, system, err):
                     raise
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
         except Exception as err:  # as in _query
             raise PlannerError(
@@ -351,13 +394,14 @@ class AicLatency:
             batch_size=batch, isl=isl, osl=osl
         )
         try:
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            phases = comm_phases("agg")
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             try:
                 return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
             except Exception as err:
                 if not self._fall_back_to_bf16_fmha(model, system, err):
                     raise
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
         except Exception as err:  # as in _query
             raise PlannerError(

@@ -38,8 +38,15 @@ def load_latency_model(name: str, backend: str = "vllm") -> LatencyModel:
         raise PlannerError(f"latencyModel: aic latency model not available: {err}") from err
     except ImportError as err:
         raise PlannerError(f"latencyModel: aic latency model not available: {err}") from err
-    model: LatencyModel = module.AicLatency(backend)
+    # One per backend and process: its compiled models and sessions (per model, system and layout) and
+    # the tables they read are kept, so a controller planning many requests loads each once.
+    model: LatencyModel | None = _AIC_LATENCY.get(backend)
+    if model is None:
+        model = _AIC_LATENCY[backend] = module.AicLatency(backend)
     return model
+
+
+_AIC_LATENCY: dict[str, LatencyModel] = {}
 
 
 def aic_has_data(model: ModelSpec, system: SystemSpec, backend: str) -> str | None:
