@@ -80,6 +80,9 @@ CALIBRATION = (
     # Added after the first held-out run showed no Blackwell MoE among the cases above.
     Case("Qwen/Qwen3-30B-A3B", "b200_sxm", "trtllm", 8, 2000, 500, 600, 20),
     Case("deepseek-ai/DeepSeek-R1", "b200_sxm", "trtllm", 16, 4000, 1000, 2000, 50),
+    # Added after the second held-out run: SGLang's mixture-of-experts tables on another system.
+    Case("deepseek-ai/DeepSeek-V3", "h200_sxm", "sglang", 16, 4000, 500, 2000, 50),
+    Case("openai/gpt-oss-120b", "h200_sxm", "sglang", 8, 2000, 500, 600, 20),
 )
 #: Held out: never used to choose a constant. Long prompt (ISL >= 8000), chat (~1-2k/0.5-1k), long
 #: answer (OSL >= 2000); H100, H200, B200; 8-64 GPUs; all three backends; dense and MoE.

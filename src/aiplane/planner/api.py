@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
+from aiplane.planner import agg as builtin_agg_search
 from aiplane.planner import search
 from aiplane.planner.latency import BuiltinLatency, kv_capacity_tokens
 from aiplane.planner.models import resolve_model
@@ -17,6 +19,7 @@ from aiplane.planner.types import (
     PlannerError,
     PlanRequest,
     PlanResult,
+    ProfilePoint,
     SystemSpec,
 )
 
@@ -212,10 +215,12 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
                 moe=True, backend=request.backend, aic_system=system.name, budget=cap, lo=tps[0], hi=tps[-1]
             )
             prefills, decodes = search.layout_workers(w, lat, layouts)
-            builtin_agg = search.search_agg_layouts(w, lat, layouts)
+            builtin_agg = builtin_agg_search.search(w, lat, layouts)
         else:
             prefills = search.prefill_workers(w, lat, tps)
             decodes = search.decode_workers(w, lat, tps)
+            if isinstance(lat, BuiltinLatency):
+                builtin_agg = builtin_agg_search.search(w, lat, [search.Layout(tp) for tp in tps])
     found, meets = search.search_disagg(w, prefills, decodes)
     disagg = None if found is None else search.disagg_plan(found, w, meets)
     # AIC's own aggregated sweep when some point meets the SLA; else our closest (best-effort) plan.
@@ -231,8 +236,19 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         agg=agg,
         total_gpus=request.total_gpus,
         frontier=search.frontier(w, prefills, decodes),
-        prefill_profile=() if found is None else search.prefill_profile(w, lat, found.prefill.tp),
+        prefill_profile=() if found is None else _profile(search.prefill_profile, w, lat, found.prefill.tp),
         decode_profile=(
-            () if found is None else search.decode_profile(w, lat, found.decode.tp, found.decode.batch)
+            ()
+            if found is None
+            else _profile(search.decode_profile, w, lat, found.decode.tp, found.decode.batch)
         ),
     )
+
+
+def _profile(build: Callable[..., tuple[ProfilePoint, ...]], *args: Any) -> tuple[ProfilePoint, ...]:
+    """A profile at the chosen sizes, or none where the latency model cannot time that tensor-parallel
+    engine (AIC lacks MoE data for some TP-only layouts its search never needed): the plan stands."""
+    try:
+        return build(*args)
+    except PlannerError:
+        return ()

@@ -103,7 +103,9 @@ def max_batch(m: ModelSpec, s: SystemSpec, tp: int, context: int) -> int:
 
 def _tflops(m: ModelSpec, s: SystemSpec) -> float:
     """Tensor peak for the checkpoint's dtype; a GPU without that format computes in the next wider one."""
-    ladder = {"fp4": (s.fp4_tflops, s.fp8_tflops, s.bf16_tflops), "fp8": (s.fp8_tflops, s.bf16_tflops)}
+    # FP4 weights on a GPU without FP4 tensor cores are dequantised and multiplied in BF16 (w4a16: AIC's
+    # Hopper MoE tables for gpt-oss are keyed "w4a16_mxfp4"), not in FP8.
+    ladder = {"fp4": (s.fp4_tflops, s.bf16_tflops), "fp8": (s.fp8_tflops, s.bf16_tflops)}
     for value in ladder.get(m.weight_dtype, (s.bf16_tflops,)):
         if value > 0:
             return value
@@ -216,13 +218,74 @@ def _step_ms(
     bytes_ += rows * context * kv if decode else rank_tokens * kv
     memory_eff = cal.value("DECODE_MEMORY_EFFICIENCY" if decode else "PREFILL_MEMORY_EFFICIENCY", s)
     memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * memory_eff) * 1e3
-    if dp == 1 and moe_ep == 1 and moe_tp == tp:
+    if _plain_tp(m, par):
         comm = _allreduce_ms(m, s, tp, rank_tokens)
     else:  # attention's all-reduce within its TP group; the MoE layers' token exchange over the worker
         comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, moe_tokens)
     fixed = cal.value("STEP_OVERHEAD_MS" if decode else "PREFILL_OVERHEAD_MS", s)
     fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
     return max(compute, memory) + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def mixed_ms(
+    m: ModelSpec,
+    s: SystemSpec,
+    par: tuple[int, int, int, int],
+    prompts: float,
+    isl: int,
+    gen: int,
+    context: int,
+) -> float:
+    """One in-flight-batching pass on a worker of layout ``par``: per attention rank, ``prompts``
+    prompts of ``isl`` tokens prefilled together with one token of each of ``gen`` decoding sequences
+    at ``context`` tokens (AIC's "mixed step"). The GEMMs run once over all the pass's tokens (the
+    weights are read once); each part's FLOPs at its phase's efficiency."""
+    tp, dp, moe_tp, moe_ep = par
+    gpus = tp * dp
+    p_tokens = prompts * isl
+    tokens = p_tokens + gen
+    wb = dtype_bytes(m.weight_dtype)
+    head = m.vocab_size * m.hidden_size
+    dense_params = _always_read_params(m) + head
+    p_flops = 2.0 * dense_params * p_tokens
+    p_flops += 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=False) * prompts * isl * isl / 2
+    d_flops = (
+        2.0 * dense_params * gen
+        + 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * gen * context
+    )
+    routed = 2.0 * m.experts_per_token * _routed_params(m) * dp
+    eff_p, eff_d = cal.value("PREFILL_COMPUTE_EFFICIENCY", s), cal.value("DECODE_COMPUTE_EFFICIENCY", s)
+    share_p, share_d = cal.value("MOE_PREFILL_COMPUTE_SHARE", s), cal.value("MOE_DECODE_COMPUTE_SHARE", s)
+    compute = (
+        p_flops / tp / eff_p
+        + d_flops / tp / eff_d
+        + routed * p_tokens / gpus / (eff_p * share_p)
+        + routed * gen / gpus / (eff_d * share_d)
+    ) / (_tflops(m, s) * 1e12)
+    bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp
+    bytes_ += _experts_touched(m, round(tokens * dp)) * _routed_params(m) * wb / (moe_tp * moe_ep)
+    bytes_ += (gen * context + p_tokens) * kv_bytes_per_token(m, tp)
+    # The weights stream at the slower of the two phases' rates when both share the pass.
+    memory_eff = cal.value("PREFILL_MEMORY_EFFICIENCY", s)
+    if gen:
+        decode_eff = cal.value("DECODE_MEMORY_EFFICIENCY", s)
+        memory_eff = min(memory_eff, decode_eff) if p_tokens > 0 else decode_eff
+    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * memory_eff)
+    rank_tokens = round(tokens)
+    if _plain_tp(m, par):
+        comm = _allreduce_ms(m, s, tp, rank_tokens)
+    else:
+        comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, rank_tokens * dp)
+    # A pass with prompts in it pays a prefill's fixed cost (their scheduling and first sampling).
+    fixed = cal.value("PREFILL_OVERHEAD_MS" if p_tokens > 0 else "STEP_OVERHEAD_MS", s)
+    fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
+    return max(compute, memory) * 1e3 + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def _plain_tp(m: ModelSpec, par: tuple[int, int, int, int]) -> bool:
+    """Whether layout ``par`` is tensor parallelism only (a dense model's MoE sizes do not matter)."""
+    tp, dp, moe_tp, moe_ep = par
+    return dp == 1 and moe_ep == 1 and (moe_tp == tp or not m.num_experts)
 
 
 def _exchange_ms(m: ModelSpec, s: SystemSpec, gpus: int, tokens: int) -> float:
@@ -284,15 +347,30 @@ class BuiltinLatency:
     ) -> float:
         """One prompt per attention data-parallel rank of a worker laid out as ``par`` (TP, DP, MoE
         TP, MoE EP); a tensor-parallel layout answers as :meth:`prefill_ms` (its envelope)."""
-        if par[1:] == (1, par[0], 1):
+        if _plain_tp(model, par):
             return self.prefill_ms(model, system, par[0], 1, isl)
         return _step_ms(self._model(model), system, par, 1, isl, decode=False)
+
+    def layout_mixed_ms(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        par: tuple[int, int, int, int],
+        prompts: float,
+        isl: int,
+        gen: int,
+        context: int,
+    ) -> float:
+        """An in-flight-batching pass (:func:`mixed_ms`); without prefill tokens a decode step."""
+        if prompts <= 0:
+            return self.layout_decode_ms(model, system, par, gen, context)
+        return mixed_ms(self._model(model), system, par, prompts, isl, gen, context)
 
     def layout_decode_ms(
         self, model: ModelSpec, system: SystemSpec, par: tuple[int, int, int, int], batch: int, context: int
     ) -> float:
         """One decode step of ``batch`` sequences per attention rank of layout ``par``."""
-        if par[1:] == (1, par[0], 1):
+        if _plain_tp(model, par):
             return self.decode_step_ms(model, system, par[0], batch, context)
         return _step_ms(self._model(model), system, par, batch, context, decode=True)
 

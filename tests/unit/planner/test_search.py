@@ -268,6 +268,29 @@ def test_every_registry_model_plans_on_every_system() -> None:
         assert result.disagg is not None or result.agg is not None, (model, system)
 
 
+def test_the_builtin_model_searches_expert_and_attention_data_parallel_layouts_within_a_node() -> None:
+    """Mixture of experts on AMD (no AIC data): the built-in model searches the layouts AIC would
+    (attention DP, MoE TP / EP), each worker within one 8-GPU node, and DeepSeek-V3 decodes with
+    expert parallelism as every published deployment of it does."""
+    result = plan(
+        request(
+            model="deepseek-ai/DeepSeek-V3",
+            system="mi300x",
+            isl=4000,
+            osl=1000,
+            ttft_ms=2000,
+            itl_ms=50,
+            total_gpus=16,
+        )
+    )
+    assert result.latency_model == "builtin"
+    assert result.disagg is not None and result.disagg.decode is not None
+    decode = result.disagg.decode
+    assert decode.moe_ep > 1 and decode.gpus_per_worker <= 8
+    assert decode.tp * decode.dp == decode.moe_tp * decode.moe_ep
+    assert result.agg is not None and result.agg.agg is not None and result.agg.agg.gpus_per_worker <= 8
+
+
 class _LinearLatency:
     """A stand-in for AIC's engine: perfectly parallel, no memory limit of its own."""
 
