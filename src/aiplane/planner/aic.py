@@ -14,6 +14,8 @@ import importlib.util
 import logging
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -151,14 +153,44 @@ def aic_model(model: ModelSpec) -> AicTarget:
 _DATABASES: dict[tuple[str, str, str | None], Any] = {}
 
 
+@contextmanager
+def fast_yaml() -> Iterator[None]:
+    """AIC's YAML reads through libyaml's C parser while inside: its first version lookup parses
+    every system's YAML file (over a second in pure Python, most of a cold plan's set-up). The same
+    documents, the same safe constructor; only the parser differs. Without libyaml, unchanged."""
+    yaml: Any = importlib.import_module("yaml")
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None or getattr(yaml.safe_load, "_aiplane_fast", False):
+        yield
+        return
+    original = yaml.safe_load
+
+    def safe_load(stream: Any) -> Any:
+        return yaml.load(stream, Loader=loader)
+
+    safe_load._aiplane_fast = True  # type: ignore[attr-defined]
+    yaml.safe_load = safe_load
+    try:
+        yield
+    finally:
+        yaml.safe_load = original
+
+
+def literal_version(aic_sys: str, backend: str, version: str | None) -> Any:
+    """AIC's data version for (system, backend) (an error when it has none)."""
+    with fast_yaml():
+        return _load_engine_module()._literal_backend_version(aic_sys, backend, version, None, None)
+
+
 def _database(aic_sys: str, backend: str, version: str | None) -> Any:
     """AIC's measured tables for (system, backend): loaded once per process (seconds), then shared."""
     key = (aic_sys, backend, version)
     found = _DATABASES.get(key)
     if found is None:
         engine = _load_engine_module()
-        literal = engine._literal_backend_version(aic_sys, backend, version, None, None)
-        found = _DATABASES[key] = engine._maybe_load_database(aic_sys, backend, literal, None)
+        literal = literal_version(aic_sys, backend, version)
+        with fast_yaml():
+            found = _DATABASES[key] = engine._maybe_load_database(aic_sys, backend, literal, None)
     return found
 
 
@@ -231,18 +263,22 @@ class AicLatency:
         key = (target.model_id, target.gemm_quant_mode, aic_sys, tp)
         engine = self._engines.get(key)
         if engine is None:
-            engine = self._engine_module.EngineHandle.compile(
-                target.model_id,
-                aic_sys,
-                self.backend,
-                backend_version=self.backend_version,
-                tp_size=tp,
-                gemm_quant_mode=target.gemm_quant_mode,
-                # MoE layers split like attention (AIC requires tp x dp == moe_tp x moe_ep).
-                **({"moe_tp_size": tp, "moe_ep_size": 1} if model.num_experts else {}),
-            )
+            with fast_yaml():
+                engine = self._compile(target, aic_sys, tp, model)
             self._engines[key] = engine
         return engine
+
+    def _compile(self, target: AicTarget, aic_sys: str, tp: int, model: ModelSpec) -> Any:
+        return self._engine_module.EngineHandle.compile(
+            target.model_id,
+            aic_sys,
+            self.backend,
+            backend_version=self.backend_version,
+            tp_size=tp,
+            gemm_quant_mode=target.gemm_quant_mode,
+            # MoE layers split like attention (AIC requires tp x dp == moe_tp x moe_ep).
+            **({"moe_tp_size": tp, "moe_ep_size": 1} if model.num_experts else {}),
+        )
 
     def key(self, model: ModelSpec, system: SystemSpec) -> tuple[Any, ...]:
         """What AIC's answers for a model on a system depend on (memo key across plans)."""
@@ -274,37 +310,50 @@ class AicLatency:
         key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha, phases)
         session = self._sessions.get(key)
         if session is None:
-            try:
-                database = _database(aic_sys, self.backend, self.backend_version)
-                config = importlib.import_module(
-                    "aiconfigurator_core.sdk.config_builders"
-                ).build_model_config(
-                    tp_size=tp,
-                    pp_size=1,
-                    attention_dp_size=dp,
-                    moe_tp_size=moe_tp,
-                    moe_ep_size=moe_ep,
-                    gemm_quant_mode=target.gemm_quant_mode,
-                    fmha_quant_mode="bfloat16" if bf16_fmha else None,
-                )
-                if model.num_experts and phases:
-                    self._large_ep(config, target, database, (dp, moe_tp, moe_ep), phases, bf16_fmha)
-                aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
-                    target.model_id, config, self.backend
-                )
-            except PlannerError:
-                raise
-            except Exception as err:  # AIC's own failures mean "cannot model this"
-                raise PlannerError(
-                    f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
-                    f"({self.backend}): {err}"
-                ) from err
-            backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
-                self.backend
-            )
-            session = (aic_model_obj, database, backend)
+            with fast_yaml():
+                session = self._new_session(model, system, target, aic_sys, (tp, dp, moe_tp, moe_ep), phases)
             self._sessions[key] = session
         return session
+
+    def _new_session(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        target: AicTarget,
+        aic_sys: str,
+        par: tuple[int, int, int, int],
+        phases: tuple[str, ...],
+    ) -> tuple[Any, Any, Any]:
+        tp, dp, moe_tp, moe_ep = par
+        bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
+        """A new (model, database, backend) of AIC for one layout (its YAML read with libyaml)."""
+        try:
+            database = _database(aic_sys, self.backend, self.backend_version)
+            config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
+                tp_size=tp,
+                pp_size=1,
+                attention_dp_size=dp,
+                moe_tp_size=moe_tp,
+                moe_ep_size=moe_ep,
+                gemm_quant_mode=target.gemm_quant_mode,
+                fmha_quant_mode="bfloat16" if bf16_fmha else None,
+            )
+            if model.num_experts and phases:
+                self._large_ep(config, target, database, (dp, moe_tp, moe_ep), phases, bf16_fmha)
+            aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
+                target.model_id, config, self.backend
+            )
+        except PlannerError:
+            raise
+        except Exception as err:  # AIC's own failures mean "cannot model this"
+            raise PlannerError(
+                f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                f"({self.backend}): {err}"
+            ) from err
+        backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
+            self.backend
+        )
+        return (aic_model_obj, database, backend)
 
     def _large_ep(
         self,

@@ -66,9 +66,8 @@ def aic_has_data(model: ModelSpec, system: SystemSpec, backend: str) -> str | No
     key = ("data", aic_sys, backend)
     version = cache.recall(key)
     if version is cache.MISSING:
-        engine = importlib.import_module("aiconfigurator_core.sdk.engine")
         try:
-            version = engine._literal_backend_version(aic_sys, backend, None, None, None)
+            version = module.literal_version(aic_sys, backend, None)
         except Exception:  # AIC's own lookup failure: no data
             version = None
         cache.remember(key, version)

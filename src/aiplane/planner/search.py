@@ -229,39 +229,6 @@ def layout_workers(
     return prefills, decodes
 
 
-def search_agg_layouts(w: Workload, latency: BuiltinLatency, layouts: Iterable[Layout]) -> Plan | None:
-    """:func:`search_agg` over worker layouts (mixture-of-experts models: attention DP, MoE TP / EP)."""
-    best: tuple[tuple[float, ...], Plan] | None = None
-    for par in layouts:
-        capacity = layout_kv_capacity(w.model, w.system, _par(par))
-        if capacity < w.isl:
-            continue
-        prefill = latency.layout_prefill_ms(w.model, w.system, _par(par), w.isl) * PREFILL_LATENCY_CORRECTION
-        for batch in BATCH_GRID[: bisect.bisect_right(BATCH_GRID, capacity // max(1, w.decode_context))]:
-            step = latency.layout_decode_ms(w.model, w.system, _par(par), batch, w.decode_context)
-            ttft, itl = (
-                prefill * PREFILL_QUEUE_FACTOR,
-                step * DECODE_LATENCY_CORRECTION + prefill * batch / w.osl,
-            )
-            meets = ttft <= w.ttft_ms and itl <= w.itl_ms
-            per_gpu = batch * par.dp * 1000.0 / itl / par.gpus
-            workers = 1 if w.total_gpus is None else max(1, w.total_gpus // par.gpus)
-            plan = Plan(
-                tokens_per_second_per_gpu=per_gpu,
-                tokens_per_second_per_user=1000.0 / itl,
-                ttft_ms=ttft,
-                itl_ms=itl,
-                gpus=workers * par.gpus,
-                meets_sla=meets,
-                agg=_engine(par, workers, batch),
-            )
-            overshoot = max(ttft / w.ttft_ms, itl / w.itl_ms)
-            key = (1.0, per_gpu, -par.gpus) if meets else (0.0, -overshoot, -par.gpus)
-            if best is None or key > best[0]:
-                best = (key, plan)
-    return None if best is None else best[1]
-
-
 @lru_cache(maxsize=1024)
 def _combos(tp_p: int, tp_d: int, workers: int, budget: int | None) -> tuple[tuple[int, int, int], ...]:
     """(x, y, GPUs) replicas whose GPUs AIC allows, in AIC's order: decode workers outer, prefill inner."""
