@@ -42,7 +42,8 @@ PREFILL_MEMORY_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.633, "amd": 0.7
 # fit DECODE_MEMORY_EFFICIENCY:   b200_sxm: 0.72 (AIC engine, joint with the step overhead; kernel tables alone: 0.537 (gemm/vllm/0.24.0/gemm_perf.parquet + attention/vllm/0.24.0/generation_attention_perf.parquet, n=15460, median |dev| 36.9%), n=92, median |dev| 8.4%)
 # fit DECODE_MEMORY_EFFICIENCY:   gb200: 0.75 (AIC engine, joint with the step overhead; kernel tables alone: 0.54 (gemm/vllm/0.24.0/gemm_perf.parquet + attention/vllm/0.24.0/generation_attention_perf.parquet, n=15318, median |dev| 39.3%), n=92, median |dev| 7.9%)
 # fit DECODE_MEMORY_EFFICIENCY:   a100_sxm: 0.64 (AIC engine, joint with the step overhead; kernel tables alone: 0.638 (gemm/vllm/0.14.0/gemm_perf.parquet + attention/vllm/0.14.0/generation_attention_perf.parquet, n=2265, median |dev| 11.2%), n=69, median |dev| 6.5%)
-DECODE_MEMORY_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.75, "amd": 0.60}
+# fit DECODE_MEMORY_EFFICIENCY: amd = fitted to public measurements (no AIC data for AMD): Oracle Cloud Infrastructure blog "Serving Llama 3.1 405B model with AMD MI300X GPUs" (blogs.oracle.com/cloud-infrastructure), vLLM benchmark_latency, 128/128 tokens, TP8, batch 1-256 (benchmarks/planner_amd_public.py)
+DECODE_MEMORY_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.75, "amd": 0.5}
 #: Share of dense tensor peak that decode matmuls reach when a large batch makes them compute-bound.
 # fit DECODE_COMPUTE_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
 # fit DECODE_COMPUTE_EFFICIENCY:   h100_sxm: 0.546 (gemm/vllm/0.24.0/gemm_perf.parquet, n=2730, median |dev| 37.2%)
@@ -50,7 +51,8 @@ DECODE_MEMORY_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.75, "amd": 0.60}
 # fit DECODE_COMPUTE_EFFICIENCY:   b200_sxm: 0.429 (gemm/vllm/0.24.0/gemm_perf.parquet, n=2730, median |dev| 38.3%)
 # fit DECODE_COMPUTE_EFFICIENCY:   gb200: 0.401 (gemm/vllm/0.24.0/gemm_perf.parquet, n=2730, median |dev| 37.7%)
 # fit DECODE_COMPUTE_EFFICIENCY:   a100_sxm: 0.718 (gemm/vllm/0.14.0/gemm_perf.parquet, n=840, median |dev| 14.9%)
-DECODE_COMPUTE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.546, "amd": 0.40}
+# fit DECODE_COMPUTE_EFFICIENCY: amd = fitted to public measurements (no AIC data for AMD): Oracle Cloud Infrastructure blog "Serving Llama 3.1 405B model with AMD MI300X GPUs" (blogs.oracle.com/cloud-infrastructure), vLLM benchmark_latency, 128/128 tokens, TP8, batch 1-256 (benchmarks/planner_amd_public.py)
+DECODE_COMPUTE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.546, "amd": 0.1}
 #: Share of the aggregate link bandwidth a ring all-reduce reaches (bus bandwidth / link bandwidth).
 # fit ALLREDUCE_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
 # fit ALLREDUCE_EFFICIENCY:   h100_sxm: 0.359 (comm/vllm/0.24.0/custom_allreduce_perf.parquet, n=69, median |dev| 10.4%)
@@ -74,7 +76,8 @@ ALLREDUCE_LATENCY_US: Mapping[Vendor, float] = {"nvidia": 5.5, "amd": 15.0}
 # fit STEP_OVERHEAD_MS:   b200_sxm: 1.41 (AIC engine vs our roofline, joint, n=92, median |dev| 8.4%)
 # fit STEP_OVERHEAD_MS:   gb200: 1.38 (AIC engine vs our roofline, joint, n=92, median |dev| 7.9%)
 # fit STEP_OVERHEAD_MS:   a100_sxm: 1.63 (AIC engine vs our roofline, joint, n=69, median |dev| 6.5%)
-STEP_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 1.41, "amd": 1.5}
+# fit STEP_OVERHEAD_MS: amd = fitted to public measurements (no AIC data for AMD): Oracle Cloud Infrastructure blog "Serving Llama 3.1 405B model with AMD MI300X GPUs" (blogs.oracle.com/cloud-infrastructure), vLLM benchmark_latency, 128/128 tokens, TP8, batch 1-256 (benchmarks/planner_amd_public.py)
+STEP_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 1.41, "amd": 6.0}
 #: Fixed cost of one prefill (scheduling, tokenised input transfer, first sampling), milliseconds.
 # fit PREFILL_OVERHEAD_MS: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
 # fit PREFILL_OVERHEAD_MS:   h100_sxm: 3.7 (AIC engine vs our roofline, joint, n=45, median |dev| 3.1%)
