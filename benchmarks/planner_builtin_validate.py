@@ -11,12 +11,19 @@ runs, its search), the tokens/s/GPU of its best disaggregated and aggregated pla
 stored in ``benchmarks/builtin_reference.json`` (computing them takes minutes); ``--refresh`` recomputes
 them. The error of a case is builtin tokens/s/GPU / AIC's - 1, for each plan kind.
 
-    python -m benchmarks.planner_builtin_validate [--refresh] [--only TEXT]
+    python -m benchmarks.planner_builtin_validate [--refresh] [--only TEXT] [--fit-moe]
+
+``--fit-moe`` refits the mixture-of-experts constants (``MOE_PREFILL_COMPUTE_SHARE``,
+``MOE_DECODE_COMPUTE_SHARE``, ``MOE_LAYER_US``) on the CALIBRATION cases only: a grid, scored by the
+median plus half the 90th percentile of |built-in / AIC - 1| over AIC's per-layout static runs (its
+prefill at batch 1 and decode TPOT at batches 1-512, read from the answer cache the references left),
+prefill and decode together. It prints the best values; calibration.py is edited by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -24,8 +31,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from aiplane.planner import aic_search, latency
+from aiplane.planner import calibration as cal
+from aiplane.planner.aic import AicLatency
 from aiplane.planner.api import plan
+from aiplane.planner.latency import BuiltinLatency
+from aiplane.planner.models import resolve_model
 from aiplane.planner.report import layout
+from aiplane.planner.search import DECODE_LATENCY_CORRECTION, PREFILL_LATENCY_CORRECTION
+from aiplane.planner.systems import resolve_system
 from aiplane.planner.types import Backend, Plan, PlanRequest
 
 STORE = Path(__file__).with_name("builtin_reference.json")
@@ -173,12 +187,76 @@ def describe(name: str, errors: list[float]) -> str:
     return f"{name}: {len(errors)} cases, median |error| {statistics.median(absolute):.1%}, worst {absolute[-1]:.1%}"
 
 
+def _moe_points(
+    cases: tuple[Case, ...],
+) -> list[tuple[str, Case, Any, Any, tuple[int, int, int, int], int, float]]:
+    """AIC's per-layout prefill TTFT and decode TPOT for the MoE cases (from the answer cache)."""
+    points = []
+    for case in cases:
+        model, system = resolve_model(case.model), resolve_system(case.system)
+        if not model.num_experts:
+            continue
+        key = AicLatency(case.backend).key(model, system)
+        found = aic_search.layouts(moe=True, backend=case.backend, aic_system=key[2], budget=case.gpus, hi=8)
+        for par in found:
+            p4 = (par.tp, par.dp, par.moe_tp, par.moe_ep)
+            rows = aic_search.recall(("decode", *key, par.label, case.isl, case.osl))
+            for batch, row in rows if isinstance(rows, list) else []:
+                if batch in (1, 4, 16, 32, 64, 128, 256, 512):
+                    points.append(("decode", case, model, system, p4, batch, float(row["tpot"])))
+            row = aic_search.recall(("prefill", *key, par.label, case.isl, case.osl))
+            if isinstance(row, dict):
+                points.append(("prefill", case, model, system, p4, 1, float(row["ttft"])))
+    return points
+
+
+def fit_moe() -> None:
+    """Grid-fit the MoE constants on the calibration cases (module docstring)."""
+    points = _moe_points(CALIBRATION)
+    best: tuple[float, tuple[float, float, float]] | None = None
+    grid = itertools.product((0.1, 0.15, 0.2, 0.25, 0.3), (0.15, 0.2, 0.3, 0.5), (20, 30, 45, 60, 80, 100))
+    for prefill_share, decode_share, layer_us in grid:
+        for name, value in (
+            ("MOE_PREFILL_COMPUTE_SHARE", prefill_share),
+            ("MOE_DECODE_COMPUTE_SHARE", decode_share),
+            ("MOE_LAYER_US", layer_us),
+        ):
+            setattr(cal, name, {"nvidia": value, "amd": value})
+        latency._prefill_envelope.cache_clear()
+        latency._decode_envelope.cache_clear()
+        errors: dict[str, list[float]] = {"prefill": [], "decode": []}
+        for kind, case, model, system, p4, batch, reference in points:
+            lat = BuiltinLatency(case.backend)
+            if kind == "decode":
+                ours = lat.layout_decode_ms(model, system, p4, batch, case.isl + case.osl // 2)
+                ours *= DECODE_LATENCY_CORRECTION
+            else:
+                ours = lat.layout_prefill_ms(model, system, p4, case.isl) * PREFILL_LATENCY_CORRECTION
+            errors[kind].append(abs(ours / reference - 1))
+        score = 0.0
+        for values in errors.values():
+            values.sort()
+            score += statistics.median(values) + 0.5 * values[int(0.9 * len(values))]
+        if best is None or score < best[0]:
+            best = (score, (prefill_share, decode_share, layer_us))
+    assert best is not None
+    print(
+        f"{len(points)} points; best MOE_PREFILL_COMPUTE_SHARE, MOE_DECODE_COMPUTE_SHARE, MOE_LAYER_US: {best[1]}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refresh", action="store_true", help="recompute AIC's references (minutes)")
     parser.add_argument("--only", help="cases whose key contains this")
     parser.add_argument("--quiet", action="store_true", help="only the summary")
+    parser.add_argument(
+        "--fit-moe", action="store_true", help="refit the MoE constants on the calibration cases"
+    )
     args = parser.parse_args(argv)
+    if args.fit_moe:
+        fit_moe()
+        return
     stored: dict[str, Any] = json.loads(STORE.read_text()) if STORE.exists() else {}
     sets: dict[str, tuple[Case, ...]] = {"calibration": CALIBRATION, "held-out": HELD_OUT}
     for name, cases in sets.items():
