@@ -323,3 +323,39 @@ def test_the_answer_cache_is_per_aic_release() -> None:
     from aiplane.planner import aic_search
 
     assert aic_search.AIC_RELEASE == AIC_VERSION
+
+
+@needs_aic
+def test_the_documented_example_meets_its_sla_with_aic_by_default() -> None:
+    """docs/planner.md's example, as a user types it (no --latency-model): AIC's engine plans it and
+    the SLA is met, 5 x prefill TP4 + 3 x decode TP4 at batch 64 on 32 H200s, 572.7 tokens/s/GPU."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from aiplane.cli import app
+
+    args = ["plan", "--model", "Qwen/Qwen3-32B-FP8", "--system", "h200", "--backend", "trtllm"]
+    args += [
+        "--isl",
+        "4000",
+        "--osl",
+        "500",
+        "--ttft",
+        "300",
+        "--itl",
+        "10",
+        "--total-gpus",
+        "32",
+        "-o",
+        "json",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["latencyModel"] == "aic" and doc["totalGpus"] == 32
+    disagg = doc["disagg"]
+    assert disagg["meetsSla"] and disagg["ttftMs"] <= 300 and disagg["itlMs"] <= 10
+    assert (disagg["prefill"]["tp"], disagg["prefill"]["workers"]) == (4, 5)
+    assert (disagg["decode"]["tp"], disagg["decode"]["workers"], disagg["decode"]["batch"]) == (4, 3, 64)
+    assert disagg["tokensPerSecondPerGpu"] == pytest.approx(572.657, abs=0.01)
