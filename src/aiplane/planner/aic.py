@@ -307,6 +307,9 @@ class AicLatency:
         if not model.num_experts:
             moe_tp = 1
         bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
+        # The phases matter only to a MoE model's large-EP pricing: a dense model's prefill, decode and
+        # aggregated runs share one session (each new one costs AIC's engine a warm-up of ~0.2 s).
+        phases = phases if model.num_experts else ()
         key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha, phases)
         session = self._sessions.get(key)
         if session is None:
