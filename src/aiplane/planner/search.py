@@ -12,7 +12,7 @@ import bisect
 import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from aiplane.planner.latency import BuiltinLatency, kv_capacity_tokens, layout_kv_capacity, max_batch
@@ -104,11 +104,11 @@ class PrefillWorker:
     rate: float  # requests/s one worker prefills
     layout: Layout | None = None  # None: tensor parallelism only (tp GPUs)
 
-    @property
+    @cached_property
     def par(self) -> Layout:
         return self.layout if self.layout is not None else Layout(self.tp)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.par.gpus
 
@@ -121,28 +121,31 @@ class DecodeWorker:
     rate: float  # requests/s one worker completes
     layout: Layout | None = None
 
-    @property
+    @cached_property
     def par(self) -> Layout:
         return self.layout if self.layout is not None else Layout(self.tp)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.par.gpus
 
 
 @dataclass(frozen=True)
 class Match:
+    """x prefill and y decode workers rate-matched. Derived figures are cached on the instance: the
+    search compares hundreds of thousands of them (equality and hashing stay the fields')."""
+
     prefill: PrefillWorker
     decode: DecodeWorker
     x: int
     y: int
     throughput: float  # requests/s of one replica (x prefill + y decode workers)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.x * self.prefill.gpus + self.y * self.decode.gpus
 
-    @property
+    @cached_property
     def per_gpu(self) -> float:
         return self.throughput / self.gpus
 
