@@ -12,10 +12,10 @@ import bisect
 import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
-from aiplane.planner.latency import kv_capacity_tokens, max_batch
+from aiplane.planner.latency import BuiltinLatency, kv_capacity_tokens, layout_kv_capacity, max_batch
 from aiplane.planner.types import (
     Backend,
     DecodeSimulating,
@@ -104,11 +104,11 @@ class PrefillWorker:
     rate: float  # requests/s one worker prefills
     layout: Layout | None = None  # None: tensor parallelism only (tp GPUs)
 
-    @property
+    @cached_property
     def par(self) -> Layout:
         return self.layout if self.layout is not None else Layout(self.tp)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.par.gpus
 
@@ -121,28 +121,31 @@ class DecodeWorker:
     rate: float  # requests/s one worker completes
     layout: Layout | None = None
 
-    @property
+    @cached_property
     def par(self) -> Layout:
         return self.layout if self.layout is not None else Layout(self.tp)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.par.gpus
 
 
 @dataclass(frozen=True)
 class Match:
+    """x prefill and y decode workers rate-matched. Derived figures are cached on the instance: the
+    search compares hundreds of thousands of them (equality and hashing stay the fields')."""
+
     prefill: PrefillWorker
     decode: DecodeWorker
     x: int
     y: int
     throughput: float  # requests/s of one replica (x prefill + y decode workers)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.x * self.prefill.gpus + self.y * self.decode.gpus
 
-    @property
+    @cached_property
     def per_gpu(self) -> float:
         return self.throughput / self.gpus
 
@@ -199,6 +202,34 @@ def _batches_that_fit(w: Workload, latency: LatencyModel, tp: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _par(layout: Layout) -> tuple[int, int, int, int]:
+    return (layout.tp, layout.dp, layout.moe_tp, layout.moe_ep)
+
+
+def layout_workers(
+    w: Workload, latency: BuiltinLatency, layouts: Iterable[Layout]
+) -> tuple[list[PrefillWorker], list[DecodeWorker]]:
+    """Prefill and decode workers of every layout (mixture-of-experts: attention DP, MoE TP / EP) from
+    the built-in model, rated as AIC rates its candidates: a prefill worker prefills one prompt per
+    attention rank at a time, a decode worker's batch is per attention rank."""
+    prefills: list[PrefillWorker] = []
+    decodes: list[DecodeWorker] = []
+    for par in layouts:
+        capacity = layout_kv_capacity(w.model, w.system, _par(par))
+        if capacity < w.isl:
+            continue
+        ms = latency.layout_prefill_ms(w.model, w.system, _par(par), w.isl) * PREFILL_LATENCY_CORRECTION
+        rate = round(par.dp * 1000.0 / ms, 3)
+        prefills.append(PrefillWorker(par.tp, ms, round(ms, 3) * PREFILL_QUEUE_FACTOR, rate, par))
+        fits = bisect.bisect_right(BATCH_GRID, capacity // max(1, w.decode_context))
+        for batch in BATCH_GRID[:fits]:
+            step = latency.layout_decode_ms(w.model, w.system, _par(par), batch, w.decode_context)
+            tpot = step * DECODE_LATENCY_CORRECTION
+            rate = batch * par.dp * 1000.0 / (tpot * (w.osl - 1))
+            decodes.append(DecodeWorker(par.tp, batch, round(tpot, 3), round(rate, 3), par))
+    return prefills, decodes
 
 
 @lru_cache(maxsize=1024)
