@@ -102,9 +102,12 @@ def _ready(pod: Obj) -> bool:
 
 
 def scheduler_message(message: str) -> str:
-    """The scheduler's fit error without its preemption postscript (the same counts again)."""
-    head, _, _ = message.partition(". preemption:")
-    return head.strip().rstrip(".")
+    """The scheduler's fit error without its post-filter postscripts: preemption's (the same counts
+    again) and dynamic resource allocation's ``no new claims to deallocate``, which the scheduler-plugins
+    scheduler (kube-scheduler 1.34's framework) writes before it."""
+    head, _, _ = message.partition("preemption:")
+    head = head.strip().rstrip(",").strip().removesuffix("no new claims to deallocate")
+    return head.strip().rstrip(".,").strip()
 
 
 def _claim_cause(

@@ -41,6 +41,8 @@ UNAVAILABLE = {
 #: The scheduler-plugins processes of ``coscheduling``: the scheduler and its PodGroup status controller.
 SCHEDULER_PLUGINS = "scheduler-plugins"
 SCHEDULER_PLUGINS_CONTROLLER = "scheduler-plugins-controller"
+#: How long the gang scheduler leaves a pod it could not place before trying it again unprompted.
+UNSCHEDULABLE_FLUSH_SECONDS = 30
 #: The processes, in start order; ``stop_cluster`` stops them before the control plane.
 PROCESSES = ("lws", "kueue", SCHEDULER_PLUGINS, SCHEDULER_PLUGINS_CONTROLLER)
 NAMESPACES = {"lws": "lws-system", "kueue": "kueue-system"}
@@ -282,6 +284,11 @@ def _coscheduling(source: Path, state: Path, pki: pkimod.Pki, server: str) -> li
                 f"--tls-cert-file={home / 'certs' / 'tls.crt'}",
                 f"--tls-private-key-file={home / 'certs' / 'tls.key'}",
                 "--profiling=false",
+                # A gang the Coscheduling plugin turned down for a resource gap is retried only on a pod
+                # add or a PodGroup change (its EventsToRegister), else when kube-scheduler flushes its
+                # unschedulable pods (5 min by default): capacity freed by a deletion would go unseen for
+                # minutes. Volcano re-runs its session every second; 30 s keeps the gap small.
+                f"--pod-max-in-unschedulable-pods-duration={UNSCHEDULABLE_FLUSH_SECONDS}s",
             ]
             out.append(Process(name, argv, {}, port, None, health_ca=pki.path("ca.crt")))
         else:
