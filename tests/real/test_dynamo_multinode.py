@@ -83,3 +83,37 @@ async def test_a_multinode_component_runs_on_leaderworkersets_as_coscheduled_gan
     await eventually(one, timeout=60, what="the surplus LeaderWorkerSet and PodGroup deleted", interval=0.2)
     await eventually(available, timeout=60, what="Available at 1 replica", interval=0.2)
     assert operator.alive(), operator.tail()
+
+
+async def test_a_replica_whose_gang_does_not_fit_places_no_pod_and_the_component_says_why(
+    admin: HttpKubeClient, namespace: str, start_operator: Callable[..., op.Process]
+) -> None:
+    operator = start_operator("dynamocomponentdeployment", "--gang-scheduler", "coscheduling")
+    # Two replicas of two 8-GPU nodes: the fleet's two H100 nodes hold one replica's gang, not both.
+    body = worker(nodes=2, replicas=2, gpus="8")
+    body["metadata"]["namespace"] = namespace
+    await apply(admin, [body])
+
+    async def waiting() -> str:
+        dcd = await admin.get(DCD, "dec", namespace)
+        return str((dcd.get("status") or {}).get("waitingFor") or "")
+
+    why = await eventually(waiting, timeout=90, what="the component naming the gang that waits", interval=0.2)
+    pods = (await admin.list(PODS, namespace))["items"]
+    bound = {
+        p["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]: p for p in pods if p["spec"].get("nodeName")
+    }
+    (placed,) = set(bound)  # one replica's gang placed whole (both its pods), the other's not at all
+    assert sum(1 for p in pods if p["spec"].get("nodeName")) == 2
+    held = ({"dec-0", "dec-1"} - {placed}).pop()
+    assert why.startswith(f"PodGroup {held}: 0/"), why
+    assert "resource gap: nvidia.com/gpu" in why, why
+
+    async def one_of_two_ready() -> bool:
+        status = (await admin.get(DCD, "dec", namespace)).get("status") or {}
+        return (status.get("replicas"), status.get("readyReplicas")) == (2, 1)
+
+    # The placed replica's LeaderWorkerSet turns ready (kwok), and the component counts it; the other waits.
+    await eventually(one_of_two_ready, timeout=60, what="1 of 2 replicas ready", interval=0.2)
+    assert await waiting() == why
+    assert operator.alive(), operator.tail()
