@@ -54,9 +54,17 @@ def kube_bin() -> Path:
 @pytest.fixture(scope="session")
 def real_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """One control plane for the session; stopped, and its state removed, at the end. aiplane's CRDs
-    come with the chart (:func:`release`)."""
+    come with the chart (:func:`release`). Beside kube-scheduler it runs the scheduler-plugins gang
+    scheduler (Coscheduling: ModelInfer gangs, test_modelinfer_gang.py) and LeaderWorkerSet (multinode
+    Dynamo); neither touches a pod that does not name them (a second scheduler; LWS's pod webhook only
+    sees its own pods)."""
     cluster = start_real_cluster(
-        tmp_path_factory.mktemp("real") / "cluster", bin_dir=kube_bin, install_crds=False, tie_to_parent=True
+        tmp_path_factory.mktemp("real") / "cluster",
+        bin_dir=kube_bin,
+        install_crds=False,
+        neighbours=("lws", "coscheduling"),
+        neighbours_dir=realtier.neighbours_dir(),
+        tie_to_parent=True,
     )
     yield cluster
     cluster.stop()
