@@ -1,10 +1,11 @@
 """The KaiwoConfig's Kueue queue governs our workloads, end to end on the embedded cluster.
 
-Written against API behaviour only (Workloads, conditions, Events, pod gates), so it holds for a
-cluster running real Kueue as well: two MI300X nodes in SPX give the ClusterQueue 16 ``amd.com/gpu``;
-a ModelInfer whose group needs 24 waits with Kueue's reason in its own status and one Warning Event;
-a repartition to CPX raises the quota to 128 and the group is admitted and runs. A ModelInfer with the
-opt-out annotation is never queued, and a queued Dynamo component's Deployment waits the same way.
+Written against API behaviour only (Workloads, conditions, Events, pod gates): two MI300X nodes in SPX
+give the ClusterQueue 16 ``amd.com/gpu``. The Dynamo scenarios are tests/queue_scenarios.py, which the
+real tier runs on upstream Kueue too (tests/real/test_queue.py). The ModelInfer ones run here only: its
+gangs need Volcano's scheduler, which the real tier cannot build. A ModelInfer whose group needs 24 waits
+with Kueue's reason in its own status and one Warning Event; a repartition to CPX raises the quota to 128
+and the group is admitted and runs; one with the opt-out annotation is never queued.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CLUSTERQUEUES, EVENTS, NAMESPACES, PODS, WORKLOADS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests import queue_scenarios as scenario
 from tests.integration import operator_rbac
 from tests.integration.test_kaiwo_e2e import gpu_quota
 from tests.integration.test_partitioning_e2e import PLANS, plan, profile
@@ -222,3 +224,18 @@ async def test_a_queued_component_waits_with_kueues_reason(world: World) -> None
     deployment = await client.get(resource_for("apps/v1", "Deployment"), "worker", namespace=NS)
     assert deployment["metadata"]["labels"][QUEUE_LABEL] == "kaiwo"
     assert await eventually(lambda: world.events("worker", "QuotaPending"), 30, "a QuotaPending Event")
+
+
+# The scenarios both tiers run (tests/queue_scenarios.py).
+
+
+async def test_a_component_over_quota_waits_in_kueues_words_until_cpx_admits_it(world: World) -> None:
+    await scenario.over_quota_waits_in_kueues_words_until_cpx(world.client, NS)
+
+
+async def test_lowering_the_quota_evicts_nothing(world: World) -> None:
+    await scenario.lowering_the_quota_evicts_nothing(world.client, NS)
+
+
+async def test_an_opted_out_component_is_never_queued(world: World) -> None:
+    await scenario.opt_out_is_never_queued(world.client, NS)

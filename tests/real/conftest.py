@@ -96,14 +96,13 @@ def _poll(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="session")
-def release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> op.Release:
-    """The chart installed by Helm's engine, and a kubeconfig with a TokenRequest token of its
-    ServiceAccount (what the kubelet mounts into the operator's pod)."""
-    manifest = op.install_chart(real_cluster)
+def chart_release(cluster: RealCluster, workdir: Path) -> op.Release:
+    """The chart installed by Helm's engine, and a kubeconfig (in ``workdir``) with a TokenRequest token of
+    its ServiceAccount (what the kubelet mounts into the operator's pod)."""
+    manifest = op.install_chart(cluster)
     (sa,) = (d for d in manifest if d["kind"] == "ServiceAccount")
     namespace, name = sa["metadata"].get("namespace", chart_helpers.NAMESPACE), sa["metadata"]["name"]
-    api = config.new_client_from_config(config_file=str(real_cluster.kubeconfig))
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
         crds = [
             c.metadata.name for c in client.ApiextensionsV1Api(api).list_custom_resource_definition().items
@@ -114,19 +113,25 @@ def release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory)
         )
     finally:
         api.close()
-    kubeconfig = op.token_kubeconfig(
-        real_cluster, token.status.token, tmp_path_factory.mktemp("operator") / "operator.kubeconfig"
-    )
+    kubeconfig = op.token_kubeconfig(cluster, token.status.token, workdir / "operator.kubeconfig")
     return op.Release(namespace, name, kubeconfig, tuple(manifest))
+
+
+@pytest.fixture(scope="session")
+def release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> op.Release:
+    """The chart on the session's control plane (:func:`chart_release`)."""
+    return chart_release(real_cluster, tmp_path_factory.mktemp("operator"))
+
+
+def hardware_process(cluster: RealCluster, log: Path) -> op.Process:
+    """``aiplane hardware`` (the simulated AMD GPU operator and metrics exporter) as the admin."""
+    return op.Process(["hardware", "--kubeconfig", str(cluster.kubeconfig), "--dcm-delay", "0.3"], log)
 
 
 @pytest.fixture(scope="session")
 def hardware(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[op.Process]:
     """The simulated AMD GPU operator (device plugin, DCM) and GPU metrics exporter, as the admin."""
-    log = tmp_path_factory.mktemp("hardware") / "hardware.log"
-    process = op.Process(
-        ["hardware", "--kubeconfig", str(real_cluster.kubeconfig), "--dcm-delay", "0.3"], log
-    )
+    process = hardware_process(real_cluster, tmp_path_factory.mktemp("hardware") / "hardware.log")
     with op.running(process):
         yield process
 

@@ -1,0 +1,272 @@
+"""The KaiwoConfig's Kueue queue governing our workloads: scenarios written against API behaviour only
+(our status, Events, Deployments, pods, Kueue's Workloads), run on both tiers — the embedded twin with its
+Kueue stand-in (tests/integration/test_queue_e2e.py) and the real control plane with upstream Kueue v0.17
+and LeaderWorkerSet (tests/real/test_queue.py). Where the two disagree, the twin is wrong.
+
+The cluster each runs on: two MI300X nodes in SPX (16 ``amd.com/gpu``), the partitioning, KaiwoConfig and
+DynamoComponentDeployment controllers, the KaiwoConfig ``kaiwo`` with ``dynamicallyUpdateDefaultClusterQueue``
+on, so the ClusterQueue ``kaiwo`` holds 16 GPUs of quota (128 once both nodes are CPX).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from aiplane.controllers.queueing import GATE, QUEUE_LABEL, SKIP_QUEUE_ANNOTATION
+from aiplane.kube.resources import (
+    CLUSTERQUEUES,
+    DEPLOYMENTS,
+    EVENTS,
+    NODES,
+    PODS,
+    WORKLOADS,
+    Resource,
+    resource_for,
+)
+from tests.polling import eventually
+
+Obj = dict[str, Any]
+DCD = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
+PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
+PROFILES = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
+PRODUCT = "AMD_Instinct_MI300X_OAM"
+QUEUE = "kaiwo"
+NODES_IN_POOL = 2
+SPX_QUOTA = 8 * NODES_IN_POOL
+CPX_QUOTA = 64 * NODES_IN_POOL
+#: Scheduling, a CPX rollout of two nodes and Kueue's passes: generous for a shared 2-core machine.
+TIMEOUT = 120.0
+
+
+class Client(Protocol):
+    """What the scenarios use of a client: the embedded cluster's and kube-apiserver's alike."""
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Obj: ...
+
+    async def list(self, resource: Resource, namespace: str | None = None, **kwargs: Any) -> Obj: ...
+
+    async def create(
+        self, resource: Resource, obj: Obj, namespace: str | None = None, **kwargs: Any
+    ) -> Obj: ...
+
+    async def patch(
+        self, resource: Resource, name: str, patch: Any, namespace: str | None = None, **kwargs: Any
+    ) -> Obj: ...
+
+
+def component(name: str, namespace: str, gpus: int, *, replicas: int = 1, skip: bool = False) -> Obj:
+    """A single-node vLLM worker component: ``replicas`` pods of ``gpus`` AMD GPUs (one Deployment)."""
+    meta: Obj = {"name": name, "namespace": namespace}
+    if skip:
+        meta["annotations"] = {SKIP_QUEUE_ANNOTATION: "true"}
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoComponentDeployment",
+        "metadata": meta,
+        "spec": {
+            "componentType": "worker",
+            "replicas": replicas,
+            "resources": {"limits": {"gpu": str(gpus)}},
+            "extraPodSpec": {"mainContainer": {"image": "vllm:v1"}},
+        },
+    }
+
+
+def profile(name: str, dcm: str, gpus: str) -> Obj:
+    return {
+        "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+        "kind": "PartitioningProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "dcmProfileName": dcm,
+            "targetSelector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+            "expectedResources": {"amd.com/gpu": gpus},
+        },
+    }
+
+
+def plan(name: str, profile_name: str) -> Obj:
+    """Every MI300X node to ``profile_name``, one at a time."""
+    return {
+        "apiVersion": "infrastructure.silogen.ai/v1alpha1",
+        "kind": "PartitioningPlan",
+        "metadata": {"name": name},
+        "spec": {
+            "rollout": {"maxParallel": 1, "maxUnavailable": 1},
+            "rules": [
+                {
+                    "selector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
+                    "profileRef": {"name": profile_name},
+                }
+            ],
+        },
+    }
+
+
+def gpu_quota(cq: Obj) -> int:
+    total = 0
+    for group in cq["spec"].get("resourceGroups") or []:
+        for flavor in group["flavors"]:
+            total += sum(int(r["nominalQuota"]) for r in flavor["resources"] if r["name"] == "amd.com/gpu")
+    return total
+
+
+async def quota(client: Client) -> int | None:
+    cqs = (await client.list(CLUSTERQUEUES))["items"]
+    return next((gpu_quota(cq) for cq in cqs if cq["metadata"]["name"] == QUEUE), None)
+
+
+async def quota_is(client: Client, gpus: int, what: str) -> None:
+    async def check() -> bool:
+        return await quota(client) == gpus
+
+    await eventually(check, TIMEOUT, f"the ClusterQueue's amd.com/gpu quota at {gpus} ({what})")
+
+
+async def condition(client: Client, namespace: str, name: str, kind: str = "Available") -> Obj | None:
+    dcd = await client.get(DCD, name, namespace=namespace)
+    for cond in (dcd.get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return dict(cond)
+    return None
+
+
+async def pods(client: Client, namespace: str, component_name: str) -> list[Obj]:
+    listed = (await client.list(PODS, namespace=namespace))["items"]
+    return [
+        p
+        for p in listed
+        if p["metadata"]["name"].startswith(f"{component_name}-")
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def running(client: Client, namespace: str, component_name: str, count: int) -> bool:
+    got = await pods(client, namespace, component_name)
+    return len(got) == count and all(p["status"].get("phase") == "Running" for p in got)
+
+
+async def events(client: Client, namespace: str, name: str, reason: str) -> list[Obj]:
+    items = (await client.list(EVENTS, namespace=namespace))["items"]
+    return [e for e in items if e["involvedObject"].get("name") == name and e["reason"] == reason]
+
+
+async def waiting(client: Client, namespace: str, name: str) -> Obj:
+    """The component's ``Available=False QuotaPending`` condition, once it shows."""
+
+    async def check() -> Obj | None:
+        cond = await condition(client, namespace, name)
+        return cond if cond and cond["status"] == "False" and cond["reason"] == "QuotaPending" else None
+
+    found: Obj = await eventually(check, TIMEOUT, f"component {name} reports the quota wait")
+    return found
+
+
+async def available(client: Client, namespace: str, name: str) -> None:
+    async def check() -> bool:
+        cond = await condition(client, namespace, name)
+        return bool(cond and cond["status"] == "True")
+
+    await eventually(check, TIMEOUT, f"component {name} Available")
+
+
+def gated(pod: Obj) -> bool:
+    return any(g["name"] == GATE for g in pod["spec"].get("schedulingGates") or [])
+
+
+async def admitted_workloads(client: Client, namespace: str) -> list[str]:
+    out = []
+    for wl in (await client.list(WORKLOADS, namespace=namespace))["items"]:
+        if any(
+            c["type"] == "Admitted" and c["status"] == "True" for c in wl["status"].get("conditions") or []
+        ):
+            out.append(wl["metadata"]["name"])
+    return sorted(out)
+
+
+async def to_cpx(client: Client) -> None:
+    """Roll both MI300X nodes to CPX (if not already) and wait for the quota that follows."""
+    names = {p["metadata"]["name"] for p in (await client.list(PLANS))["items"]}
+    if "cpx" not in names:
+        await client.create(PROFILES, profile("mi300x-cpx", "cpx", "64"))
+        await client.create(PLANS, plan("cpx", "mi300x-cpx"))
+    await quota_is(client, CPX_QUOTA, "both nodes in CPX")
+
+
+# --- the scenarios --------------------------------------------------------------------------------------
+
+
+async def over_quota_waits_in_kueues_words_until_cpx(client: Client, namespace: str) -> None:
+    """A 24-GPU worker on 16 GPUs of SPX quota waits: our status carries Kueue's message, one Warning
+    Event says so, its pod stays gated; the repartition to CPX raises the quota and Kueue admits it."""
+    await quota_is(client, SPX_QUOTA, "both nodes in SPX")
+    await client.create(DCD, component("big", namespace, gpus=24), namespace=namespace)
+    cond = await waiting(client, namespace, "big")
+    assert f"waits in Kueue LocalQueue {QUEUE}" in cond["message"]
+    assert "insufficient quota for amd.com/gpu in flavor amd-mi300x-8gpu-" in cond["message"]
+    assert f"> maximum capacity ({SPX_QUOTA})" in cond["message"]
+    deployment = await client.get(DEPLOYMENTS, "big", namespace=namespace)
+    assert deployment["metadata"]["labels"][QUEUE_LABEL] == QUEUE
+    (pod,) = await pods(client, namespace, "big")
+    assert gated(pod) and not pod["spec"].get("nodeName")
+    found = await eventually(lambda: events(client, namespace, "big", "QuotaPending"), TIMEOUT, "the Event")
+    assert [e["type"] for e in found] == ["Warning"]
+
+    await to_cpx(client)
+    await eventually(lambda: running(client, namespace, "big", 1), TIMEOUT, "the worker admitted and running")
+    await available(client, namespace, "big")
+    (pod,) = await pods(client, namespace, "big")
+    assert not gated(pod)
+    assert pod["spec"]["nodeSelector"]["kaiwo/nodepool"].startswith("amd-mi300x-8gpu-")
+    assert len(await admitted_workloads(client, namespace)) == 1
+    assert len(await events(client, namespace, "big", "QuotaPending")) == 1, (
+        "one Warning when it started waiting"
+    )
+
+
+async def lowering_the_quota_evicts_nothing(client: Client, namespace: str) -> None:
+    """On CPX (128 GPUs of quota) two workers of 24 and 48 GPUs are admitted and run; a node cordoned by
+    someone else leaves the pool, the quota drops to 64, below the 72 admitted: both keep their admission
+    and their pods, and a new 8-GPU worker waits until the node is back."""
+    await to_cpx(client)
+    await client.create(DCD, component("a", namespace, gpus=24), namespace=namespace)
+    await client.create(DCD, component("b", namespace, gpus=48), namespace=namespace)
+    for name in ("a", "b"):
+        await eventually(lambda n=name: running(client, namespace, n, 1), TIMEOUT, f"worker {name} running")
+    before = {name: (await pods(client, namespace, name))[0]["metadata"]["uid"] for name in ("a", "b")}
+    admitted = await admitted_workloads(client, namespace)
+    assert len(admitted) == 2
+
+    nodes = sorted(
+        n["metadata"]["name"]
+        for n in (await client.list(NODES))["items"]
+        if n["metadata"].get("labels", {}).get("amd.com/gpu.product-name") == PRODUCT
+    )
+    await client.patch(NODES, nodes[0], {"spec": {"unschedulable": True}})
+    try:
+        await quota_is(client, CPX_QUOTA // 2, "one node cordoned")
+        await client.create(DCD, component("c", namespace, gpus=8), namespace=namespace)
+        cond = await waiting(client, namespace, "c")
+        assert "insufficient unused quota for amd.com/gpu in flavor amd-mi300x-8gpu-" in cond["message"]
+        # Kueue counts the unused quota as 0, not 64 - 72: the worker needs its own 8 GPUs.
+        assert cond["message"].endswith(", 8 more needed")
+        assert await admitted_workloads(client, namespace) == admitted, "an admitted workload was evicted"
+        for name in ("a", "b"):
+            (pod,) = await pods(client, namespace, name)
+            assert pod["metadata"]["uid"] == before[name] and pod["status"].get("phase") == "Running"
+    finally:
+        await client.patch(NODES, nodes[0], {"spec": {"unschedulable": None}})
+    await eventually(lambda: running(client, namespace, "c", 1), TIMEOUT, "the waiting worker admitted")
+    assert set(admitted) < set(await admitted_workloads(client, namespace))
+
+
+async def opt_out_is_never_queued(client: Client, namespace: str) -> None:
+    """The ``aiplane.silogen.ai/skip-queue`` annotation: no queue label, no gate, no Workload."""
+    await client.create(DCD, component("free", namespace, gpus=1, skip=True), namespace=namespace)
+    await eventually(lambda: running(client, namespace, "free", 1), TIMEOUT, "the opted-out worker runs")
+    deployment = await client.get(DEPLOYMENTS, "free", namespace=namespace)
+    assert QUEUE_LABEL not in (deployment["metadata"].get("labels") or {})
+    (pod,) = await pods(client, namespace, "free")
+    assert QUEUE_LABEL not in pod["metadata"].get("labels", {})
+    assert (await client.list(WORKLOADS, namespace=namespace))["items"] == []
+    await available(client, namespace, "free")

@@ -1,0 +1,147 @@
+"""The KaiwoConfig's queue on the real control plane with upstream Kueue v0.17 and LeaderWorkerSet v0.9
+(tests/queue_scenarios.py, the same scenarios the embedded twin runs in tests/integration/test_queue_e2e.py):
+our ClusterQueue, ResourceFlavors, Topology and LocalQueues accepted by Kueue's CRDs and conversion
+webhook, our Deployments admitted through Kueue's ``deployment`` and ``pod`` integrations, Kueue's own
+words in our status, a CPX repartition admitting what waited, a lower quota evicting nothing.
+
+One control plane for the module (two MI300X kwok nodes, ``--with kueue,lws``), the chart installed by
+Helm's engine, the simulated AMD GPU operator, and one operator process as the chart's ServiceAccount
+running the partitioning, KaiwoConfig and DynamoComponentDeployment controllers. The module fails if
+kube's RBAC refused that operator anything or it logged an error.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+from aiplane.kube.client import HttpKubeClient
+from aiplane.kube.resources import NAMESPACES
+from aiplane.realcluster import RealCluster, start_real_cluster
+from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from tests import queue_scenarios as scenario
+from tests import realtier
+from tests.polling import eventually
+from tests.real import operator as op
+from tests.real.conftest import chart_release, hardware_process
+
+pytestmark = pytest.mark.real
+
+CONTROLLERS = "partitioningprofile,partitioningplan,nodepartitioning,kaiwoconfig,dynamocomponentdeployment"
+KAIWO = ("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "kaiwo")
+
+
+@dataclass(frozen=True)
+class QueueCluster:
+    cluster: RealCluster
+    operator: op.Process
+
+
+def _kaiwo_dynamic(cluster: RealCluster) -> None:
+    """Wait for the controller's KaiwoConfig singleton, then keep its queues current (as the twin does)."""
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    custom = client.CustomObjectsApi(api)
+    group, version, plural, name = KAIWO
+    end = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                custom.get_cluster_custom_object(group, version, plural, name)
+                break
+            except client.ApiException as exc:
+                assert exc.status == 404 and time.monotonic() < end, f"no KaiwoConfig kaiwo: {exc}"
+                time.sleep(0.1)
+        custom.patch_cluster_custom_object(
+            group, version, plural, name, {"spec": {"dynamicallyUpdateDefaultClusterQueue": True}}
+        )
+    finally:
+        api.close()
+
+
+@pytest.fixture(scope="module")
+def queue_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueueCluster]:
+    fleet = Fleet(
+        nodePools=[
+            NodePool(
+                name="mi300x",
+                count=scenario.NODES_IN_POOL,
+                gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
+                cpu="192",
+                memory="2Ti",
+            )
+        ]
+    )
+    work = tmp_path_factory.mktemp("queue")
+    cluster = start_real_cluster(
+        work / "cluster",
+        bin_dir=kube_bin,
+        fleet=fleet,
+        neighbours=("lws", "kueue"),
+        neighbours_dir=realtier.neighbours_dir(),
+        tie_to_parent=True,
+    )
+    try:
+        release = chart_release(cluster, work)
+        audit = op.Audit.from_now(cluster.audit_log, release.user)
+        with op.running(hardware_process(cluster, work / "hardware.log")):
+            operator = op.operator_process(release, CONTROLLERS, work / "operator.log").start()
+            try:
+                _kaiwo_dynamic(cluster)
+                yield QueueCluster(cluster, operator)
+            finally:
+                operator.stop()
+        refused = audit.refused()
+        assert not refused, (
+            f"kube's RBAC refused the chart's ServiceAccount (403): {refused}\n{operator.tail()}"
+        )
+        errors = operator.errors()
+        assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+async def admin(queue_cluster: QueueCluster) -> AsyncIterator[HttpKubeClient]:
+    http = await HttpKubeClient.from_kubeconfig(str(queue_cluster.cluster.kubeconfig))
+    yield http
+    await http.close()
+
+
+@pytest.fixture
+async def namespace(admin: HttpKubeClient, queue_cluster: QueueCluster) -> AsyncIterator[str]:
+    """A namespace of the test's own; deleted after it, and gone (its pods and Workloads with it) before
+    the next test, which may need the quota they held."""
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    assert queue_cluster.operator.alive(), queue_cluster.operator.tail()
+    await admin.delete(NAMESPACES, name)
+
+    async def gone() -> bool:
+        return all(n["metadata"]["name"] != name for n in (await admin.list(NAMESPACES))["items"])
+
+    await eventually(gone, timeout=90, what=f"namespace {name} deleted", interval=0.2)
+
+
+# Module order matters: the first scenario starts from SPX and rolls to CPX; the others reach CPX themselves
+# (scenario.to_cpx) and then find it done.
+
+
+async def test_over_quota_waits_in_kueues_words_until_cpx_admits_it(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    await scenario.over_quota_waits_in_kueues_words_until_cpx(admin, namespace)
+
+
+async def test_lowering_the_quota_evicts_nothing(admin: HttpKubeClient, namespace: str) -> None:
+    await scenario.lowering_the_quota_evicts_nothing(admin, namespace)
+
+
+async def test_opt_out_is_never_queued(admin: HttpKubeClient, namespace: str) -> None:
+    await scenario.opt_out_is_never_queued(admin, namespace)
