@@ -2,9 +2,10 @@
 the demo's sections on them (:mod:`aiplane.demo.real` says how the views follow the cluster).
 
 The control plane is etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with the
-default fleet's nodes, in ``$AIPLANE_CACHE/demo-cluster`` (``~/.cache/aiplane`` by default; made anew
+default fleet's nodes, and upstream Kueue (``scripts/build-neighbours``; the KaiwoConfig's queues admit
+the demo's workloads), in ``$AIPLANE_CACHE/demo-cluster`` (``~/.cache/aiplane`` by default; made anew
 each run, removed at the end). It ends with this process, whatever way it ends. Sections that need
-what a bare control plane lacks (Volcano, Kueue, a volume provisioner) are skipped and say why.
+what it lacks (Volcano's gang scheduler) are skipped and say why.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.demo.common import DemoOptions
 from aiplane.demo.hints import follow_message
-from aiplane.demo.real import WatchFeed, WriteCounter, kube_bin_dir
+from aiplane.demo.real import WatchFeed, WriteCounter, kube_bin_dir, neighbours_dir
 from aiplane.demo.run import DEMO_INGRESS_CLASS, keep_or_close, run_sections
 from aiplane.kube.client import ApiError, HttpKubeClient
 from aiplane.kube.resources import Resource, resource_for
@@ -64,8 +65,11 @@ async def start_cluster(console: Console) -> RealCluster:
     root = Path.cwd() if (Path.cwd() / "scripts" / "build-kube").is_file() else CHECKOUT
     console.print("Building (or finding cached) the control plane with scripts/build-kube ...")
     bins = await asyncio.to_thread(kube_bin_dir, root)
+    console.print("Building (or finding cached) Kueue with scripts/build-neighbours ...")
+    neighbours = await asyncio.to_thread(neighbours_dir, root)
     console.print(
-        f"Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from {bins} ..."
+        f"Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from {bins}, "
+        f"and Kueue from {neighbours} ..."
     )
     return await asyncio.to_thread(
         start_real_cluster,
@@ -73,6 +77,8 @@ async def start_cluster(console: Console) -> RealCluster:
         bin_dir=bins,
         install_crds=True,
         tie_to_parent=True,
+        neighbours=("kueue",),
+        neighbours_dir=neighbours,
     )
 
 
