@@ -17,6 +17,8 @@ from aiplane.kube.resources import (
     CLUSTERQUEUES,
     DEPLOYMENTS,
     EVENTS,
+    LEADERWORKERSETS,
+    LOCALQUEUES,
     NODES,
     PODS,
     WORKLOADS,
@@ -270,3 +272,92 @@ async def opt_out_is_never_queued(client: Client, namespace: str) -> None:
     assert QUEUE_LABEL not in pod["metadata"].get("labels", {})
     assert (await client.list(WORKLOADS, namespace=namespace))["items"] == []
     await available(client, namespace, "free")
+
+
+async def leaderworkerset_groups_are_admitted_whole(client: Client, namespace: str) -> None:
+    """A LeaderWorkerSet naming a queue, as our multinode components' do (Kueue's
+    ``leaderworkerset.x-k8s.io/leaderworkerset`` integration): one Workload per group, leader and worker
+    together. On CPX (128 GPUs) two groups of 2 x 40 GPUs: the first is admitted and both its pods run,
+    the second waits whole (neither pod runs), in Kueue's words, 32 GPUs short."""
+    await to_cpx(client)
+    await client.create(
+        LOCALQUEUES,
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "LocalQueue",
+            "metadata": {"name": "multinode", "namespace": namespace},
+            "spec": {"clusterQueue": QUEUE},
+        },
+        namespace=namespace,
+    )
+    container = {
+        "name": "vllm",
+        "image": "vllm:v1",
+        "resources": {"limits": {"amd.com/gpu": "40"}, "requests": {"cpu": "1", "amd.com/gpu": "40"}},
+    }
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "mn", "namespace": namespace, "labels": {QUEUE_LABEL: "multinode"}},
+        "spec": {
+            "replicas": 2,
+            # A leader template of its own, as our multinode components have: pod sets leader and worker.
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "leaderTemplate": {"spec": {"containers": [container]}},
+                "workerTemplate": {"spec": {"containers": [container]}},
+            },
+        },
+    }
+    await client.create(LEADERWORKERSETS, lws, namespace=namespace)
+
+    async def split() -> tuple[list[Obj], Obj] | None:
+        wls = (await client.list(WORKLOADS, namespace=namespace))["items"]
+        admitted = [
+            w
+            for w in wls
+            if any(
+                c["type"] == "Admitted" and c["status"] == "True" for c in w["status"].get("conditions") or []
+            )
+        ]
+        pending = [
+            w
+            for w in wls
+            if any(
+                c["type"] == "QuotaReserved" and c["status"] == "False"
+                for c in w["status"].get("conditions") or []
+            )
+        ]
+        return (admitted, pending[0]) if len(wls) == 2 and len(admitted) == 1 and len(pending) == 1 else None
+
+    admitted, pending = await eventually(split, TIMEOUT, "one group admitted, the other waiting")
+    for wl in (*admitted, pending):
+        assert wl["metadata"]["name"].startswith("leaderworkerset-mn-")
+        assert sorted((ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]) == [
+            ("leader", 1),
+            ("worker", 1),
+        ]
+        assert [r["kind"] for r in wl["metadata"]["ownerReferences"]] == ["LeaderWorkerSet"]
+    (cond,) = [c for c in pending["status"]["conditions"] if c["type"] == "QuotaReserved"]
+    assert cond["reason"] == "Pending"
+    assert "insufficient unused quota for amd.com/gpu in flavor amd-mi300x-8gpu-" in cond["message"]
+    assert cond["message"].endswith("32 more needed")
+
+    async def pods_of_groups() -> dict[str, list[Obj]] | None:
+        listed = (await client.list(PODS, namespace=namespace))["items"]
+        groups: dict[str, list[Obj]] = {}
+        for pod in listed:
+            groups.setdefault(
+                pod["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/group-index", ""), []
+            ).append(pod)
+        ready = groups.get("0", [])
+        if len(ready) == 2 and all(p["status"].get("phase") == "Running" for p in ready):
+            return groups
+        return None
+
+    groups = await eventually(pods_of_groups, TIMEOUT, "group 0's leader and worker running")
+    # The waiting group's pods (its leader; LWS makes the worker once the leader's StatefulSet has it) stay
+    # gated and unbound.
+    assert groups.get("1"), "group 1's leader exists"
+    for pod in groups["1"]:
+        assert gated(pod) and not pod["spec"].get("nodeName")

@@ -239,3 +239,7 @@ async def test_lowering_the_quota_evicts_nothing(world: World) -> None:
 
 async def test_an_opted_out_component_is_never_queued(world: World) -> None:
     await scenario.opt_out_is_never_queued(world.client, NS)
+
+
+async def test_leaderworkerset_groups_are_admitted_whole(world: World) -> None:
+    await scenario.leaderworkerset_groups_are_admitted_whole(world.client, NS)

@@ -143,5 +143,9 @@ async def test_lowering_the_quota_evicts_nothing(admin: HttpKubeClient, namespac
     await scenario.lowering_the_quota_evicts_nothing(admin, namespace)
 
 
+async def test_leaderworkerset_groups_are_admitted_whole(admin: HttpKubeClient, namespace: str) -> None:
+    await scenario.leaderworkerset_groups_are_admitted_whole(admin, namespace)
+
+
 async def test_opt_out_is_never_queued(admin: HttpKubeClient, namespace: str) -> None:
     await scenario.opt_out_is_never_queued(admin, namespace)
