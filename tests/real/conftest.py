@@ -22,7 +22,7 @@ from kubernetes import client, config
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import NAMESPACES
 from aiplane.realcluster import RealCluster, start_real_cluster
-from aiplane.sim.fleet import Fleet, NodePool
+from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests import chart_helpers, least_privilege, realtier
 from tests.polling import eventually
 from tests.real import operator as op
@@ -65,9 +65,20 @@ def real_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 @pytest.fixture(scope="session")
 def neighbour_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """A control plane of its own with the upstream neighbours (``cluster up --with all``: LWS, Kueue, the
-    Gateway API CRDs) and two small kwok nodes, for tests/real/test_neighbours.py. Its own, so Kueue's pod
-    webhook (it sees every pod outside kube-system) stays off the session cluster the operator tests share."""
-    fleet = Fleet(nodePools=[NodePool(name="cpu", count=2, cpu="4", memory="16Gi")])
+    Gateway API CRDs) and two MI300X kwok nodes, for tests/real/test_neighbours.py and test_queue.py (which
+    installs the chart and runs the operator on it). Its own, so Kueue's pod webhook (it sees every pod
+    outside kube-system) stays off the session cluster the other operator tests share."""
+    fleet = Fleet(
+        nodePools=[
+            NodePool(
+                name="mi300x",
+                count=2,
+                gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
+                cpu="192",
+                memory="2Ti",
+            )
+        ]
+    )
     cluster = start_real_cluster(
         tmp_path_factory.mktemp("neighbours") / "cluster",
         bin_dir=kube_bin,

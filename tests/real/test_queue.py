@@ -4,8 +4,8 @@ our ClusterQueue, ResourceFlavors, Topology and LocalQueues accepted by Kueue's 
 webhook, our Deployments admitted through Kueue's ``deployment`` and ``pod`` integrations, Kueue's own
 words in our status, a CPX repartition admitting what waited, a lower quota evicting nothing.
 
-One control plane for the module (two MI300X kwok nodes, ``--with kueue,lws``), the chart installed by
-Helm's engine, the simulated AMD GPU operator, and one operator process as the chart's ServiceAccount
+The neighbours' control plane (tests/real/conftest.py ``neighbour_cluster``: two MI300X kwok nodes, Kueue,
+LWS, the Gateway API CRDs; shared with test_neighbours.py), the chart installed by Helm's engine, the simulated AMD GPU operator, and one operator process as the chart's ServiceAccount
 running the partitioning, KaiwoConfig and DynamoComponentDeployment controllers. The module fails if
 kube's RBAC refused that operator anything or it logged an error.
 """
@@ -16,17 +16,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import NAMESPACES
-from aiplane.realcluster import RealCluster, start_real_cluster
-from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
+from aiplane.realcluster import RealCluster
 from tests import queue_scenarios as scenario
-from tests import realtier
 from tests.polling import eventually
 from tests.real import operator as op
 from tests.real.conftest import chart_release, hardware_process
@@ -65,45 +62,27 @@ def _kaiwo_dynamic(cluster: RealCluster) -> None:
 
 
 @pytest.fixture(scope="module")
-def queue_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[QueueCluster]:
-    fleet = Fleet(
-        nodePools=[
-            NodePool(
-                name="mi300x",
-                count=scenario.NODES_IN_POOL,
-                gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
-                cpu="192",
-                memory="2Ti",
-            )
-        ]
-    )
+def queue_cluster(
+    neighbour_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[QueueCluster]:
+    """The chart, the simulated AMD GPU operator and the operator on the neighbours' control plane (two
+    MI300X nodes in SPX, Kueue and LWS); stopped at the end of the module, the audit and the log checked."""
+    assert scenario.NODES_IN_POOL == 2, "the neighbours' fleet (tests/real/conftest.py) has two MI300X nodes"
+    cluster = neighbour_cluster
     work = tmp_path_factory.mktemp("queue")
-    cluster = start_real_cluster(
-        work / "cluster",
-        bin_dir=kube_bin,
-        fleet=fleet,
-        neighbours=("lws", "kueue"),
-        neighbours_dir=realtier.neighbours_dir(),
-        tie_to_parent=True,
-    )
-    try:
-        release = chart_release(cluster, work)
-        audit = op.Audit.from_now(cluster.audit_log, release.user)
-        with op.running(hardware_process(cluster, work / "hardware.log")):
-            operator = op.operator_process(release, CONTROLLERS, work / "operator.log").start()
-            try:
-                _kaiwo_dynamic(cluster)
-                yield QueueCluster(cluster, operator)
-            finally:
-                operator.stop()
-        refused = audit.refused()
-        assert not refused, (
-            f"kube's RBAC refused the chart's ServiceAccount (403): {refused}\n{operator.tail()}"
-        )
-        errors = operator.errors()
-        assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])
-    finally:
-        cluster.stop()
+    release = chart_release(cluster, work)
+    audit = op.Audit.from_now(cluster.audit_log, release.user)
+    with op.running(hardware_process(cluster, work / "hardware.log")):
+        operator = op.operator_process(release, CONTROLLERS, work / "operator.log").start()
+        try:
+            _kaiwo_dynamic(cluster)
+            yield QueueCluster(cluster, operator)
+        finally:
+            operator.stop()
+    refused = audit.refused()
+    assert not refused, f"kube's RBAC refused the chart's ServiceAccount (403): {refused}\n{operator.tail()}"
+    errors = operator.errors()
+    assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])
 
 
 @pytest.fixture
