@@ -343,21 +343,25 @@ async def leaderworkerset_groups_are_admitted_whole(client: Client, namespace: s
     assert "insufficient unused quota for amd.com/gpu in flavor amd-mi300x-8gpu-" in cond["message"]
     assert cond["message"].endswith("32 more needed")
 
+    # Workloads are named leaderworkerset-mn-<group>-<hash>: the admitted group's pods run.
+    group_of = {w["metadata"]["name"].split("-")[2]: w for w in (*admitted, pending)}
+    (running_group,) = [g for g, w in group_of.items() if w in admitted]
+    (waiting_group,) = [g for g in group_of if g != running_group]
+
     async def pods_of_groups() -> dict[str, list[Obj]] | None:
         listed = (await client.list(PODS, namespace=namespace))["items"]
         groups: dict[str, list[Obj]] = {}
         for pod in listed:
-            groups.setdefault(
-                pod["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/group-index", ""), []
-            ).append(pod)
-        ready = groups.get("0", [])
+            group = pod["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/group-index", "")
+            groups.setdefault(group, []).append(pod)
+        ready = groups.get(running_group, [])
         if len(ready) == 2 and all(p["status"].get("phase") == "Running" for p in ready):
             return groups
         return None
 
-    groups = await eventually(pods_of_groups, TIMEOUT, "group 0's leader and worker running")
+    groups = await eventually(pods_of_groups, TIMEOUT, f"group {running_group}'s leader and worker running")
     # The waiting group's pods (its leader; LWS makes the worker once the leader's StatefulSet has it) stay
     # gated and unbound.
-    assert groups.get("1"), "group 1's leader exists"
-    for pod in groups["1"]:
+    assert groups.get(waiting_group), f"group {waiting_group}'s leader exists"
+    for pod in groups[waiting_group]:
         assert gated(pod) and not pod["spec"].get("nodeName")
