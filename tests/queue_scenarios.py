@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from aiplane.controllers.queueing import GATE, QUEUE_LABEL, SKIP_QUEUE_ANNOTATION
+from aiplane.controllers.queueing import (
+    GATE,
+    POD_GROUP_LABEL,
+    POD_GROUP_TOTAL_COUNT,
+    QUEUE_LABEL,
+    SKIP_QUEUE_ANNOTATION,
+)
 from aiplane.kube.resources import (
     CLUSTERQUEUES,
     DEPLOYMENTS,
@@ -54,6 +60,8 @@ class Client(Protocol):
     async def patch(
         self, resource: Resource, name: str, patch: Any, namespace: str | None = None, **kwargs: Any
     ) -> Obj: ...
+
+    async def delete(self, resource: Resource, name: str, **kwargs: Any) -> Any: ...
 
 
 def component(name: str, namespace: str, gpus: int, *, replicas: int = 1, skip: bool = False) -> Obj:
@@ -186,13 +194,34 @@ async def admitted_workloads(client: Client, namespace: str) -> list[str]:
     return sorted(out)
 
 
+async def repartition(client: Client, dcm: str, gpus: str, wanted: int) -> None:
+    """Both MI300X nodes to DCM profile ``dcm`` (``gpus`` each), unless the quota says they are: the other
+    plans deleted (a completed plan leaves its nodes as they are), then a plan named ``dcm``; wait for the
+    ClusterQueue's quota that follows (``wanted``)."""
+    if await quota(client) == wanted:
+        return
+    for existing in (await client.list(PLANS))["items"]:
+        if existing["metadata"]["name"] != dcm:
+            await client.delete(PLANS, existing["metadata"]["name"])
+
+    async def others_gone() -> bool:
+        return all(p["metadata"]["name"] == dcm for p in (await client.list(PLANS))["items"])
+
+    await eventually(others_gone, TIMEOUT, "the other PartitioningPlans deleted")
+    profiles = {p["metadata"]["name"] for p in (await client.list(PROFILES))["items"]}
+    if f"mi300x-{dcm}" not in profiles:
+        await client.create(PROFILES, profile(f"mi300x-{dcm}", dcm, gpus))
+    if not (await client.list(PLANS))["items"]:
+        await client.create(PLANS, plan(dcm, f"mi300x-{dcm}"))
+    await quota_is(client, wanted, f"both nodes in {dcm}")
+
+
 async def to_cpx(client: Client) -> None:
-    """Roll both MI300X nodes to CPX (if not already) and wait for the quota that follows."""
-    names = {p["metadata"]["name"] for p in (await client.list(PLANS))["items"]}
-    if "cpx" not in names:
-        await client.create(PROFILES, profile("mi300x-cpx", "cpx", "64"))
-        await client.create(PLANS, plan("cpx", "mi300x-cpx"))
-    await quota_is(client, CPX_QUOTA, "both nodes in CPX")
+    await repartition(client, "cpx", "64", CPX_QUOTA)
+
+
+async def to_spx(client: Client) -> None:
+    await repartition(client, "spx", "8", SPX_QUOTA)
 
 
 # --- the scenarios --------------------------------------------------------------------------------------
@@ -201,7 +230,7 @@ async def to_cpx(client: Client) -> None:
 async def over_quota_waits_in_kueues_words_until_cpx(client: Client, namespace: str) -> None:
     """A 24-GPU worker on 16 GPUs of SPX quota waits: our status carries Kueue's message, one Warning
     Event says so, its pod stays gated; the repartition to CPX raises the quota and Kueue admits it."""
-    await quota_is(client, SPX_QUOTA, "both nodes in SPX")
+    await to_spx(client)
     await client.create(DCD, component("big", namespace, gpus=24), namespace=namespace)
     cond = await waiting(client, namespace, "big")
     assert f"waits in Kueue LocalQueue {QUEUE}" in cond["message"]
@@ -365,3 +394,115 @@ async def leaderworkerset_groups_are_admitted_whole(client: Client, namespace: s
     assert groups.get(waiting_group), f"group {waiting_group}'s leader exists"
     for pod in groups[waiting_group]:
         assert gated(pod) and not pod["spec"].get("nodeName")
+
+
+# --- ModelInfer: a group is one Kueue pod group ---------------------------------------------------------
+
+MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
+
+
+def modelinfer(name: str, namespace: str, gpus: int, *, skip: bool = False) -> Obj:
+    """One group of one role replica: an entry and two workers of ``gpus`` GPUs each. No
+    ``gangSchedule`` and no ``schedulerName``: kube's scheduler places the pods once Kueue admitted the
+    group whole (so it runs where Volcano is not installed)."""
+    template = {
+        "spec": {
+            "containers": [
+                {"name": "vllm", "image": "vllm:v1", "resources": {"limits": {"amd.com/gpu": str(gpus)}}}
+            ]
+        }
+    }
+    meta: Obj = {"name": name, "namespace": namespace}
+    if skip:
+        meta["annotations"] = {SKIP_QUEUE_ANNOTATION: "true"}
+    return {
+        "apiVersion": "workload.volcano.sh/v1alpha1",
+        "kind": "ModelInfer",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            "template": {
+                "roles": [
+                    {
+                        "name": "serve",
+                        "replicas": 1,
+                        "workerReplicas": 2,
+                        "entryTemplate": template,
+                        "workerTemplate": template,
+                    }
+                ]
+            },
+        },
+    }
+
+
+async def mi_condition(client: Client, namespace: str, name: str, kind: str) -> Obj | None:
+    mi = await client.get(MI, name, namespace=namespace)
+    for cond in (mi.get("status") or {}).get("conditions") or []:
+        if cond["type"] == kind:
+            return dict(cond)
+    return None
+
+
+async def mi_pods(client: Client, namespace: str, name: str) -> list[Obj]:
+    listed = (await client.list(PODS, namespace=namespace))["items"]
+    return [
+        p
+        for p in listed
+        if p["metadata"].get("labels", {}).get("modelinfer.volcano.sh/name") == name
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def mi_running(client: Client, namespace: str, name: str, count: int) -> bool:
+    got = await mi_pods(client, namespace, name)
+    return len(got) == count and all(p["status"].get("phase") == "Running" for p in got)
+
+
+async def modelinfer_group_waits_in_kueues_words_until_cpx(client: Client, namespace: str) -> None:
+    """A group needing 24 GPUs on 16 of SPX quota waits whole: ``QuotaReserved=False QuotaPending`` with
+    Kueue's message and one Warning Event, every pod labelled into one pod group and gated; CPX admits it."""
+    await to_spx(client)
+    await client.create(MI, modelinfer("big", namespace, gpus=8), namespace=namespace)
+
+    async def waiting_mi() -> Obj | None:
+        cond = await mi_condition(client, namespace, "big", "QuotaReserved")
+        return cond if cond and cond["status"] == "False" else None
+
+    cond = await eventually(waiting_mi, TIMEOUT, "the ModelInfer reports the quota wait")
+    assert cond["reason"] == "QuotaPending"
+    assert f"waits in Kueue LocalQueue {QUEUE}" in cond["message"]
+    assert "insufficient quota for amd.com/gpu in flavor amd-mi300x-8gpu-" in cond["message"]
+    assert f"> maximum capacity ({SPX_QUOTA})" in cond["message"]
+    pods = await mi_pods(client, namespace, "big")
+    assert len(pods) == 3
+    assert all(p["metadata"]["labels"][QUEUE_LABEL] == QUEUE for p in pods)
+    revision = pods[0]["metadata"]["labels"]["modelinfer.volcano.sh/revision"]
+    assert {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods} == {f"big-0-{revision}"}
+    assert all(p["metadata"]["annotations"][POD_GROUP_TOTAL_COUNT] == "3" for p in pods)
+    assert all(gated(p) and not p["spec"].get("nodeName") for p in pods)
+    found = await eventually(lambda: events(client, namespace, "big", "QuotaPending"), TIMEOUT, "the Event")
+    assert [e["type"] for e in found] == ["Warning"]
+
+    await to_cpx(client)
+    await eventually(
+        lambda: mi_running(client, namespace, "big", 3), TIMEOUT, "the group admitted and running"
+    )
+
+    async def admitted_mi() -> Obj | None:
+        cond = await mi_condition(client, namespace, "big", "QuotaReserved")
+        return cond if cond and cond["status"] == "True" else None
+
+    await eventually(admitted_mi, TIMEOUT, "QuotaReserved=True")
+    assert await admitted_workloads(client, namespace) == [f"big-0-{revision}"], "one Workload, the group's"
+    assert len(await events(client, namespace, "big", "QuotaPending")) == 1, (
+        "one Warning when it started waiting"
+    )
+
+
+async def modelinfer_opt_out_is_never_queued(client: Client, namespace: str) -> None:
+    await client.create(MI, modelinfer("free", namespace, gpus=2, skip=True), namespace=namespace)
+    await eventually(lambda: mi_running(client, namespace, "free", 3), TIMEOUT, "the opted-out group runs")
+    pods = await mi_pods(client, namespace, "free")
+    assert not any(QUEUE_LABEL in p["metadata"]["labels"] for p in pods)
+    assert await mi_condition(client, namespace, "free", "QuotaReserved") is None

@@ -24,16 +24,14 @@ from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.profile import profiles_resource
-from aiplane.controllers.queueing import GATE, POD_GROUP_LABEL, QUEUE_LABEL, SKIP_QUEUE_ANNOTATION
+from aiplane.controllers.queueing import QUEUE_LABEL, SKIP_QUEUE_ANNOTATION
 from aiplane.kube.manager import Manager
-from aiplane.kube.resources import CLUSTERQUEUES, EVENTS, NAMESPACES, PODS, WORKLOADS, resource_for
+from aiplane.kube.resources import CLUSTERQUEUES, EVENTS, NAMESPACES, PODS, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests import queue_scenarios as scenario
 from tests.integration import operator_rbac
 from tests.integration.test_kaiwo_e2e import gpu_quota
-from tests.integration.test_partitioning_e2e import PLANS, plan, profile
 from tests.polling import eventually
 
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
@@ -150,50 +148,12 @@ async def world() -> AsyncIterator[World]:
     await cluster.stop()
 
 
-async def test_a_group_over_quota_waits_in_kueues_words_until_cpx_raises_the_quota(world: World) -> None:
-    client = world.client
-    await client.create(MI, modelinfer("big", gpus=8), namespace=NS)  # 24 > 16
-
-    async def waiting() -> Obj | None:
-        cond = await world.condition("big", "QuotaReserved")
-        return cond if cond and cond["status"] == "False" else None
-
-    cond = await eventually(waiting, 30, "the ModelInfer reports the quota wait")
-    assert cond["reason"] == "QuotaPending"
-    assert "waits in Kueue LocalQueue kaiwo" in cond["message"]
-    assert "insufficient quota for amd.com/gpu in flavor amd-mi300x-8gpu-" in cond["message"]
-    assert "> maximum capacity (16)" in cond["message"]
-    pods = await world.pods("big")
-    assert len(pods) == 3
-    assert all(p["metadata"]["labels"][QUEUE_LABEL] == "kaiwo" for p in pods)
-    assert {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods} == {
-        f"big-0-{pods[0]['metadata']['labels']['modelinfer.volcano.sh/revision']}"
-    }
-    assert all(p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "3" for p in pods)
-    assert all(any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or []) for p in pods)
-    assert len(await eventually(lambda: world.events("big", "QuotaPending"), 30, "a QuotaPending Event")) == 1
-
-    await client.create(profiles_resource(), profile("mi300x-cpx", "cpx", "64"))
-    await client.create(PLANS, plan("cpx", "mi300x-cpx", max_parallel=1, max_unavailable=1))
-    await eventually(lambda: world.running("big", 3), 120, "the group admitted and running after CPX")
-
-    async def admitted() -> Obj | None:
-        cond = await world.condition("big", "QuotaReserved")
-        return cond if cond and cond["status"] == "True" else None
-
-    await eventually(admitted, 30, "QuotaReserved=True")
-    workloads = (await client.list(WORKLOADS, namespace=NS))["items"]
-    (wl,) = [w for w in workloads if w["metadata"]["name"].startswith("big-0-")]
-    assert [c["status"] for c in wl["status"]["conditions"] if c["type"] == "Admitted"] == ["True"]
-    assert len(await world.events("big", "QuotaPending")) == 1, "one Warning when it started waiting"
+async def test_a_modelinfer_group_over_quota_waits_in_kueues_words_until_cpx(world: World) -> None:
+    await scenario.modelinfer_group_waits_in_kueues_words_until_cpx(world.client, NS)
 
 
 async def test_the_opt_out_annotation_keeps_a_modelinfer_out_of_the_queue(world: World) -> None:
-    await world.client.create(MI, modelinfer("free", gpus=2, skip=True), namespace=NS)
-    await eventually(lambda: world.running("free", 3), 60, "the opted-out group runs")
-    pods = await world.pods("free")
-    assert not any(QUEUE_LABEL in p["metadata"]["labels"] for p in pods)
-    assert await world.condition("free", "QuotaReserved") is None
+    await scenario.modelinfer_opt_out_is_never_queued(world.client, NS)
 
 
 async def test_a_queued_component_waits_with_kueues_reason(world: World) -> None:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client, config
 
+from aiplane.controllers.queueing import POD_GROUP_LABEL
 from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import NAMESPACES
+from aiplane.kube.resources import NAMESPACES, PODS
 from aiplane.realcluster import RealCluster
 from tests import queue_scenarios as scenario
 from tests.polling import eventually
@@ -30,7 +31,10 @@ from tests.real.conftest import chart_release, hardware_process
 
 pytestmark = pytest.mark.real
 
-CONTROLLERS = "partitioningprofile,partitioningplan,nodepartitioning,kaiwoconfig,dynamocomponentdeployment"
+CONTROLLERS = (
+    "partitioningprofile,partitioningplan,nodepartitioning,kaiwoconfig,dynamocomponentdeployment,modelinfer"
+)
+KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
 KAIWO = ("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "kaiwo")
 
 
@@ -103,9 +107,41 @@ async def namespace(admin: HttpKubeClient, queue_cluster: QueueCluster) -> Async
     await admin.delete(NAMESPACES, name)
 
     async def gone() -> bool:
+        await _end_deleted_pods(admin, name)
         return all(n["metadata"]["name"] != name for n in (await admin.list(NAMESPACES))["items"])
 
-    await eventually(gone, timeout=90, what=f"namespace {name} deleted", interval=0.2)
+    try:
+        await eventually(gone, timeout=90, what=f"namespace {name} deleted", interval=0.2)
+    except AssertionError:
+        left = (await admin.list(PODS, namespace=name))["items"]
+        held = [
+            (p["metadata"]["name"], p["metadata"].get("finalizers"), p["spec"].get("nodeName")) for p in left
+        ]
+        ns = await admin.get(NAMESPACES, name)
+        raise AssertionError(
+            f"namespace {name} not deleted: pods {held}; status {ns.get('status')}"
+        ) from None
+
+
+async def _end_deleted_pods(admin: HttpKubeClient, namespace: str) -> None:
+    """Release the pods of a deleted Kueue pod group, as Kueue does once the kubelet has ended them.
+
+    Kueue holds every pod of a pod group (a ModelInfer's) with its ``kueue.x-k8s.io/managed`` finalizer
+    until the group has finished. On a cluster the kubelet stops a deleted pod's containers and reports a
+    terminal phase, and Kueue then removes the finalizers; kwok has no containers to stop (its pod-delete
+    stage only deletes) and a status written by hand is not enough for Kueue once the group's Workload
+    went with the namespace, so the pods would stay Terminating for ever. The test stands in for that end
+    of the pods' lives only after everything it asserts has been asserted."""
+    for pod in (await admin.list(PODS, namespace=namespace))["items"]:
+        meta = pod["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if (
+            meta.get("deletionTimestamp")
+            and KUEUE_FINALIZER in finalizers
+            and meta.get("labels", {}).get(POD_GROUP_LABEL)
+        ):
+            rest = [f for f in finalizers if f != KUEUE_FINALIZER]
+            await admin.patch(PODS, meta["name"], {"metadata": {"finalizers": rest}}, namespace=namespace)
 
 
 # Module order matters: the first scenario starts from SPX and rolls to CPX; the others reach CPX themselves
@@ -124,6 +160,18 @@ async def test_lowering_the_quota_evicts_nothing(admin: HttpKubeClient, namespac
 
 async def test_leaderworkerset_groups_are_admitted_whole(admin: HttpKubeClient, namespace: str) -> None:
     await scenario.leaderworkerset_groups_are_admitted_whole(admin, namespace)
+
+
+async def test_a_modelinfer_group_over_quota_waits_in_kueues_words_until_cpx(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    await scenario.modelinfer_group_waits_in_kueues_words_until_cpx(admin, namespace)
+
+
+async def test_the_opt_out_annotation_keeps_a_modelinfer_out_of_the_queue(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    await scenario.modelinfer_opt_out_is_never_queued(admin, namespace)
 
 
 async def test_opt_out_is_never_queued(admin: HttpKubeClient, namespace: str) -> None:
