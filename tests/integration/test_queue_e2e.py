@@ -1,11 +1,9 @@
 """The KaiwoConfig's Kueue queue governs our workloads, end to end on the embedded cluster.
 
 Written against API behaviour only (Workloads, conditions, Events, pod gates): two MI300X nodes in SPX
-give the ClusterQueue 16 ``amd.com/gpu``. The Dynamo scenarios are tests/queue_scenarios.py, which the
-real tier runs on upstream Kueue too (tests/real/test_queue.py). The ModelInfer ones run here only: its
-gangs need Volcano's scheduler, which the real tier cannot build. A ModelInfer whose group needs 24 waits
-with Kueue's reason in its own status and one Warning Event; a repartition to CPX raises the quota to 128
-and the group is admitted and runs; one with the opt-out annotation is never queued.
+give the ClusterQueue 16 ``amd.com/gpu``. The scenarios are tests/queue_scenarios.py, which the real tier
+runs on upstream Kueue too (tests/real/test_queue.py); a queued component's third pod waiting is checked
+here only.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """The KaiwoConfig's queue on the real control plane with upstream Kueue v0.17 and LeaderWorkerSet v0.9
 (tests/queue_scenarios.py, the same scenarios the embedded twin runs in tests/integration/test_queue_e2e.py):
 our ClusterQueue, ResourceFlavors, Topology and LocalQueues accepted by Kueue's CRDs and conversion
-webhook, our Deployments admitted through Kueue's ``deployment`` and ``pod`` integrations, Kueue's own
-words in our status, a CPX repartition admitting what waited, a lower quota evicting nothing.
+webhook, our Deployments admitted through Kueue's ``deployment`` and ``pod`` integrations, a ModelInfer
+group as one pod group, a LeaderWorkerSet's groups whole, Kueue's own words in our status, a CPX
+repartition admitting what waited, a lower quota evicting nothing.
 
 The neighbours' control plane (tests/real/conftest.py ``neighbour_cluster``: two MI300X kwok nodes, Kueue,
-LWS, the Gateway API CRDs; shared with test_neighbours.py), the chart installed by Helm's engine, the simulated AMD GPU operator, and one operator process as the chart's ServiceAccount
-running the partitioning, KaiwoConfig and DynamoComponentDeployment controllers. The module fails if
+LWS, the Gateway API CRDs; shared with test_neighbours.py), the chart installed by Helm's engine, the
+simulated AMD GPU operator, and one operator process as the chart's ServiceAccount running the
+partitioning, KaiwoConfig, DynamoComponentDeployment and ModelInfer controllers. The module fails if
 kube's RBAC refused that operator anything or it logged an error.
 """
 
