@@ -22,9 +22,9 @@ from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.queueing import QUEUE_LABEL, SKIP_QUEUE_ANNOTATION
+from aiplane.controllers.queueing import QUEUE_LABEL
 from aiplane.kube.manager import Manager
-from aiplane.kube.resources import CLUSTERQUEUES, EVENTS, NAMESPACES, PODS, resource_for
+from aiplane.kube.resources import CLUSTERQUEUES, EVENTS, NAMESPACES, resource_for
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests import queue_scenarios as scenario
@@ -32,66 +32,15 @@ from tests.integration import operator_rbac
 from tests.integration.test_kaiwo_e2e import gpu_quota
 from tests.polling import eventually
 
-MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 DCD = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
 NS = "serving"
 NODES = 2
 Obj = dict[str, Any]
 
 
-def modelinfer(name: str, gpus: int, *, skip: bool = False) -> Obj:
-    """One group of one role replica: an entry and two workers of ``gpus`` GPUs each."""
-    template = {
-        "spec": {
-            "containers": [
-                {"name": "vllm", "image": "vllm:v1", "resources": {"limits": {"amd.com/gpu": str(gpus)}}}
-            ]
-        }
-    }
-    meta: Obj = {"name": name, "namespace": NS}
-    if skip:
-        meta["annotations"] = {SKIP_QUEUE_ANNOTATION: "true"}
-    return {
-        "apiVersion": "workload.volcano.sh/v1alpha1",
-        "kind": "ModelInfer",
-        "metadata": meta,
-        "spec": {
-            "replicas": 1,
-            "template": {
-                "roles": [
-                    {
-                        "name": "serve",
-                        "replicas": 1,
-                        "workerReplicas": 2,
-                        "entryTemplate": template,
-                        "workerTemplate": template,
-                    }
-                ]
-            },
-        },
-    }
-
-
 @dataclass
 class World:
     client: InMemoryKubeClient
-
-    async def condition(self, name: str, kind: str) -> Obj | None:
-        mi = await self.client.get(MI, name, namespace=NS)
-        for cond in (mi.get("status") or {}).get("conditions") or []:
-            if cond["type"] == kind:
-                return dict(cond)
-        return None
-
-    async def pods(self, name: str) -> list[Obj]:
-        listed = await self.client.list(
-            PODS, namespace=NS, label_selector=f"modelinfer.volcano.sh/name={name}"
-        )
-        return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
-
-    async def running(self, name: str, count: int) -> bool:
-        pods = await self.pods(name)
-        return len(pods) == count and all(p["status"].get("phase") == "Running" for p in pods)
 
     async def events(self, name: str, reason: str) -> list[Obj]:
         items = (await self.client.list(EVENTS, namespace=NS))["items"]
