@@ -191,3 +191,21 @@ def kube_bin_dir(repository: Path | None = None) -> Path:
     if done.returncode != 0:
         raise ClusterError(f"scripts/build-kube failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
+
+
+def neighbours_dir(repository: Path | None = None) -> Path:
+    """The upstream neighbours (Kueue, LeaderWorkerSet): ``$AIPLANE_NEIGHBOURS_DIR``, else built (or found
+    cached) by the checkout's ``scripts/build-neighbours``; :class:`ClusterError` when neither is at hand."""
+    value = os.environ.get("AIPLANE_NEIGHBOURS_DIR")
+    if value:
+        return Path(value)
+    script = (repository or Path.cwd()) / "scripts" / "build-neighbours"
+    if not script.is_file() or shutil.which("bash") is None:
+        raise ClusterError(
+            "Kueue is built by scripts/build-neighbours: run the demo from the checkout (scripts/demo --real), "
+            "or set AIPLANE_NEIGHBOURS_DIR to the directory scripts/build-neighbours prints"
+        )
+    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ClusterError(f"scripts/build-neighbours failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])

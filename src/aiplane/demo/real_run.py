@@ -2,11 +2,11 @@
 the demo's sections on them (:mod:`aiplane.demo.real` says how the views follow the cluster).
 
 The control plane is etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with the
-default fleet's nodes, and the scheduler-plugins gang scheduler (Coscheduling) beside kube-scheduler, in
+default fleet's nodes, the scheduler-plugins gang scheduler (Coscheduling) beside kube-scheduler, and
+upstream Kueue (``scripts/build-neighbours``; the KaiwoConfig's queues admit the demo's workloads), in
 ``$AIPLANE_CACHE/demo-cluster`` (``~/.cache/aiplane`` by default; made anew each run, removed at the end).
 It ends with this process, whatever way it ends. The operator runs with ``--gang-scheduler coscheduling``:
-Volcano cannot be built here (docs/real-cluster.md). Parts that need what this control plane lacks (Kueue)
-are skipped and say why.
+Volcano cannot be built here (docs/real-cluster.md).
 """
 
 from __future__ import annotations
@@ -68,18 +68,18 @@ async def start_cluster(console: Console) -> RealCluster:
     root = Path.cwd() if (Path.cwd() / "scripts" / "build-kube").is_file() else CHECKOUT
     console.print("Building (or finding cached) the control plane with scripts/build-kube ...")
     bins = await asyncio.to_thread(kube_bin_dir, root)
-    console.print("Building (or finding cached) the gang scheduler with scripts/build-neighbours ...")
+    console.print("Building (or finding cached) the gang scheduler and Kueue with scripts/build-neighbours ...")
     neighbours = await asyncio.to_thread(neighbours_dir, root)
     console.print(
         f"Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from {bins}, and the "
-        f"scheduler-plugins gang scheduler from {neighbours} ..."
+        f"scheduler-plugins gang scheduler and Kueue from {neighbours} ..."
     )
     return await asyncio.to_thread(
         start_real_cluster,
         state_dir(),
         bin_dir=bins,
         install_crds=True,
-        neighbours=("coscheduling",),
+        neighbours=("coscheduling", "kueue"),
         neighbours_dir=neighbours,
         tie_to_parent=True,
     )
