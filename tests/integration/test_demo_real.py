@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests import realtier
-
 ROOT = Path(__file__).resolve().parents[2]
 _NO_GO = 3  # scripts/build-kube: this machine has no Go toolchain
 

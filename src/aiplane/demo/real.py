@@ -160,15 +160,16 @@ def _built(script: Path) -> Path:
 
 
 def neighbours_dir(repository: Path | None = None) -> Path:
-    """The upstream neighbours (the scheduler-plugins gang scheduler among them): ``$AIPLANE_NEIGHBOURS_DIR``,
-    else built (or found cached) by the checkout's ``scripts/build-neighbours``."""
+    """The upstream neighbours (the Coscheduling gang scheduler, Kueue, LeaderWorkerSet):
+    ``$AIPLANE_NEIGHBOURS_DIR``, else built (or found cached) by the checkout's ``scripts/build-neighbours``;
+    :class:`ClusterError` when neither is at hand."""
     value = os.environ.get("AIPLANE_NEIGHBOURS_DIR")
     if value:
         return Path(value)
     script = (repository or Path.cwd()) / "scripts" / "build-neighbours"
     if not script.is_file() or shutil.which("bash") is None:
         raise ClusterError(
-            "the gang scheduler is built by scripts/build-neighbours: run the demo from the checkout "
+            "the gang scheduler and Kueue are built by scripts/build-neighbours: run the demo from the checkout "
             "(scripts/demo --real), or set AIPLANE_NEIGHBOURS_DIR to the directory it prints"
         )
     return _built(script)
@@ -187,25 +188,4 @@ def kube_bin_dir(repository: Path | None = None) -> Path:
             "the real control plane is built by scripts/build-kube: run the demo from the checkout "
             "(scripts/demo --real), or set AIPLANE_KUBE_BIN to the directory scripts/build-kube prints"
         )
-    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ClusterError(f"scripts/build-kube failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-def neighbours_dir(repository: Path | None = None) -> Path:
-    """The upstream neighbours (Kueue, LeaderWorkerSet): ``$AIPLANE_NEIGHBOURS_DIR``, else built (or found
-    cached) by the checkout's ``scripts/build-neighbours``; :class:`ClusterError` when neither is at hand."""
-    value = os.environ.get("AIPLANE_NEIGHBOURS_DIR")
-    if value:
-        return Path(value)
-    script = (repository or Path.cwd()) / "scripts" / "build-neighbours"
-    if not script.is_file() or shutil.which("bash") is None:
-        raise ClusterError(
-            "Kueue is built by scripts/build-neighbours: run the demo from the checkout (scripts/demo --real), "
-            "or set AIPLANE_NEIGHBOURS_DIR to the directory scripts/build-neighbours prints"
-        )
-    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ClusterError(f"scripts/build-neighbours failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return _built(script)

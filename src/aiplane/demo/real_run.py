@@ -68,7 +68,9 @@ async def start_cluster(console: Console) -> RealCluster:
     root = Path.cwd() if (Path.cwd() / "scripts" / "build-kube").is_file() else CHECKOUT
     console.print("Building (or finding cached) the control plane with scripts/build-kube ...")
     bins = await asyncio.to_thread(kube_bin_dir, root)
-    console.print("Building (or finding cached) the gang scheduler and Kueue with scripts/build-neighbours ...")
+    console.print(
+        "Building (or finding cached) the gang scheduler and Kueue with scripts/build-neighbours ..."
+    )
     neighbours = await asyncio.to_thread(neighbours_dir, root)
     console.print(
         f"Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from {bins}, and the "
