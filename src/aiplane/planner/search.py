@@ -324,16 +324,34 @@ def search_disagg(
     w: Workload, prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
 ) -> tuple[Match | None, bool]:
     """AIC's disaggregated pick: the best of its candidate rows (:func:`candidate_rows`) by throughput
-    per budget GPU, then tokens/s/user, among rows meeting the ITL target (``True``).
+    per budget GPU, then tokens/s/user, among rows meeting the ITL target (``True``); unless some pair
+    meeting both targets does better per budget GPU (:func:`_budget_optimum`), which is then answered.
 
     When no row meets the ITL target, AIC's best effort: per decode TP the row with the best
     throughput per budget GPU, and of those the one with the lowest ITL (``False``). Rows exist only
     when the TTFT target can be met; otherwise AIC answers nothing and we answer the pair that misses
     least (:func:`_closest`).
     """
-    rows = candidate_rows(w, [p for p in prefills if p.ttft_ms < w.ttft_ms], decodes)
+    ok_prefills = [p for p in prefills if p.ttft_ms < w.ttft_ms]
+    rows = candidate_rows(w, ok_prefills, decodes)
     if not rows:
         return _closest(w, prefills, decodes), False
+    meeting = [r for r in rows if round(r.decode.tpot_ms, 3) <= w.itl_ms]
+    optimum = _budget_optimum(w, ok_prefills, decodes)
+    if optimum is not None:
+        # AIC's rows keep per decode worker the partner best for the replica, not for the budget, and
+        # cap the workers they pair: a looser TTFT can swap a partner that fills the budget for one that
+        # strands GPUs of it. AIC's pick stands unless a plan meeting both targets beats it.
+        aic_pick = _aic_pick(w, meeting) if meeting else None
+        if aic_pick is None or _picked_value(optimum, w) > _picked_value(aic_pick, w):
+            return optimum, True
+        return aic_pick, True
+    return _aic_pick(w, rows), False
+
+
+def _aic_pick(w: Workload, rows: Sequence[Match]) -> Match:
+    """AIC's picker over its rows: the best per budget GPU of meeting rows, ties to the lower ITL;
+    over rows none of which meets the ITL target, the lowest ITL of each layout's best."""
     meeting = [r for r in rows if round(r.decode.tpot_ms, 3) <= w.itl_ms]
     per_layout: dict[str, Match] = {}  # AIC's picker groups by the decode layout's name, in its order
     for r in meeting or rows:  # in row order: the first of equals stays (pandas idxmax)
@@ -342,8 +360,47 @@ def search_disagg(
             per_layout[r.decode.par.label] = r
     best = [per_layout[label] for label in sorted(per_layout)]
     if meeting:
-        return max(best, key=lambda m: (_picked_value(m, w), -round(m.decode.tpot_ms, 3))), True
-    return min(best, key=lambda m: round(m.decode.tpot_ms, 3)), False
+        return max(best, key=lambda m: (_picked_value(m, w), -round(m.decode.tpot_ms, 3)))
+    return min(best, key=lambda m: round(m.decode.tpot_ms, 3))
+
+
+def _budget_optimum(
+    w: Workload, ok_prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
+) -> Match | None:
+    """The plan meeting both targets with the most throughput per budget GPU, over every TTFT-meeting
+    prefill worker and ITL-meeting decode worker. Of one layout's workers only the highest rate can
+    win (same GPUs, so at least its throughput in every x:y), which keeps the pairs to layouts^2."""
+    fastest_p: dict[Layout, PrefillWorker] = {}
+    for p in ok_prefills:
+        if p.par not in fastest_p or p.rate > fastest_p[p.par].rate:
+            fastest_p[p.par] = p
+    fastest_d: dict[Layout, DecodeWorker] = {}
+    for d in decodes:
+        kept = fastest_d.get(d.par)
+        faster = kept is None or (d.rate, -d.tpot_ms) > (kept.rate, -kept.tpot_ms)
+        if faster and round(d.tpot_ms, 3) <= w.itl_ms:
+            fastest_d[d.par] = d
+    best: Match | None = None
+    for p in fastest_p.values():
+        for d in fastest_d.values():
+            m = _budget_match(p, d, max_workers(w), w.total_gpus) if _pairable(w, p, d) else None
+            if m is not None and (best is None or _picked_value(m, w) > _picked_value(best, w)):
+                best = m
+    return best
+
+
+def _budget_match(p: PrefillWorker, d: DecodeWorker, workers: int, budget: int | None) -> Match | None:
+    """The x:y of one pair with the most throughput per budget GPU (the replica repeated), fewer GPUs
+    among equals; without a budget, :func:`match`'s (per GPU of the one replica)."""
+    if budget is None:
+        return match(p, d, workers, budget)
+    best: Match | None = None
+    best_total = 0.0
+    for x, y, gpus in _combos(p.gpus, d.gpus, workers, budget):
+        throughput = min(p.rate * x * PREFILL_RATE_DERATE, d.rate * y * DECODE_RATE_DERATE)
+        if throughput * (budget // gpus) > best_total:
+            best_total, best = throughput * (budget // gpus), Match(p, d, x, y, throughput)
+    return best
 
 
 def _picked_value(m: Match, w: Workload) -> float:
