@@ -60,7 +60,7 @@ def test_demo_real_runs_what_the_control_plane_hosts_and_lists_what_it_skipped(t
     # GPUs; a component, as Volcano is not installed) waits in Kueue's words until CPX raises the MI300X
     # flavor's quota past 48, then Kueue admits it and its pod runs.
     assert "Kueue is not installed on this cluster" not in flat
-    assert "Volcano is not installed (no PodGroup API)" in flat
+    assert "Volcano is not installed (no PodGroup API of Volcano's)" in flat
     assert re.search(
         r"amd\.com/gpu nominal quota \(from allocatable, partitions included\): \d+ → .*272", flat
     )

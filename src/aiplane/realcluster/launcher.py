@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from aiplane.api.crdgen import all_crds
 from aiplane.realcluster import neighbours as nb
@@ -161,6 +161,37 @@ class _Ports:
     kwok: int = field(default_factory=free_port)
 
 
+#: A kubelet ends a deleted pod's containers and reports the pod Failed before the pod object goes; kwok's
+#: default stages only delete it, which never completes while a controller's finalizer waits for the pod
+#: to finish (Kueue's ``kueue.x-k8s.io/managed`` on pods it admits: pkg/controller/jobs/pod in
+#: kubernetes-sigs/kueue). This stage plays that part for such pods, ahead of kwok's ``pod-delete``
+#: (weight 1 against its 0, so kwok always picks it while it matches).
+KWOK_TERMINATION_STAGE: Final = """apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-terminated-on-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+    - key: '.metadata.finalizers'
+      operator: 'Exists'
+    - key: '.status.phase'
+      operator: 'NotIn'
+      values: ['Succeeded', 'Failed']
+  weight: 1
+  next:
+    statusTemplate: |
+      phase: Failed
+      reason: Terminated
+      message: the pod was deleted and its containers stopped
+"""
+
+
 def _commands(bins: Path, state: Path, ports: _Ports) -> dict[str, list[str]]:
     p = state / "pki"
     kc = state / "kubeconfig"
@@ -252,6 +283,7 @@ def _commands(bins: Path, state: Path, ports: _Ports) -> dict[str, list[str]]:
             str(bins / "kwok"),
             f"--kubeconfig={kc / 'kwok.kubeconfig'}",
             f"--config={bins / 'kwok-stages.yaml'}",
+            f"--config={state / 'kwok-termination.yaml'}",
             "--manage-all-nodes=false",
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             # Leases renewed by kwok, as kubelets do: the node-lifecycle controller reads them.
@@ -380,6 +412,7 @@ def start_real_cluster(
     (state / "audit-policy.json").write_text(
         json.dumps(audit_policy(node_writes=audit_node_writes)), encoding="utf-8"
     )
+    (state / "kwok-termination.yaml").write_text(KWOK_TERMINATION_STAGE, encoding="utf-8")
     (state / "scheduler-config.json").write_text(
         json.dumps(scheduler_config(state / "kubeconfig" / "scheduler.kubeconfig")), encoding="utf-8"
     )
