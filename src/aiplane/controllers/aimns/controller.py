@@ -12,7 +12,7 @@ Observe from caches (Secrets as keys only) → decide in :mod:`.logic` → write
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import structlog
@@ -23,6 +23,7 @@ from aiplane.controllers.dynamo.component_controller import dgds_resource
 from aiplane.controllers.modelinfer.controller import modelinfers_resource
 from aiplane.controllers.platform import effective_namespace_config
 from aiplane.controllers.platform_source import aimnamespaceconfigs_resource
+from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
 from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.events import WARNING, EventRecorder
@@ -65,6 +66,8 @@ class AIMNamespaceReconciler:
         self.dgds = dgds
         self.modelinfers = modelinfers
         self.status = StatusWriter(self.client, aimnamespaceconfigs_resource(), FIELD_MANAGER)
+        #: HTTPRoutes: created, replaced when they differ, deleted when no longer wanted.
+        self.writer = ChildWriter(self.client, FIELD_MANAGER)
         self.recorder = EventRecorder(self.client, COMPONENT)
 
     async def __call__(self, request: Request) -> Result | None:
@@ -100,20 +103,18 @@ class AIMNamespaceReconciler:
         for route in desired:
             name = objects.name(route)
             found = live.pop(name, None)
-            if found is None:
-                await self.client.create(HTTPROUTES, route, namespace=namespace, field_manager=FIELD_MANAGER)
-            elif route_needs_update(found, route):
-                body = {
-                    **route,
-                    "metadata": {**route["metadata"], "resourceVersion": objects.resource_version(found)},
-                }
-                await self.client.replace(HTTPROUTES, body, field_manager=FIELD_MANAGER)
-        for name, stale in live.items():
+            await self.writer.ensure(
+                HTTPROUTES, found, route, differs=route_needs_update, updated=_with_version_of, owner=None
+            )
+        for stale in live.values():
             if objects.labels(stale).get(LABEL_ROUTE) == "true" and not objects.is_deleting(stale):
-                await self.client.delete(
-                    HTTPROUTES, name, namespace=namespace, preconditions={"uid": objects.uid(stale)}
-                )
+                await self.writer.delete(HTTPROUTES, stale)
         return [objects.name(r) for r in desired]
+
+
+def _with_version_of(found: Mapping[str, Any], route: Mapping[str, Any]) -> dict[str, Any]:
+    """``route`` as a replacement of ``found`` (guarded by its resourceVersion)."""
+    return {**route, "metadata": {**route["metadata"], "resourceVersion": objects.resource_version(found)}}
 
 
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
