@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from aiplane.api import kinds
 from aiplane.controllers.dynamo import component_controller
 from aiplane.controllers.kaiwo import controller as kaiwo_controller
 from aiplane.controllers.kaiwo.controller import KAIWOCONFIGS
@@ -23,7 +24,6 @@ from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.queueing import GATE, POD_GROUP_LABEL, QUEUE_LABEL, SKIP_QUEUE_ANNOTATION
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CLUSTERQUEUES, EVENTS, NAMESPACES, PODS, WORKLOADS, resource_for
@@ -171,7 +171,7 @@ async def test_a_group_over_quota_waits_in_kueues_words_until_cpx_raises_the_quo
     assert all(any(g["name"] == GATE for g in p["spec"].get("schedulingGates") or []) for p in pods)
     assert len(await eventually(lambda: world.events("big", "QuotaPending"), 30, "a QuotaPending Event")) == 1
 
-    await client.create(profiles_resource(), profile("mi300x-cpx", "cpx", "64"))
+    await client.create(kinds.PARTITIONINGPROFILES, profile("mi300x-cpx", "cpx", "64"))
     await client.create(PLANS, plan("cpx", "mi300x-cpx", max_parallel=1, max_unavailable=1))
     await eventually(lambda: world.running("big", 3), 120, "the group admitted and running after CPX")
 

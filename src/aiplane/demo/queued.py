@@ -22,15 +22,16 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.demo.common import DEMO_NAMESPACE, FIELD_MANAGER, DemoOptions, Feed, until_quiet
 from aiplane.demo.platform import QueueWatch
 from aiplane.kube.client import ApiError, KubeClient
-from aiplane.kube.resources import WORKLOADS, resource_for
+from aiplane.kube.resources import WORKLOADS
 from aiplane.sim.apiserver.store import DELETED, Event
 
 NAME = "llama-batch"
-MODELINFERS = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
+MODELINFERS = kinds.MODELINFERS
 MI_KEY = "workload.volcano.sh/modelinfers"
 POD_KEY = "/pods"
 GPUS_PER_POD = 8

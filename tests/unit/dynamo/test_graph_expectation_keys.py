@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiplane.controllers.dynamo import graph_controller
+from aiplane.api import kinds
 from aiplane.controllers.dynamo.graph_controller import GraphReconciler, LwsProbe
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.kube.clock import FakeClock
@@ -34,8 +34,8 @@ def graph(name: str, service: str) -> Obj:
 async def test_a_graph_named_like_another_graphs_component_is_not_mistaken_for_it() -> None:
     client = InMemoryKubeClient.fresh()
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    dgds = Informer(client, graph_controller.dgd_resource())
-    dcds = Informer(client, graph_controller.dcd_resource())
+    dgds = Informer(client, kinds.DGDS)
+    dcds = Informer(client, kinds.DCDS)
     clock = FakeClock()
     reconciler = GraphReconciler(
         client,
@@ -49,12 +49,12 @@ async def test_a_graph_named_like_another_graphs_component_is_not_mistaken_for_i
         LwsProbe(client, clock),
     )
     for body in (graph("a", "b"), graph("a-b", "c")):
-        created = await client.create(graph_controller.dgd_resource(), body, namespace=NS)
+        created = await client.create(kinds.DGDS, body, namespace=NS)
         dgds.cache.put(f"{NS}/{body['metadata']['name']}", created)
 
     # Graph a creates its DCD a-b; the DCD cache has not shown it yet (it never will in this test).
     await reconciler.reconcile(NS, "a")
-    dcd = await client.get(graph_controller.dcd_resource(), "a-b", NS)
+    dcd = await client.get(kinds.DCDS, "a-b", NS)
     assert dcd["metadata"]["ownerReferences"][0]["name"] == "a"
     # Graph a-b is reconciled (its finalizer and status are written) while that DCD is in flight.
     await reconciler.reconcile(NS, "a-b")
@@ -63,7 +63,7 @@ async def test_a_graph_named_like_another_graphs_component_is_not_mistaken_for_i
     client.reset_counts()
     await reconciler.reconcile(NS, "a")
     assert client.writes == 0, client.requests_by_resource
-    after = await client.get(graph_controller.dcd_resource(), "a-b", NS)
+    after = await client.get(kinds.DCDS, "a-b", NS)
     assert after["metadata"]["resourceVersion"] == dcd["metadata"]["resourceVersion"]
-    status = (await client.get(graph_controller.dgd_resource(), "a", NS)).get("status", {})
+    status = (await client.get(kinds.DGDS, "a", NS)).get("status", {})
     assert "DynamoGraphDeployment" not in str(status)

@@ -17,12 +17,10 @@ from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.controllers.aimns.logic import LABEL_ROUTE, decide_config, desired_routes, route_needs_update
-from aiplane.controllers.dynamo.component_controller import dgds_resource
-from aiplane.controllers.modelinfer.controller import modelinfers_resource
 from aiplane.controllers.platform import effective_namespace_config
-from aiplane.controllers.platform_source import aimnamespaceconfigs_resource
 from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
 from aiplane.kube.controller import Controller, Request, Result
@@ -59,13 +57,13 @@ class AIMNamespaceReconciler:
     ) -> None:
         self.client: KubeClient = manager.client
         self.clock = manager.clock
-        self.configs = manager.informers.informer(aimnamespaceconfigs_resource())
+        self.configs = manager.informers.informer(kinds.AIMNAMESPACECONFIGS)
         self.secrets = manager.informers.informer(SECRETS)
         self.gateways = gateways
         self.routes = routes
         self.dgds = dgds
         self.modelinfers = modelinfers
-        self.status = StatusWriter(self.client, aimnamespaceconfigs_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(self.client, kinds.AIMNAMESPACECONFIGS, FIELD_MANAGER)
         #: HTTPRoutes: created, replaced when they differ, deleted when no longer wanted.
         self.writer = ChildWriter(self.client, FIELD_MANAGER)
         self.recorder = EventRecorder(self.client, COMPONENT)
@@ -139,12 +137,12 @@ def setup_controller(
     optional: dict[str, tuple[Resource, str | None] | None] = {
         "gateways": (GATEWAYS, None) if gateway_api else None,
         "routes": (HTTPROUTES, LABEL_ROUTE) if gateway_api else None,
-        "dgds": (dgds_resource(), None) if dgds else None,
-        "modelinfers": (modelinfers_resource(), None) if modelinfers else None,
+        "dgds": (kinds.DGDS, None) if dgds else None,
+        "modelinfers": (kinds.MODELINFERS, None) if modelinfers else None,
     }
     got = {k: informers.informer(v[0], label_selector=v[1]) if v else None for k, v in optional.items()}
     reconciler = AIMNamespaceReconciler(manager, **got)
-    configs = aimnamespaceconfigs_resource()
+    configs = kinds.AIMNAMESPACECONFIGS
     builder = Controller.build("aimnamespaceconfig").for_(configs).watches(SECRETS, _namespace_request)
     if gateway_api:
         gateways = reconciler.gateways
@@ -156,7 +154,7 @@ def setup_controller(
         builder = builder.watches(GATEWAYS, every_namespace).watches(
             HTTPROUTES, _namespace_request, label_selector=LABEL_ROUTE
         )
-    for flag, res in ((dgds, dgds_resource()), (modelinfers, modelinfers_resource())):
+    for flag, res in ((dgds, kinds.DGDS), (modelinfers, kinds.MODELINFERS)):
         if flag:
             builder = builder.watches(res, _namespace_request)
     # One worker: a config's own events arrive keyed by the config, the rest by namespace; both
@@ -187,7 +185,7 @@ async def setup(manager: Manager) -> None:
         setup_controller(
             manager,
             gateway_api=gateway_api,
-            dgds=await client.served(dgds_resource()),
-            modelinfers=await client.served(modelinfers_resource()),
+            dgds=await client.served(kinds.DGDS),
+            modelinfers=await client.served(kinds.MODELINFERS),
         )
     )

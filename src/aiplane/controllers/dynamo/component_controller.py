@@ -44,6 +44,7 @@ from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import (
     controller_of,
@@ -110,7 +111,6 @@ from aiplane.kube.resources import (
     SERVICES,
     STORAGECLASSES,
     Resource,
-    resource_for,
 )
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
@@ -133,14 +133,6 @@ BY_COMPONENT: Final = "pod-component"
 VIRTUALSERVICES_V1: Final = Resource("networking.istio.io", "v1", "virtualservices", "VirtualService", True)
 
 log = structlog.get_logger("aiplane.dynamo.component")
-
-
-def dcds_resource() -> Resource:
-    return resource_for("nvidia.com/v1alpha1", DCD_KIND)
-
-
-def dgds_resource() -> Resource:
-    return resource_for("nvidia.com/v1alpha1", DGD_KIND)
 
 
 def _by_dcd(obj: Mapping[str, Any]) -> list[str]:
@@ -262,7 +254,7 @@ class ComponentReconciler:
         self.clock = clock
         self.options = options
         self.missing_multinode_api = missing_multinode_api
-        self.status = StatusWriter(client, dcds_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(client, kinds.DCDS, FIELD_MANAGER)
         self.expectations = Expectations()
         self.writer = ChildWriter(client, FIELD_MANAGER, self.expectations)
         #: The component pods (what holds them; with LeaderWorkerSets, multinode replica budgets).
@@ -378,7 +370,7 @@ class ComponentReconciler:
         if self.options.etcd_endpoints and not has_finalizer(dcd, FINALIZER):
             before = dcd
             dcd = await self.client.patch(
-                dcds_resource(),
+                kinds.DCDS,
                 name,
                 finalizer_patch_add(dcd, FINALIZER),
                 namespace=namespace,
@@ -528,7 +520,7 @@ class ComponentReconciler:
                 self.options.etcd_endpoints, dynamo_namespace(as_dcd(dcd)), service
             )
         await self.client.patch(
-            dcds_resource(),
+            kinds.DCDS,
             objects.name(dcd),
             finalizer_patch_remove(dcd, FINALIZER),
             namespace=objects.namespace(dcd),
@@ -624,15 +616,15 @@ def build(
     """The controller, watching only the child kinds the cluster serves (see the module docstring)."""
     options = manager.options(DynamoOptions)
     informers = manager.informers
-    kinds: list[Resource] = [DEPLOYMENTS, PDBS, SERVICES, INGRESSES, HPAS]
+    child_kinds: list[Resource] = [DEPLOYMENTS, PDBS, SERVICES, INGRESSES, HPAS]
     if lws:
-        kinds.append(LEADERWORKERSETS)
+        child_kinds.append(LEADERWORKERSETS)
     if podgroups:
-        kinds.append(PODGROUPS)
+        child_kinds.append(PODGROUPS)
     if virtual_services and options.istio_gateway:
-        kinds.append(VIRTUALSERVICES_V1)
-    children = {res.kind: (res, informers.informer(res)) for res in kinds}
-    dcds = informers.informer(dcds_resource())
+        child_kinds.append(VIRTUALSERVICES_V1)
+    children = {res.kind: (res, informers.informer(res)) for res in child_kinds}
+    dcds = informers.informer(kinds.DCDS)
     # Every component pod (what holds it goes into the status); replica budgets also need the Nodes,
     # and without LWS there are none.
     pods = informers.informer(PODS, label_selector=LABEL_SELECTOR)
@@ -641,7 +633,7 @@ def build(
         manager.client,
         dcds,
         children,
-        informers.informer(dgds_resource()),
+        informers.informer(kinds.DGDS),
         informers.informer(SERVICEACCOUNTS, label_selector=f"{LABEL_COMPONENT_POD_SA}=true"),
         EventRecorder(manager.client, COMPONENT),
         manager.clock,
@@ -653,8 +645,8 @@ def build(
         claims=informers.informer(PVCS),
         storage_classes=informers.informer(STORAGECLASSES),
     )
-    builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
-    for res in kinds:
+    builder = Controller.build("dynamocomponentdeployment").for_(kinds.DCDS)
+    for res in child_kinds:
         builder = builder.owns(res)
     builder = builder.watches(PODS, _dcd_of_pod, predicates=[pod_changed], label_selector=LABEL_SELECTOR)
     if lws:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import (
     controller_of,
@@ -62,9 +63,9 @@ from aiplane.controllers.dynamo.graph_sync import (
     planner_service_account,
     wanted_dcd,
 )
-from aiplane.controllers.dynamo.naming import API_VERSION, DCD_KIND, DGD_KIND, PLANNER_SERVICE_ACCOUNT
+from aiplane.controllers.dynamo.naming import DCD_KIND, DGD_KIND, PLANNER_SERVICE_ACCOUNT
 from aiplane.controllers.dynamo.options import DynamoOptions
-from aiplane.controllers.platform_source import PlatformSource, kaiwoconfigs_resource
+from aiplane.controllers.platform_source import PlatformSource
 from aiplane.kube.children import ChildWriter, expectation_key, key_of
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
@@ -74,7 +75,7 @@ from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import LEADERWORKERSETS, PVCS, SERVICEACCOUNTS, Resource, resource_for
+from aiplane.kube.resources import LEADERWORKERSETS, PVCS, SERVICEACCOUNTS
 from aiplane.kube.status import StatusWriter
 
 Obj = dict[str, Any]
@@ -87,14 +88,6 @@ FINALIZER: Final = "nvidia.com/finalizer"
 LWS_RECHECK_SECONDS: Final = 60.0
 BY_OWNER: Final = "dgd-owner"
 BY_PVC: Final = "dgd-pvc"
-
-
-def dgd_resource() -> Resource:
-    return resource_for(API_VERSION, DGD_KIND)
-
-
-def dcd_resource() -> Resource:
-    return resource_for(API_VERSION, DCD_KIND)
 
 
 def _by_owner(obj: Mapping[str, Any]) -> list[str]:
@@ -160,7 +153,7 @@ class GraphReconciler:
         self.clock = clock
         self.options = options
         self.lws = lws
-        self.status = StatusWriter(client, dgd_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(client, kinds.DGDS, FIELD_MANAGER)
         # Our own DGD and DCD writes, served in place of the cache until it shows them (or the
         # object's delete event comes; a re-list also shows a newer version). No timeout: a view is
         # dropped only when the cache has caught up, never because a watch event is late.
@@ -221,7 +214,7 @@ class GraphReconciler:
     async def _patch_finalizer(self, dgd: Obj, patch: list[dict[str, Any]]) -> Obj:
         try:
             patched = await self.client.patch(
-                dgd_resource(),
+                kinds.DGDS,
                 objects.name(dgd),
                 patch,
                 namespace=objects.namespace(dgd),
@@ -319,9 +312,9 @@ class GraphReconciler:
         try:
             if verb == "create" or before is None:
                 return await self.children.create(
-                    dcd_resource(), body, namespace=objects.namespace(dgd), owner=owner
+                    kinds.DCDS, body, namespace=objects.namespace(dgd), owner=owner
                 )
-            return await self.children.replace(dcd_resource(), before, body, owner=owner)
+            return await self.children.replace(kinds.DCDS, before, body, owner=owner)
         except ApiError as exc:
             if exc.invalid or exc.status == 400:
                 message = f"DynamoComponentDeployment {objects.name(body)}: {exc}"
@@ -330,7 +323,7 @@ class GraphReconciler:
             raise
 
     async def _delete_dcd(self, dgd: Obj, dcd: Obj) -> None:
-        if not await self.children.delete(dcd_resource(), dcd, owner=_dgd_key_of(dgd)):
+        if not await self.children.delete(kinds.DCDS, dcd, owner=_dgd_key_of(dgd)):
             return
         self.recorder.emit(
             dgd,
@@ -400,23 +393,23 @@ PERMISSIONS: Final = (
 
 def setup_controller(manager: Manager, *, kaiwo: bool = False) -> Controller:
     informers = manager.informers
-    dgds = informers.informer(dgd_resource())
+    dgds = informers.informer(kinds.DGDS)
     reconciler = GraphReconciler(
         manager.client,
         dgds,
-        informers.informer(dcd_resource()),
+        informers.informer(kinds.DCDS),
         informers.informer(PVCS),
         informers.informer(SERVICEACCOUNTS, field_selector=f"metadata.name={PLANNER_SERVICE_ACCOUNT}"),
         EventRecorder(manager.client, COMPONENT),
         manager.clock,
         manager.options(DynamoOptions),
         LwsProbe(manager.client, manager.clock),
-        informers.informer(kaiwoconfigs_resource()) if kaiwo else None,
+        informers.informer(kinds.KAIWOCONFIGS) if kaiwo else None,
     )
     builder = (
         Controller.build("dynamographdeployment")
-        .for_(dgd_resource())
-        .owns(dcd_resource())
+        .for_(kinds.DGDS)
+        .owns(kinds.DCDS)
         .watches(PVCS, _to_dgds(dgds))
     )
     # Four workers by default: graphs are independent; --max-concurrent-reconciles overrides it.
@@ -425,5 +418,5 @@ def setup_controller(manager: Manager, *, kaiwo: bool = False) -> Controller:
 
 async def setup(manager: Manager) -> None:
     """``aiplane run --controllers dynamographdeployment`` (also part of ``all``)."""
-    kaiwo = await manager.client.served(kaiwoconfigs_resource())
+    kaiwo = await manager.client.served(kinds.KAIWOCONFIGS)
     manager.add_controller(setup_controller(manager, kaiwo=kaiwo))

@@ -30,9 +30,9 @@ from typing import Any, Final
 import yaml
 from pydantic import ValidationError
 
+from aiplane.api import kinds
 from aiplane.api.dynamo import DynamoGraphDeploymentRequestSpec
 from aiplane.apimachinery import boundedyaml, objects
-from aiplane.controllers.dynamo.naming import API_VERSION, DGD_KIND
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.dynamo.request_graph import (
     LABEL_DGDR_NAME,
@@ -61,7 +61,7 @@ from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, PODS, Resource, resource_for
+from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, PODS
 from aiplane.kube.status import StatusWriter
 from aiplane.planner import report
 from aiplane.planner.api import plan
@@ -77,14 +77,6 @@ MODEL_CONFIG_KEY: Final = "config.json"
 FIELD_MANAGER: Final = "aiplane-dynamographdeploymentrequest"
 COMPONENT: Final = "dynamographdeploymentrequest-controller"
 DGDR_KIND: Final = "DynamoGraphDeploymentRequest"
-
-
-def dgdr_resource() -> Resource:
-    return resource_for(API_VERSION, DGDR_KIND)
-
-
-def dgd_resource() -> Resource:
-    return resource_for(API_VERSION, DGD_KIND)
 
 
 def default_plan(request: PlanRequest) -> PlanResult:
@@ -163,7 +155,7 @@ class RequestReconciler:
         self.options = options
         self.planner: Planner = planner or default_plan
         self.canonical = canonical(systems or default_systems)
-        self.status = StatusWriter(client, dgdr_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(client, kinds.DGDRS, FIELD_MANAGER)
         # Our own status writes, served in place of the cache until it shows them (no timeout: a view
         # is dropped when the cache catches up or the request's delete event comes).
         self.expectations = Expectations(clock=clock.monotonic)
@@ -392,7 +384,7 @@ class RequestReconciler:
         if dgd is None:
             try:  # the cache may not show a DGD created a moment ago: ask before calling it deleted
                 dgd = await self.client.get(
-                    dgd_resource(), str(deployment.get("name")), str(deployment.get("namespace"))
+                    kinds.DGDS, str(deployment.get("name")), str(deployment.get("namespace"))
                 )
             except ApiError as exc:
                 if exc.not_found:
@@ -558,7 +550,7 @@ class RequestReconciler:
     async def _create_dgd(self, generated: Mapping[str, Any]) -> None:
         """Create the DGD (no owner reference: it outlives the request); AlreadyExists is fine."""
         namespace = str((generated.get("metadata") or {}).get("namespace") or "")
-        await self.writer.create(dgd_resource(), dict(generated), namespace=namespace)
+        await self.writer.create(kinds.DGDS, dict(generated), namespace=namespace)
 
 
 def sla_miss(plan: Plan, ttft_ms: float, itl_ms: float) -> str:
@@ -603,10 +595,10 @@ def setup_controller(
     informers = manager.informers
     reconciler = RequestReconciler(
         manager.client,
-        informers.informer(dgdr_resource()),
+        informers.informer(kinds.DGDRS),
         informers.informer(JOBS, label_selector="app=dynamo-profiler"),
         informers.informer(CONFIGMAPS, label_selector=LABEL_DGDR_NAME),
-        informers.informer(dgd_resource(), label_selector=LABEL_DGDR_NAME),
+        informers.informer(kinds.DGDS, label_selector=LABEL_DGDR_NAME),
         informers.informer(NODES),
         EventRecorder(manager.client, COMPONENT),
         manager.clock,
@@ -617,10 +609,10 @@ def setup_controller(
     )
     controller = (
         Controller.build("dynamographdeploymentrequest")
-        .for_(dgdr_resource())
+        .for_(kinds.DGDRS)
         .owns(JOBS)
         .watches(CONFIGMAPS, _labelled_requests, label_selector=LABEL_DGDR_NAME)
-        .watches(dgd_resource(), _labelled_requests, label_selector=LABEL_DGDR_NAME)
+        .watches(kinds.DGDS, _labelled_requests, label_selector=LABEL_DGDR_NAME)
         .workers(4)
         .reconcile(reconciler)
     )

@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
@@ -126,7 +127,6 @@ from aiplane.kube.resources import (
     PODS,
     SERVICES,
     Resource,
-    resource_for,
 )
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
@@ -142,10 +142,6 @@ REVISION_HISTORY_LIMIT: Final = 10
 BY_MODELINFER: Final = "modelinfer"
 
 log = structlog.get_logger("aiplane.modelinfer")
-
-
-def modelinfers_resource() -> Resource:
-    return resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 
 
 def _key(namespace: Any, name: Any) -> str:
@@ -193,7 +189,7 @@ class ModelInferReconciler:
         self.recorder = recorder
         self.clock = clock
         self.platform = platform
-        self.status = StatusWriter(client, modelinfers_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(client, kinds.MODELINFERS, FIELD_MANAGER)
         # Keyed "Kind/namespace/name", owned by the ModelInfer's key (see the module docstring).
         self.expectations = Expectations(
             timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic, keep_objects=False
@@ -717,7 +713,7 @@ def setup_controller(
     (informers filtered server-side by that label's existence, as upstream does)."""
     client = manager.client
     informers = manager.informers
-    mis = informers.informer(modelinfers_resource())
+    mis = informers.informer(kinds.MODELINFERS)
     pods = informers.informer(PODS, label_selector=LABEL_NAME)
     services = informers.informer(SERVICES, label_selector=LABEL_NAME)
     podgroups = informers.informer(PODGROUPS, label_selector=LABEL_NAME) if with_podgroups else None
@@ -739,7 +735,7 @@ def setup_controller(
     )
     builder = (
         Controller.build("modelinfer")
-        .for_(modelinfers_resource())
+        .for_(kinds.MODELINFERS)
         .watches(PODS, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(SERVICES, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(CONTROLLERREVISIONS, _to_modelinfer, label_selector=LABEL_NAME)

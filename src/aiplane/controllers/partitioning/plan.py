@@ -51,6 +51,7 @@ from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import semantic_equal
 from aiplane.apimachinery.memo import ViewMemo
@@ -58,7 +59,6 @@ from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.admission import admit_from
 from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
 from aiplane.controllers.partitioning.plan_logic import (
-    API_VERSION,
     NODE_PARTITIONING_KIND,
     NODES_EXCLUDED,
     PAUSED,
@@ -74,7 +74,6 @@ from aiplane.controllers.partitioning.plan_logic import (
     stale_node_partitionings,
 )
 from aiplane.controllers.partitioning.plan_status import status_of
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.selection import Selection
 from aiplane.controllers.partitioning.views import (
     NodePartitioningView,
@@ -94,7 +93,7 @@ from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import NODES, Resource, resource_for
+from aiplane.kube.resources import NODES
 from aiplane.kube.status import ConditionEvent, emit_transitions
 from aiplane.kube.status import transition_events as status_events
 
@@ -103,8 +102,6 @@ __all__ = [
     "COMPONENT",
     "FIELD_MANAGER",
     "PlanReconciler",
-    "node_partitionings_resource",
-    "plans_resource",
     "setup",
     "setup_controller",
     "transition_events",
@@ -121,14 +118,6 @@ ADMISSION_FIELD_MANAGER: Final = "aiplane-partitioningplan-admission"
 COMPONENT: Final = "partitioningplan-controller"
 
 log = structlog.get_logger("aiplane.partitioningplan")
-
-
-def plans_resource() -> Resource:
-    return resource_for(API_VERSION, "PartitioningPlan")
-
-
-def node_partitionings_resource() -> Resource:
-    return resource_for(API_VERSION, NODE_PARTITIONING_KIND)
 
 
 # --- events --------------------------------------------------------------------------------------
@@ -306,7 +295,7 @@ class PlanReconciler:
     async def _apply(self, body: Obj, existing: Mapping[str, Any] | None) -> None:
         name = body["metadata"]["name"]
         result = await self.client.apply(
-            node_partitionings_resource(), body, field_manager=FIELD_MANAGER, force=True
+            kinds.NODEPARTITIONINGS, body, field_manager=FIELD_MANAGER, force=True
         )
         before = existing if existing is not None and objects.name(existing) == name else None
         self.np_writes.wrote(name, before, result, conditional=False)
@@ -315,7 +304,7 @@ class PlanReconciler:
         name = objects.name(np)
         try:
             result = await self.client.delete(
-                node_partitionings_resource(), name, preconditions={"uid": objects.uid(np)}
+                kinds.NODEPARTITIONINGS, name, preconditions={"uid": objects.uid(np)}
             )
         except ApiError as exc:
             if not exc.not_found:
@@ -328,7 +317,7 @@ class PlanReconciler:
 
     async def _annotate(self, np: Mapping[str, Any], patch: Obj) -> None:
         result = await self.client.patch(
-            node_partitionings_resource(), objects.name(np), patch, field_manager=ADMISSION_FIELD_MANAGER
+            kinds.NODEPARTITIONINGS, objects.name(np), patch, field_manager=ADMISSION_FIELD_MANAGER
         )
         self.np_writes.wrote(objects.name(np), np, result, conditional=True)
 
@@ -348,7 +337,7 @@ class PlanReconciler:
             elif not semantic_equal(current.get(key), status.get(key)):
                 patch[key] = status.get(key)
         result = await self.client.patch(
-            plans_resource(),
+            kinds.PARTITIONINGPLANS,
             objects.name(plan),
             {"metadata": {"resourceVersion": objects.resource_version(plan)}, "status": patch},
             subresource="status",
@@ -527,10 +516,10 @@ def setup_controller(manager: Manager) -> Controller:
     """
     client = manager.client
     informers = manager.informers
-    plans = informers.informer(plans_resource())
+    plans = informers.informer(kinds.PARTITIONINGPLANS)
     nodes = informers.informer(NODES)
-    profiles = informers.informer(profiles_resource())
-    nps = informers.informer(node_partitionings_resource())
+    profiles = informers.informer(kinds.PARTITIONINGPROFILES)
+    nps = informers.informer(kinds.NODEPARTITIONINGS)
     reconciler = PlanReconciler(
         client,
         plans,
@@ -542,11 +531,11 @@ def setup_controller(manager: Manager) -> Controller:
     )
     return (
         Controller.build("partitioningplan")
-        .for_(plans_resource())
-        .owns(node_partitionings_resource())
-        .watches(node_partitionings_resource(), _every_plan(plans), predicates=[_np_identity_changed])
+        .for_(kinds.PARTITIONINGPLANS)
+        .owns(kinds.NODEPARTITIONINGS)
+        .watches(kinds.NODEPARTITIONINGS, _every_plan(plans), predicates=[_np_identity_changed])
         .watches(NODES, _every_plan(plans), predicates=[labels_changed])
-        .watches(profiles_resource(), _plans_using_profile(plans))
+        .watches(kinds.PARTITIONINGPROFILES, _plans_using_profile(plans))
         .workers(1, fixed="the plan controller is the single admission point (one admitting actor)")
         .max_backoff(RETRY_BACKOFF_CAP)
         .reconcile(reconciler)
