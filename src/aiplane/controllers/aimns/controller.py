@@ -23,7 +23,7 @@ from aiplane.controllers.aimns.logic import LABEL_ROUTE, decide_config, desired_
 from aiplane.controllers.platform import effective_namespace_config
 from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import WARNING, EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
@@ -33,8 +33,10 @@ from aiplane.kube.status import StatusWriter
 
 __all__ = ["COMPONENT", "FIELD_MANAGER", "AIMNamespaceReconciler", "setup", "setup_controller"]
 
-FIELD_MANAGER: Final = "aiplane-aimnamespaceconfig"
-COMPONENT: Final = "aimnamespaceconfig-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "aimnamespaceconfig"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 
 log = structlog.get_logger("aiplane.aimns")
 Obj = dict[str, Any]
@@ -143,7 +145,7 @@ def setup_controller(
     got = {k: informers.informer(v[0], label_selector=v[1]) if v else None for k, v in optional.items()}
     reconciler = AIMNamespaceReconciler(manager, **got)
     configs = kinds.AIMNAMESPACECONFIGS
-    builder = Controller.build("aimnamespaceconfig").for_(configs).watches(SECRETS, _namespace_request)
+    builder = Controller.build(NAME).for_(configs).watches(SECRETS, _namespace_request)
     if gateway_api:
         gateways = reconciler.gateways
         assert gateways is not None

@@ -91,7 +91,7 @@ from aiplane.controllers.platform_source import PlatformSource, platform_source,
 from aiplane.kube.children import ChildWriter, expectation_key, key_of
 from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -116,8 +116,10 @@ from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-dynamo-component"
-COMPONENT: Final = "dynamocomponentdeployment-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "dynamocomponentdeployment"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 FINALIZER: Final = "nvidia.com/finalizer"
 #: ServiceAccounts with this label run component pods (upstream: the first one found).
 LABEL_COMPONENT_POD_SA: Final = "nvidia.com/dynamo-component-pod"
@@ -645,7 +647,7 @@ def build(
         claims=informers.informer(PVCS),
         storage_classes=informers.informer(STORAGECLASSES),
     )
-    builder = Controller.build("dynamocomponentdeployment").for_(kinds.DCDS)
+    builder = Controller.build(NAME).for_(kinds.DCDS)
     for res in child_kinds:
         builder = builder.owns(res)
     builder = builder.watches(PODS, _dcd_of_pod, predicates=[pod_changed], label_selector=LABEL_SELECTOR)

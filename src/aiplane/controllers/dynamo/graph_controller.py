@@ -69,7 +69,14 @@ from aiplane.controllers.platform_source import PlatformSource
 from aiplane.kube.children import ChildWriter, expectation_key, key_of
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, TerminalError
+from aiplane.kube.controller import (
+    Controller,
+    Request,
+    Result,
+    TerminalError,
+    event_source_for,
+    field_manager_for,
+)
 from aiplane.kube.events import NORMAL, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -80,8 +87,10 @@ from aiplane.kube.status import StatusWriter
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-dynamographdeployment"
-COMPONENT: Final = "dynamographdeployment-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "dynamographdeployment"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 FINALIZER: Final = "nvidia.com/finalizer"
 #: How long a "LeaderWorkerSet is (not) served" answer is trusted; a graph refused for want of LWS
 #: is looked at again after this long, so installing LWS later is noticed without a restart.
@@ -406,12 +415,7 @@ def setup_controller(manager: Manager, *, kaiwo: bool = False) -> Controller:
         LwsProbe(manager.client, manager.clock),
         informers.informer(kinds.KAIWOCONFIGS) if kaiwo else None,
     )
-    builder = (
-        Controller.build("dynamographdeployment")
-        .for_(kinds.DGDS)
-        .owns(kinds.DCDS)
-        .watches(PVCS, _to_dgds(dgds))
-    )
+    builder = Controller.build(NAME).for_(kinds.DGDS).owns(kinds.DCDS).watches(PVCS, _to_dgds(dgds))
     # Four workers by default: graphs are independent; --max-concurrent-reconciles overrides it.
     return builder.workers(4).reconcile(reconciler)
 

@@ -55,7 +55,7 @@ from aiplane.controllers.dynamo.request_templates import base_graph
 from aiplane.kube.children import ChildWriter, expectation_key
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -74,8 +74,10 @@ Systems = Callable[[str], SystemSpec]
 
 #: The key of the profiling ConfigMap that may hold the model's Hugging Face ``config.json``.
 MODEL_CONFIG_KEY: Final = "config.json"
-FIELD_MANAGER: Final = "aiplane-dynamographdeploymentrequest"
-COMPONENT: Final = "dynamographdeploymentrequest-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "dynamographdeploymentrequest"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 DGDR_KIND: Final = "DynamoGraphDeploymentRequest"
 
 
@@ -608,7 +610,7 @@ def setup_controller(
         informers.informer(PODS),
     )
     controller = (
-        Controller.build("dynamographdeploymentrequest")
+        Controller.build(NAME)
         .for_(kinds.DGDRS)
         .owns(JOBS)
         .watches(CONFIGMAPS, _labelled_requests, label_selector=LABEL_DGDR_NAME)

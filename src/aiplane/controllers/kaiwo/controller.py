@@ -36,7 +36,7 @@ from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION, node_patch
 from aiplane.controllers.kaiwo.pools import Pool, current_quotas, held_quota
 from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
@@ -46,8 +46,10 @@ from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-kaiwoconfig"
-COMPONENT: Final = "kaiwoconfig-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "kaiwoconfig"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 READY: Final = "Ready"
 KAIWOCONFIGS: Final = Resource("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "KaiwoConfig", False)
 AIMNAMESPACECONFIGS: Final = Resource(
@@ -300,7 +302,7 @@ async def ensure_singleton(client: KubeClient) -> None:
 
 def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
     reconciler = KaiwoConfigReconciler(manager, kueue_served=kueue_served, topology_served=topology_served)
-    builder = Controller.build("kaiwoconfig").for_(KAIWOCONFIGS).watches(NODES, _singleton)
+    builder = Controller.build(NAME).for_(KAIWOCONFIGS).watches(NODES, _singleton)
     for resource in WORKLOAD_KINDS:
         builder = builder.watches(resource, _singleton)
     if kueue_served:

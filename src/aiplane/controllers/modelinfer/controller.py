@@ -113,7 +113,7 @@ from aiplane.controllers.platform_source import PlatformSource, platform_source,
 from aiplane.kube.children import ChildWriter, expectation_key
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -132,8 +132,10 @@ from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-modelinfer"
-COMPONENT: Final = "modelinfer-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "modelinfer"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 #: How long to wait for the cache to show our own creates/deletes before deciding anyway.
 EXPECTATIONS_TIMEOUT: Final = 30.0
 #: Unused ControllerRevisions kept for rollback archaeology (as a StatefulSet's revisionHistoryLimit).
@@ -734,7 +736,7 @@ def setup_controller(
         nodes=nodes,
     )
     builder = (
-        Controller.build("modelinfer")
+        Controller.build(NAME)
         .for_(kinds.MODELINFERS)
         .watches(PODS, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(SERVICES, _to_modelinfer, label_selector=LABEL_NAME)

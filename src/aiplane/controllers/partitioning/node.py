@@ -46,7 +46,7 @@ from aiplane.controllers.partitioning.vocabulary import (
 )
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import InformerFactory, all_fresh
@@ -55,8 +55,10 @@ from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS
 from aiplane.kube.status import StatusWriter
 
-FIELD_MANAGER: Final = "aiplane-nodepartitioning"
-COMPONENT: Final = "nodepartitioning-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "nodepartitioning"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 BY_NODE = "spec.nodeName"
 BY_PROFILE = "spec.profileRef.name"
 BY_PHASE = "status.phase"
@@ -380,7 +382,7 @@ def setup_controller(manager: Manager) -> Controller:
     config = NodeLogicConfig(drain_timeout=drain, operator_timeout=operator, verify_timeout=verify)
     executor = NodePartitioningExecutor(manager.client, manager.informers, config, manager.clock)
     return (
-        Controller.build("nodepartitioning")
+        Controller.build(NAME)
         .for_(kinds.NODEPARTITIONINGS)
         .watches(NODES, executor.node_requests)
         .watches(PODS, executor.pod_requests)

@@ -87,7 +87,14 @@ from aiplane.controllers.partitioning.views import (
 from aiplane.controllers.partitioning.vocabulary import RETRY_BACKOFF_CAP, STALE_RECHECK
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, labels_changed
+from aiplane.kube.controller import (
+    Controller,
+    Request,
+    Result,
+    event_source_for,
+    field_manager_for,
+    labels_changed,
+)
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer, all_fresh
@@ -110,12 +117,14 @@ __all__ = [
 Obj = dict[str, Any]
 
 #: Server-side apply manager of the NodePartitionings' spec, plan label and owner reference.
-FIELD_MANAGER: Final = "aiplane-partitioningplan"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "partitioningplan"
+FIELD_MANAGER: Final = field_manager_for(NAME)
 #: Manager of the admission annotation (merge patches). Kept apart from :data:`FIELD_MANAGER` so an
 #: apply, which deletes fields its manager owns but omits, can never remove an admission.
 ADMISSION_FIELD_MANAGER: Final = "aiplane-partitioningplan-admission"
 #: The Event source component.
-COMPONENT: Final = "partitioningplan-controller"
+COMPONENT: Final = event_source_for(NAME)
 
 log = structlog.get_logger("aiplane.partitioningplan")
 
@@ -530,7 +539,7 @@ def setup_controller(manager: Manager) -> Controller:
         manager.clock,
     )
     return (
-        Controller.build("partitioningplan")
+        Controller.build(NAME)
         .for_(kinds.PARTITIONINGPLANS)
         .owns(kinds.NODEPARTITIONINGS)
         .watches(kinds.NODEPARTITIONINGS, _every_plan(plans), predicates=[_np_identity_changed])

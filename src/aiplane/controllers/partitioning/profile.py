@@ -22,7 +22,7 @@ from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.controllers.partitioning.options import PartitioningOptions
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import WARNING, EventRecorder
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
@@ -30,8 +30,10 @@ from aiplane.kube.resources import CONFIGMAPS
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 READY: Final = "Ready"
-FIELD_MANAGER: Final = "aiplane-partitioningprofile"
-COMPONENT: Final = "partitioningprofile-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "partitioningprofile"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 
 
 def dcm_profiles(configmap: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str, str]:
@@ -120,7 +122,7 @@ def setup_controller(manager: Manager) -> Controller:
         return None
 
     return (
-        Controller.build("partitioningprofile")
+        Controller.build(NAME)
         .for_(kinds.PARTITIONINGPROFILES)
         .watches(CONFIGMAPS, all_profiles, namespace=namespace, field_selector=f"metadata.name={cm_name}")
         .workers(1)
