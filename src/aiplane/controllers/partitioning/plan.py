@@ -53,7 +53,6 @@ import structlog
 
 from aiplane.api import kinds
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import semantic_equal
 from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.admission import admit_from
@@ -101,7 +100,7 @@ from aiplane.kube.informer import Informer, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import NODES
-from aiplane.kube.status import ConditionEvent, emit_transitions
+from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 from aiplane.kube.status import transition_events as status_events
 
 __all__ = [
@@ -183,6 +182,7 @@ class PlanReconciler:
         self.nps = nps
         self.recorder = recorder
         self.clock = clock
+        self.status = StatusWriter(client, kinds.PARTITIONINGPLANS, FIELD_MANAGER)
         self.plan_writes = Expectations()
         self.np_writes = Expectations()
         self.profile_views = ViewMemo(profile_view)
@@ -331,27 +331,13 @@ class PlanReconciler:
         self.np_writes.wrote(objects.name(np), np, result, conditional=True)
 
     async def _write_status(self, plan: Obj, status: Obj, *, list_changed: bool) -> Obj:
-        """A merge patch of the status keys that changed, guarded by the plan's resourceVersion.
+        """The status keys that changed, through the status writer, guarded by the plan's resourceVersion.
 
         ``nodeStatuses`` (one entry per node) goes in only when ``list_changed`` says so: the index
         knows which entries changed, and comparing a thousand entries to find out again (as
         ``StatusWriter.write`` would) was a fleet-wide cost on every status write.
         """
-        current = objects.status(plan)
-        patch: Obj = {}
-        for key in current.keys() | status.keys():
-            if key == "nodeStatuses":
-                if list_changed:
-                    patch[key] = status.get(key)
-            elif not semantic_equal(current.get(key), status.get(key)):
-                patch[key] = status.get(key)
-        result = await self.client.patch(
-            kinds.PARTITIONINGPLANS,
-            objects.name(plan),
-            {"metadata": {"resourceVersion": objects.resource_version(plan)}, "status": patch},
-            subresource="status",
-            field_manager=FIELD_MANAGER,
-        )
+        result = await self.status.write_keys(plan, status, hints={"nodeStatuses": list_changed})
         self.plan_writes.wrote(objects.name(plan), plan, result, conditional=True)
         return result
 
