@@ -54,6 +54,11 @@ FRAMEWORK: AicBackend = "vllm"
 #: block-scaled FP8 checkpoints (Qwen3-32B-FP8) run vLLM kernels 4x slower than per-tensor FP8 at
 #: decode-sized M in the tables, which no per-vendor constant can absorb (docs/planner-calibration.md).
 OVERHEAD_MODELS = ("Qwen/Qwen3-8B", "Qwen/Qwen3-32B", "meta-llama/Llama-3.1-70B")
+#: The AMD values fitted to public measurements instead (their "# amd" provenance lines stay put).
+AMD_SOURCE = dict.fromkeys(
+    ("DECODE_MEMORY_EFFICIENCY", "DECODE_COMPUTE_EFFICIENCY", "STEP_OVERHEAD_MS"),
+    "fitted to OCI's public MI300X latency table (benchmarks/planner_amd_public.py)",
+)
 CALIBRATION = Path(__file__).resolve().parents[1] / "src/aiplane/planner/calibration.py"
 CONSTANTS = (
     "PREFILL_COMPUTE_EFFICIENCY",
@@ -406,7 +411,7 @@ def main(argv: list[str] | None = None) -> None:
     notes = {
         c: [
             f"nvidia = median over systems of aiconfigurator-core {version} ({FRAMEWORK} tables, "
-            "benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data"
+            f"benchmarks/planner_calibrate.py); AMD: {AMD_SOURCE.get(c, 'public-spec value, AIC has no AMD data')}"
         ]
         + [
             f"  {s}: {per_system[s][c].value} ({per_system[s][c].source}, n={per_system[s][c].samples}, "

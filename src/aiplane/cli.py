@@ -594,6 +594,14 @@ def run(
             help="Dynamo: image of online DGDR profiling Jobs (empty: online profiling refused).",
         ),
     ] = "",
+    gang_scheduler: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME",
+            help="The gang scheduler of ModelInfer groups and multinode Dynamo: volcano or coscheduling "
+            "(scheduler-plugins, profile scheduler-plugins-scheduler).",
+        ),
+    ] = "volcano",
 ) -> None:
     """Run the operator: a manager with the selected controllers, until SIGTERM.
 
@@ -636,6 +644,7 @@ def run(
             prometheus_endpoint=prometheus_endpoint,
             mpi_run_ssh_secret_name=mpi_run_ssh_secret_name,
             profiler_image=profiler_image,
+            gang_scheduler=gang_scheduler,
         )
     )
     raise typer.Exit(code)

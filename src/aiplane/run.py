@@ -32,6 +32,7 @@ import yaml
 
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DEFAULT_HOST_SUFFIX, DEFAULT_MPI_SSH_SECRET, DynamoOptions
+from aiplane.controllers.gang import GangOptions, GangScheduler
 from aiplane.controllers.monitoring.options import MonitoringOptions
 from aiplane.controllers.partitioning.options import DEFAULT_DCM_CONFIG, PartitioningOptions
 from aiplane.kube.client import ApiError, HttpKubeClient
@@ -121,6 +122,8 @@ class RunOptions:
     prometheus_endpoint: str = ""
     mpi_run_ssh_secret_name: str = DEFAULT_MPI_SSH_SECRET
     profiler_image: str = ""
+    #: The gang scheduler ModelInfer groups and multinode Dynamo replicas are made for (controllers/gang.py).
+    gang_scheduler: str = GangScheduler.VOLCANO.value
 
     def dynamo(self) -> DynamoOptions:
         """The Dynamo controllers' options from these flags."""
@@ -229,6 +232,11 @@ def _validate(options: RunOptions) -> None:
             raise UsageError(f"{flag}: {exc}") from None
     if options.max_concurrent_reconciles is not None and options.max_concurrent_reconciles < 1:
         raise UsageError("--max-concurrent-reconciles must be at least 1")
+    if options.gang_scheduler not in {s.value for s in GangScheduler}:
+        raise UsageError(
+            f"--gang-scheduler: {options.gang_scheduler!r} is not one of "
+            f"{', '.join(s.value for s in GangScheduler)}"
+        )
     if options.shutdown_timeout < 0:
         raise UsageError("--shutdown-timeout must not be negative")
 
@@ -282,6 +290,7 @@ async def run(options: RunOptions) -> int:
         )
         manager.set_options(partitioning)
         manager.set_options(options.dynamo())
+        manager.set_options(GangOptions(GangScheduler(options.gang_scheduler)))
         manager.set_options(monitoring)
         for name, setup in selected.items():
             try:

@@ -1,7 +1,7 @@
 """``aiplane demo --real``: the demo on a real control plane (kube-apiserver, controller-manager, scheduler,
-kwok nodes) with the simulated hardware and the operator as API clients, end to end; the sections the
-bare control plane cannot host (ModelInfer's gangs want Volcano) are skipped, said so, and listed in the
-closing report."""
+kwok nodes, the scheduler-plugins Coscheduling gang scheduler in Volcano's place, and upstream Kueue) with
+the simulated hardware and the operator as API clients, end to end; every section is listed in the closing
+report."""
 
 from __future__ import annotations
 
@@ -19,22 +19,21 @@ _NO_GO = 3  # scripts/build-kube: this machine has no Go toolchain
 pytestmark = pytest.mark.real
 
 
-def _kube_bin() -> str:
-    if value := os.environ.get("AIPLANE_KUBE_BIN"):
+def _built(variable: str, script: str) -> str:
+    if value := os.environ.get(variable):
         return value
-    build = subprocess.run(
-        [str(ROOT / "scripts" / "build-kube")], capture_output=True, text=True, check=False
-    )
+    build = subprocess.run([str(ROOT / "scripts" / script)], capture_output=True, text=True, check=False)
     if build.returncode == _NO_GO:
         pytest.skip(build.stderr.strip())
-    assert build.returncode == 0, f"scripts/build-kube failed:\n{build.stderr[-5000:]}"
+    assert build.returncode == 0, f"scripts/{script} failed:\n{build.stderr[-5000:]}"
     return build.stdout.strip().splitlines()[-1]
 
 
 def test_demo_real_runs_what_the_control_plane_hosts_and_lists_what_it_skipped(tmp_path: Path) -> None:
     env = {
         **os.environ,
-        "AIPLANE_KUBE_BIN": _kube_bin(),
+        "AIPLANE_KUBE_BIN": _built("AIPLANE_KUBE_BIN", "build-kube"),
+        "AIPLANE_NEIGHBOURS_DIR": _built("AIPLANE_NEIGHBOURS_DIR", "build-neighbours"),
         "AIPLANE_CACHE": str(tmp_path / "cache"),  # its own control plane's state, not the user's
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
         "COLUMNS": "200",
@@ -55,15 +54,41 @@ def test_demo_real_runs_what_the_control_plane_hosts_and_lists_what_it_skipped(t
     # nothing left cordoned, and the operator silent once converged.
     assert "PartitioningPlan mi300x-inference-cpx: Completed" in out
     assert out.count("8 → 64") >= 4
-    assert "6 selected: 6 Succeeded, 0 Failed" in flat
     assert re.search(r"left cordoned/tainted none", flat)
     assert re.search(r"operator API writes \d+, then 0 in the 1s after", flat)
-    # Kueue is absent on a bare control plane: said so, not imitated.
-    assert "Kueue is not installed on this cluster" in flat
+    # Upstream Kueue runs beside it: the ClusterQueue follows the partitions, and a second workload (56
+    # GPUs; a component, as Volcano is not installed) waits in Kueue's words until CPX raises the MI300X
+    # flavor's quota past 48, then Kueue admits it and its pod runs.
+    assert "Kueue is not installed on this cluster" not in flat
+    assert "Volcano is not installed (no PodGroup API)" in flat
+    assert re.search(
+        r"amd\.com/gpu nominal quota \(from allocatable, partitions included\): \d+ → .*272", flat
+    )
+    assert "Available=False QuotaPending: pod llama-batch-" in flat
+    assert "> maximum capacity (48)" in flat
+    assert int(re.findall(r"admitted when the quota reached (\d+)", flat)[0]) >= 56
+    assert "admitted at quota" in flat and "1/1 pods running" in flat
     # The closing report lists every section, what ran and what was skipped, with the reason.
     assert "1. GPU partitioning: ran: converged cleanly" in flat
-    assert "2. ModelInfer: skipped: the example ModelInfer names schedulerName: volcano" in flat
-    assert "3. Repartition the serving pool under live inference: skipped:" in flat
+    # The 1P2D ModelInfer's gangs on the scheduler-plugins Coscheduling scheduler: up, then an image change
+    # rolled without going below replicas - maxUnavailable available groups.
+    assert "gang-scheduled by the scheduler-plugins Coscheduling scheduler" in flat
+    assert "2 groups of 6 pods, Available in" in flat
+    assert "fewest groups available 1 (floor replicas - maxUnavailable = 1)" in flat
+    assert "most groups 2 (ceiling replicas + maxSurge = 2)" in flat
+    # The pool repartitioned CPX → SPX → CPX under it, through kube's Eviction API and our group budgets;
+    # the floor measured on every pod change a watch delivered, and kept.
+    assert "The inference pool to mi300x-spx under" in out and "The inference pool to mi300x-cpx under" in out
+    assert out.count("64 → 8") >= 4
+    assert flat.count("6 selected: 6 Succeeded, 0 Failed") == 3
+    assert re.search(
+        r"fewest groups available 1 of 2, measured on every one of \d+ committed pod changes "
+        r"\(floor replicas - maxUnavailable = 1\): kept",
+        flat,
+    ), flat
+    assert "BROKEN" not in out and "below the floor" not in out
+    assert "2. ModelInfer: ran: converged cleanly" in flat
+    assert "3. Repartition the serving pool under live inference: ran: converged cleanly" in flat
     # No volume provisioner: the demo makes the class and a volume as an administrator would, and kube's
     # PersistentVolume controller binds the graph's claim; the request's 1- and 2-GPU workers fill all 16
     # H100 GPUs under kube-scheduler's GPU bin-packing profile.

@@ -22,7 +22,7 @@ from kubernetes import client, config
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import NAMESPACES
 from aiplane.realcluster import RealCluster, start_real_cluster
-from aiplane.sim.fleet import Fleet, NodePool
+from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests import chart_helpers, least_privilege, realtier
 from tests.polling import eventually
 from tests.real import operator as op
@@ -54,9 +54,17 @@ def kube_bin() -> Path:
 @pytest.fixture(scope="session")
 def real_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """One control plane for the session; stopped, and its state removed, at the end. aiplane's CRDs
-    come with the chart (:func:`release`)."""
+    come with the chart (:func:`release`). Beside kube-scheduler it runs the scheduler-plugins gang
+    scheduler (Coscheduling: ModelInfer gangs, test_modelinfer_gang.py) and LeaderWorkerSet (multinode
+    Dynamo); neither touches a pod that does not name them (a second scheduler; LWS's pod webhook only
+    sees its own pods)."""
     cluster = start_real_cluster(
-        tmp_path_factory.mktemp("real") / "cluster", bin_dir=kube_bin, install_crds=False, tie_to_parent=True
+        tmp_path_factory.mktemp("real") / "cluster",
+        bin_dir=kube_bin,
+        install_crds=False,
+        neighbours=("lws", "coscheduling"),
+        neighbours_dir=realtier.neighbours_dir(),
+        tie_to_parent=True,
     )
     yield cluster
     cluster.stop()
@@ -65,9 +73,20 @@ def real_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> It
 @pytest.fixture(scope="session")
 def neighbour_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     """A control plane of its own with the upstream neighbours (``cluster up --with all``: LWS, Kueue, the
-    Gateway API CRDs) and two small kwok nodes, for tests/real/test_neighbours.py. Its own, so Kueue's pod
-    webhook (it sees every pod outside kube-system) stays off the session cluster the operator tests share."""
-    fleet = Fleet(nodePools=[NodePool(name="cpu", count=2, cpu="4", memory="16Gi")])
+    Gateway API CRDs) and two MI300X kwok nodes, for tests/real/test_neighbours.py and test_queue.py (which
+    installs the chart and runs the operator on it). Its own, so Kueue's pod webhook (it sees every pod
+    outside kube-system) stays off the session cluster the other operator tests share."""
+    fleet = Fleet(
+        nodePools=[
+            NodePool(
+                name="mi300x",
+                count=2,
+                gpu=GpuSpec(vendor="amd", product="MI300X", count=8),
+                cpu="192",
+                memory="2Ti",
+            )
+        ]
+    )
     cluster = start_real_cluster(
         tmp_path_factory.mktemp("neighbours") / "cluster",
         bin_dir=kube_bin,
@@ -96,14 +115,13 @@ def _poll(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-@pytest.fixture(scope="session")
-def release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> op.Release:
-    """The chart installed by Helm's engine, and a kubeconfig with a TokenRequest token of its
-    ServiceAccount (what the kubelet mounts into the operator's pod)."""
-    manifest = op.install_chart(real_cluster)
+def chart_release(cluster: RealCluster, workdir: Path) -> op.Release:
+    """The chart installed by Helm's engine, and a kubeconfig (in ``workdir``) with a TokenRequest token of
+    its ServiceAccount (what the kubelet mounts into the operator's pod)."""
+    manifest = op.install_chart(cluster)
     (sa,) = (d for d in manifest if d["kind"] == "ServiceAccount")
     namespace, name = sa["metadata"].get("namespace", chart_helpers.NAMESPACE), sa["metadata"]["name"]
-    api = config.new_client_from_config(config_file=str(real_cluster.kubeconfig))
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     try:
         crds = [
             c.metadata.name for c in client.ApiextensionsV1Api(api).list_custom_resource_definition().items
@@ -114,19 +132,25 @@ def release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory)
         )
     finally:
         api.close()
-    kubeconfig = op.token_kubeconfig(
-        real_cluster, token.status.token, tmp_path_factory.mktemp("operator") / "operator.kubeconfig"
-    )
+    kubeconfig = op.token_kubeconfig(cluster, token.status.token, workdir / "operator.kubeconfig")
     return op.Release(namespace, name, kubeconfig, tuple(manifest))
+
+
+@pytest.fixture(scope="session")
+def release(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> op.Release:
+    """The chart on the session's control plane (:func:`chart_release`)."""
+    return chart_release(real_cluster, tmp_path_factory.mktemp("operator"))
+
+
+def hardware_process(cluster: RealCluster, log: Path) -> op.Process:
+    """``aiplane hardware`` (the simulated AMD GPU operator and metrics exporter) as the admin."""
+    return op.Process(["hardware", "--kubeconfig", str(cluster.kubeconfig), "--dcm-delay", "0.3"], log)
 
 
 @pytest.fixture(scope="session")
 def hardware(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[op.Process]:
     """The simulated AMD GPU operator (device plugin, DCM) and GPU metrics exporter, as the admin."""
-    log = tmp_path_factory.mktemp("hardware") / "hardware.log"
-    process = op.Process(
-        ["hardware", "--kubeconfig", str(real_cluster.kubeconfig), "--dcm-delay", "0.3"], log
-    )
+    process = hardware_process(real_cluster, tmp_path_factory.mktemp("hardware") / "hardware.log")
     with op.running(process):
         yield process
 

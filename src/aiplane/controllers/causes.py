@@ -15,11 +15,13 @@ workload stuck on the same cause is a steady state: no status write, no new Even
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
+from aiplane.controllers.gang import COSCHEDULING_LABEL, VOLCANO_GROUP_ANNOTATION, group_of_pod
 from aiplane.kube.events import WARNING, EventRecorder
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "emit_new",
     "event_message",
     "new_causes",
+    "of_coscheduled",
     "of_pod",
     "of_podgroup",
     "summary",
@@ -42,7 +45,7 @@ Obj = Mapping[str, Any]
 #: Causes named in a status (the biggest first); the rest are counted, not named.
 MAX_CAUSES: Final = 5
 #: The annotation a Volcano gang member names its PodGroup with.
-GROUP_NAME_ANNOTATION: Final = "scheduling.k8s.io/group-name"
+GROUP_NAME_ANNOTATION: Final = VOLCANO_GROUP_ANNOTATION
 #: kubelet's waiting reasons that mean "starting", not "held".
 _STARTING: Final = frozenset({"ContainerCreating", "PodInitializing", ""})
 _PULL_REASONS: Final = frozenset(
@@ -51,6 +54,16 @@ _PULL_REASONS: Final = frozenset(
 _UNBOUND: Final = "unbound immediate PersistentVolumeClaims"
 #: A gang whose pods are still being created says so (Volcano's NotEnoughTasks): not a cause.
 _FORMING: Final = frozenset({"NotEnoughTasks", "NotEnoughPodsOfTask"})
+#: The Coscheduling plugin's words for a gang still forming (members not all created yet, or some held by
+#: a scheduling gate such as Kueue's, which is a cause of its own): not a cause.
+_COSCHEDULING_FORMING: Final = ("cannot find enough sibling pods", "due to gated pods in the same PodGroup")
+#: One entry of the Coscheduling plugin's "resource gap" (a Go map of Quantities printed with %v):
+#: ``amd.com/gpu:{{8 0} {<nil>} 8 DecimalSI}`` is 8 (unscaled value 8, scale 0).
+_GAP_ENTRY: Final = re.compile(r"([\w./-]+):\{\{(-?\d+) (-?\d+)\} \{[^}]*\} \S* \w+\}")
+_GAP: Final = re.compile(r"resource gap: map\[(.*?)\]")
+_REJECTED: Final = re.compile(
+    r"PodGroup \S+ gets rejected due to Pod \S+ is unschedulable even after PostFilter"
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -89,9 +102,12 @@ def _ready(pod: Obj) -> bool:
 
 
 def scheduler_message(message: str) -> str:
-    """The scheduler's fit error without its preemption postscript (the same counts again)."""
-    head, _, _ = message.partition(". preemption:")
-    return head.strip().rstrip(".")
+    """The scheduler's fit error without its post-filter postscripts: preemption's (the same counts
+    again) and dynamic resource allocation's ``no new claims to deallocate``, which the scheduler-plugins
+    scheduler (kube-scheduler 1.34's framework) writes before it."""
+    head, _, _ = message.partition("preemption:")
+    head = head.strip().rstrip(",").strip().removesuffix("no new claims to deallocate")
+    return head.strip().rstrip(".,").strip()
 
 
 def _claim_cause(
@@ -191,6 +207,27 @@ def of_podgroup(podgroup: Obj) -> Cause | None:
     return Cause("Unschedulable", f"PodGroup {objects.name(podgroup)}: {message}")
 
 
+def _gap(match: re.Match[str]) -> str:
+    parts = []
+    for name, value, scale in _GAP_ENTRY.findall(match.group(1)):
+        amount = int(value) * 10 ** int(scale) if int(scale) >= 0 else int(value) / 10 ** -int(scale)
+        parts.append(f"{name} {amount}")
+    return "resource gap: " + (", ".join(parts) or match.group(1))
+
+
+def of_coscheduled(message: str, group: str, podgroup: Obj | None) -> Cause | None:
+    """A Coscheduling gang member's ``Unschedulable`` message as its gang's cause, or ``None`` while the
+    gang is still forming. The scheduler writes it on each member (its PodGroup has no conditions);
+    pod names and Go's rendering of quantities are taken out so the message is stable and readable."""
+    if any(words in message for words in _COSCHEDULING_FORMING):
+        return None
+    text = _REJECTED.sub("the gang was rejected: a member does not fit", _GAP.sub(_gap, message))
+    wanted = _wanted_resources(podgroup) if podgroup is not None else ""
+    if wanted and "Insufficient" not in text:
+        text = f"{text} (the gang needs {wanted})"
+    return Cause("Unschedulable", f"PodGroup {group}: {text}")
+
+
 def collect(
     pods: Iterable[Obj],
     *,
@@ -204,17 +241,24 @@ def collect(
     A gang that cannot be admitted is one cause (its PodGroup's); its members' own "unschedulable"
     would say the same thing once per pod, so they are folded into it."""
     held_groups: dict[str, Cause] = {}
+    coscheduling: dict[str, Obj] = {}
     for podgroup in podgroups:
         if (cause := of_podgroup(podgroup)) is not None:
             held_groups[objects.name(podgroup)] = cause
+        coscheduling[objects.name(podgroup)] = podgroup
     pods_of: dict[Cause, list[str]] = {cause: [] for cause in [*held_groups.values(), *extra]}
     for pod in pods:
         cause = of_pod(pod, claims=claims, storage_classes=storage_classes)
         if cause is None:
             continue
-        group = str(objects.annotations(pod).get(GROUP_NAME_ANNOTATION) or "")
+        group = group_of_pod(pod)
         if cause.reason == "Unschedulable" and group in held_groups:
             cause = held_groups[group]
+        elif cause.reason == "Unschedulable" and COSCHEDULING_LABEL in objects.labels(pod):
+            gang_cause = of_coscheduled(cause.message, group, coscheduling.get(group))
+            if gang_cause is None:
+                continue
+            cause = gang_cause
         pods_of.setdefault(cause, []).append(objects.name(pod))
     held = [Held(cause, tuple(sorted(names))) for cause, names in pods_of.items()]
     return tuple(sorted(held, key=lambda h: (-len(h.pods), h.cause)))

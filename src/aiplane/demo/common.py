@@ -46,6 +46,15 @@ class Feed(Protocol):
     def unsubscribe(self, listener: Callable[[Event], None]) -> None: ...
 
 
+class StoreView(Protocol):
+    """Objects read once, before following their changes: the embedded store, or a listing of the real
+    cluster's objects (:class:`aiplane.demo.real.Listed`), keyed as the store keys them."""
+
+    def items(self, key: str, namespace: str | None = None) -> list[dict[str, Any]]: ...
+
+    def get(self, key: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
 class WriteCount(Protocol):
     """The operator's write requests so far, as its client counts them."""
 

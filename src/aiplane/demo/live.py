@@ -22,6 +22,8 @@ from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_NAME
 from aiplane.demo.common import (
     DemoOptions,
+    Feed,
+    StoreView,
     WriteCount,
     apply_all,
     fit,
@@ -34,7 +36,6 @@ from aiplane.demo.partitioning import NP_KEY, RolloutWatch
 from aiplane.demo.serving import MI_KEY, POD_KEY, FloorWatch
 from aiplane.kube.client import KubeClient
 from aiplane.kube.resources import NODES, PODS
-from aiplane.sim.cluster import EmbeddedCluster
 
 #: What the inference pool goes back to, and from.
 BACK_TO = "mi300x-spx"
@@ -94,7 +95,8 @@ def floor_summary(floor: FloorWatch, mi_key: str) -> Table:
 
 
 async def _leg(
-    cluster: EmbeddedCluster,
+    feed: Feed,
+    view: StoreView,
     client: KubeClient,
     operator: WriteCount,
     opts: DemoOptions,
@@ -112,10 +114,9 @@ async def _leg(
         max_parallel=int(rollout.get("maxParallel", 1)),
         max_unavailable=int(rollout.get("maxUnavailable", 1)),
     )
-    store = cluster.server.store
-    watch.seed((await client.list(NODES))["items"], (await client.list(PODS))["items"], store.items(NP_KEY))
+    watch.seed((await client.list(NODES))["items"], (await client.list(PODS))["items"], view.items(NP_KEY))
     console.print(f"\nThe inference pool to [bold]{target}[/] under {mi_key}:")
-    store.subscribe(watch)
+    feed.subscribe(watch)
     try:
         operator.reset_counts()
         watch.started = groups.started = time.monotonic()
@@ -132,7 +133,7 @@ async def _leg(
             finished = await until(done, opts.timeout, live, render)
         writes, quiet = await writes_then_quiet(operator, opts)
     finally:
-        store.unsubscribe(watch)
+        feed.unsubscribe(watch)
     console.print()
     console.print(watch.summary(writes, quiet, opts.quiet_seconds))
     gpus = _inference_gpus((await client.list(NODES))["items"])
@@ -154,28 +155,33 @@ async def _leg(
 
 
 async def live_repartition_section(
-    cluster: EmbeddedCluster,
+    feed: Feed,
+    view: StoreView,
     client: KubeClient,
     operator: WriteCount,
     opts: DemoOptions,
     console: Console,
 ) -> bool:
-    """CPX → SPX, then back to CPX, both under the live ModelInfer; the floor measured throughout."""
+    """CPX → SPX, then back to CPX, both under the live ModelInfer; the floor measured throughout.
+
+    ``view`` is read once, at the start, while the ModelInfer is steady (section 2 ended converged and
+    quiet), then ``feed`` delivers every change: on a real cluster the listing and the watches are not
+    one snapshot, which only a change between them could tell apart, and nothing changes until the plan
+    is edited."""
     plan = load_manifests(opts.examples / "partitioning-plan.yaml")[0]
     doc = load_manifests(opts.examples / "modelinfer-1p2d.yaml")[0]
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     mi_key = f"{namespace}/{name}"
     rollout = plan["spec"].get("rollout") or {}
-    store = cluster.server.store
     groups = ModelInferWatch(namespace, name)
-    groups.mi = store.get(MI_KEY, namespace, name)
+    groups.mi = view.get(MI_KEY, namespace, name)
     groups.pods = {
         objects.name(p): p
-        for p in store.items(POD_KEY, namespace)
+        for p in view.items(POD_KEY, namespace)
         if objects.labels(p).get(LABEL_NAME) == name
     }
     floor = FloorWatch(namespace=namespace)
-    floor.seed(store)
+    floor.seed(view)
     tracked = floor.track([mi_key])
     console.rule("[bold]3. Repartition the serving pool under live inference")
     console.print(
@@ -190,15 +196,15 @@ async def live_repartition_section(
         console.print(f"[bold red]{mi_key} is not fully available: there is no floor to keep[/]")
         return False
     for listener in (groups, floor):
-        store.subscribe(listener)
+        feed.subscribe(listener)
     try:
         ok = True
         for target in (BACK_TO, FROM):
-            ok = await _leg(cluster, client, operator, opts, console, plan, target, floor, groups, mi_key)
+            ok = await _leg(feed, view, client, operator, opts, console, plan, target, floor, groups, mi_key)
             if not ok:
                 break
     finally:
         for listener in (groups, floor):
-            store.unsubscribe(listener)
+            feed.unsubscribe(listener)
     console.print(floor_summary(floor, mi_key))
     return ok

@@ -24,7 +24,8 @@ from aiplane.sim.apiserver.store import DELETED, Event
 
 POD_KEY = "/pods"
 MI_KEY = "workload.volcano.sh/modelinfers"
-PODGROUP_KEY = "scheduling.volcano.sh/podgroups"
+#: The PodGroups of either gang scheduler: Volcano's (the embedded cluster) or Coscheduling's (--real).
+PODGROUP_KEYS = frozenset({"scheduling.volcano.sh/podgroups", "scheduling.x-k8s.io/podgroups"})
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
@@ -83,7 +84,7 @@ class ModelInferWatch:
                 self.min_available = (
                     available if self.min_available is None else min(self.min_available, available)
                 )
-        elif event.key == PODGROUP_KEY and (meta.get("labels") or {}).get(LABEL_NAME) == self.name:
+        elif event.key in PODGROUP_KEYS and (meta.get("labels") or {}).get(LABEL_NAME) == self.name:
             if event.type == DELETED:
                 self.podgroups.pop(meta["name"], None)
             else:
@@ -206,7 +207,7 @@ class ModelInferWatch:
         table.add_row(
             "groups",
             f"{replicas} groups of {self.expected_per_group} pods, Available in {up_seconds:.1f}s "
-            f"(one Volcano PodGroup each, gang-scheduled)",
+            "(one PodGroup each, gang-scheduled)",
         )
         table.add_row(
             "rolling update",

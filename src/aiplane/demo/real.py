@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aiplane.kube.client import ApiError, HttpKubeClient
 from aiplane.kube.resources import Resource
@@ -124,6 +125,56 @@ class WatchFeed:
                 await task
 
 
+class Listed:
+    """The objects of some resources as one list each returned them, keyed as the embedded store keys them
+    (:class:`aiplane.demo.common.StoreView`): what a section reads once before it follows the changes."""
+
+    def __init__(self, objects_by_key: dict[str, list[dict[str, Any]]]) -> None:
+        self._by_key = objects_by_key
+
+    @classmethod
+    async def of(cls, client: HttpKubeClient, resources: list[Resource]) -> Listed:
+        listed = {}
+        for res in resources:
+            if await client.served(res):
+                listed[storage_key(res)] = list((await client.list(res))["items"])
+        return cls(listed)
+
+    def items(self, key: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        found = [
+            o
+            for o in self._by_key.get(key, [])
+            if namespace is None or o["metadata"].get("namespace") == namespace
+        ]
+        return sorted(found, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+    def get(self, key: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return next((o for o in self.items(key, namespace or None) if o["metadata"]["name"] == name), None)
+
+
+def _built(script: Path) -> Path:
+    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ClusterError(f"{script.relative_to(script.parents[1])} failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def neighbours_dir(repository: Path | None = None) -> Path:
+    """The upstream neighbours (the Coscheduling gang scheduler, Kueue, LeaderWorkerSet):
+    ``$AIPLANE_NEIGHBOURS_DIR``, else built (or found cached) by the checkout's ``scripts/build-neighbours``;
+    :class:`ClusterError` when neither is at hand."""
+    value = os.environ.get("AIPLANE_NEIGHBOURS_DIR")
+    if value:
+        return Path(value)
+    script = (repository or Path.cwd()) / "scripts" / "build-neighbours"
+    if not script.is_file() or shutil.which("bash") is None:
+        raise ClusterError(
+            "the gang scheduler and Kueue are built by scripts/build-neighbours: run the demo from the checkout "
+            "(scripts/demo --real), or set AIPLANE_NEIGHBOURS_DIR to the directory it prints"
+        )
+    return _built(script)
+
+
 def kube_bin_dir(repository: Path | None = None) -> Path:
     """The control plane's binaries: ``$AIPLANE_KUBE_BIN``, else built (or found cached) by the
     checkout's ``scripts/build-kube``; :class:`ClusterError` when neither is at hand."""
@@ -137,7 +188,4 @@ def kube_bin_dir(repository: Path | None = None) -> Path:
             "the real control plane is built by scripts/build-kube: run the demo from the checkout "
             "(scripts/demo --real), or set AIPLANE_KUBE_BIN to the directory scripts/build-kube prints"
         )
-    done = subprocess.run([str(script)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ClusterError(f"scripts/build-kube failed:\n{done.stderr[-3000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return _built(script)

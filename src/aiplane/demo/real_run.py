@@ -2,9 +2,11 @@
 the demo's sections on them (:mod:`aiplane.demo.real` says how the views follow the cluster).
 
 The control plane is etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with the
-default fleet's nodes, in ``$AIPLANE_CACHE/demo-cluster`` (``~/.cache/aiplane`` by default; made anew
-each run, removed at the end). It ends with this process, whatever way it ends. Sections that need
-what a bare control plane lacks (Volcano, Kueue, a volume provisioner) are skipped and say why.
+default fleet's nodes, the scheduler-plugins gang scheduler (Coscheduling) beside kube-scheduler, and
+upstream Kueue (``scripts/build-neighbours``; the KaiwoConfig's queues admit the demo's workloads), in
+``$AIPLANE_CACHE/demo-cluster`` (``~/.cache/aiplane`` by default; made anew each run, removed at the end).
+It ends with this process, whatever way it ends. The operator runs with ``--gang-scheduler coscheduling``:
+Volcano cannot be built here (docs/real-cluster.md).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from rich.console import Console
 
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.controllers.gang import GangOptions, GangScheduler
 from aiplane.demo.common import DemoOptions
 from aiplane.demo.hints import follow_message
-from aiplane.demo.real import WatchFeed, WriteCounter, kube_bin_dir
+from aiplane.demo.real import Listed, WatchFeed, WriteCounter, kube_bin_dir, neighbours_dir
 from aiplane.demo.run import DEMO_INGRESS_CLASS, keep_or_close, run_sections
 from aiplane.kube.client import ApiError, HttpKubeClient
 from aiplane.kube.resources import Resource, resource_for
@@ -34,6 +37,7 @@ CHECKOUT = Path(__file__).resolve().parents[3]
 FOLLOWED: tuple[tuple[str, str], ...] = (
     ("v1", "Node"),
     ("v1", "Pod"),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
     ("v1", "Event"),
     ("v1", "ConfigMap"),
     ("policy/v1", "PodDisruptionBudget"),
@@ -65,13 +69,20 @@ async def start_cluster(console: Console) -> RealCluster:
     console.print("Building (or finding cached) the control plane with scripts/build-kube ...")
     bins = await asyncio.to_thread(kube_bin_dir, root)
     console.print(
-        f"Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from {bins} ..."
+        "Building (or finding cached) the gang scheduler and Kueue with scripts/build-neighbours ..."
+    )
+    neighbours = await asyncio.to_thread(neighbours_dir, root)
+    console.print(
+        f"Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from {bins}, and the "
+        f"scheduler-plugins gang scheduler and Kueue from {neighbours} ..."
     )
     return await asyncio.to_thread(
         start_real_cluster,
         state_dir(),
         bin_dir=bins,
         install_crds=True,
+        neighbours=("coscheduling", "kueue"),
+        neighbours_dir=neighbours,
         tie_to_parent=True,
     )
 
@@ -106,7 +117,12 @@ async def _on_cluster(cluster: RealCluster, opts: DemoOptions, console: Console)
     try:
         await hardware.start()
         manager = await in_process_manager(
-            operator_client, registry.select("all"), options=[DynamoOptions(ingress_class=DEMO_INGRESS_CLASS)]
+            operator_client,
+            registry.select("all"),
+            options=[
+                DynamoOptions(ingress_class=DEMO_INGRESS_CLASS),
+                GangOptions(GangScheduler.COSCHEDULING),
+            ],
         )
         manager_task = asyncio.create_task(manager.run())
         await feed.start(_followed())
@@ -118,7 +134,9 @@ async def _on_cluster(cluster: RealCluster, opts: DemoOptions, console: Console)
         )
         console.print(follow_message(opts.kubeconfig), soft_wrap=True, highlight=False, markup=False)
         try:
-            ok, sections = await run_sections(feed, None, client, counter, opts, console)
+            ok, sections = await run_sections(
+                feed, None, client, counter, opts, console, view=lambda: Listed.of(client, _followed())
+            )
             sections.report(console)
             await keep_or_close(opts, console)
         except ApiError as exc:

@@ -33,6 +33,7 @@ from aiplane.demo.common import (
     FIELD_MANAGER,
     DemoOptions,
     Feed,
+    StoreView,
     WriteCount,
     apply_all,
     load_manifests,
@@ -50,6 +51,7 @@ from aiplane.demo.request import RequestWatch
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.logging import configure_logging
 from aiplane.kube.resources import NAMESPACES, NODES, PODS, STORAGECLASSES, resource_for
+from aiplane.sim.apiserver.store import Store
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.simrun import in_process_manager
@@ -254,8 +256,8 @@ async def modelinfer_section(
     console.print(
         f"Applying {opts.examples}/modelinfer-1p2d.yaml: [bold]{namespace}/{name}[/], "
         f"{doc['spec']['replicas']} InferGroups of 1 prefill + 2 decode role replicas (entry + 1 worker each), "
-        "one amd.com/gpu each (a CPX partition now), gang-scheduled by Volcano onto the MI300X inference pool (its "
-        "nodeSelector; Volcano's binpack and nodeorder scores choose the nodes); then an image change rolls out "
+        f"one amd.com/gpu each (a CPX partition now), gang-scheduled by {gang_words(feed)} onto the MI300X "
+        "inference pool (its nodeSelector); then an image change rolls out "
         f"(maxUnavailable {max_unavailable}, maxSurge {max_surge})."
     )
     watch = ModelInferWatch(namespace, name)
@@ -497,12 +499,14 @@ async def request_section(
     return ok
 
 
-#: Why a section cannot run on the real control plane yet (it has kube's own controllers and scheduler,
-#: kwok's nodes and the simulated hardware; no Volcano, LeaderWorkerSet, Kueue or volume provisioner).
-VOLCANO_MISSING = (
-    "the example ModelInfer names schedulerName: volcano (gang scheduling of each InferGroup), and the "
-    "real control plane runs kube-scheduler only: its pods would stay Pending"
-)
+def gang_words(feed: Feed) -> str:
+    """Which gang scheduler places the groups: the embedded cluster's Volcano stand-in, or on the real
+    control plane the scheduler-plugins Coscheduling scheduler (Volcano cannot be built there)."""
+    if isinstance(feed, Store):
+        return "Volcano (the embedded cluster's stand-in; its binpack and nodeorder scores choose the nodes)"
+    return "the scheduler-plugins Coscheduling scheduler (Volcano's stand-in on the real control plane)"
+
+
 Section = Callable[[Feed, KubeClient, WriteCount, DemoOptions, Console], Awaitable[bool]]
 
 
@@ -578,9 +582,10 @@ async def run_sections(
     operator: WriteCount,
     opts: DemoOptions,
     console: Console,
+    view: Callable[[], Awaitable[StoreView]] | None = None,
 ) -> tuple[bool, Sections]:
-    """Every section in order, each after the previous one converged; on a real control plane
-    (``cluster`` None) the sections it cannot host are skipped and said so."""
+    """Every section in order, each after the previous one converged. On a real control plane
+    (``cluster`` None) ``view`` lists what the live repartitioning reads before it follows ``feed``."""
     done = Sections()
 
     async def step(name: str, section: Section) -> bool:
@@ -589,22 +594,15 @@ async def run_sections(
     # The platform configuration first: the example KaiwoConfig (dynamic queues) over the defaulted one.
     await apply_all(client, load_manifests(opts.examples / "kaiwoconfig.yaml"))
     ok = await step("1. GPU partitioning", partitioning_section)
-    if ok and cluster is None:
-        done.skip("2. ModelInfer", VOLCANO_MISSING, console)
-        done.skip(
-            "3. Repartition the serving pool under live inference",
-            "it repartitions under section 2's ModelInfer",
-            console,
-        )
-    elif ok and cluster is not None:
+    if ok:
         ok = await step("2. ModelInfer", modelinfer_section)
-        if ok:
-            embedded = cluster
+    if ok:
 
-            async def live(*_: object) -> bool:
-                return await live_repartition_section(embedded, client, operator, opts, console)
+        async def live(*_: object) -> bool:
+            listed: StoreView = cluster.server.store if cluster is not None else await _view(view)
+            return await live_repartition_section(feed, listed, client, operator, opts, console)
 
-            ok = await step("3. Repartition the serving pool under live inference", live)
+        ok = await step("3. Repartition the serving pool under live inference", live)
     if ok:
         if cluster is None:
             await provision_statically(client, opts, console)
@@ -612,6 +610,12 @@ async def run_sections(
     if ok:
         ok = await step("5. SLA-driven request", request_section)
     return ok, done
+
+
+async def _view(view: Callable[[], Awaitable[StoreView]] | None) -> StoreView:
+    if view is None:
+        raise ValueError("a real control plane's sections need a view of its objects")
+    return await view()
 
 
 async def run_demo(opts: DemoOptions, console: Console) -> int:

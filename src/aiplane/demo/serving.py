@@ -22,7 +22,8 @@ from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME
 from aiplane.controllers.modelinfer.objects import expected_pod_count
 from aiplane.controllers.modelinfer.validation import resolve_max_unavailable, rolling_update_configuration
-from aiplane.sim.apiserver.store import DELETED, Event, Store
+from aiplane.demo.common import StoreView
+from aiplane.sim.apiserver.store import DELETED, Event
 
 POD_KEY = "/pods"
 MI_KEY = "workload.volcano.sh/modelinfers"
@@ -92,7 +93,7 @@ class FloorWatch:
 
     # --- following the store ----------------------------------------------------------------------
 
-    def seed(self, store: Store) -> None:
+    def seed(self, store: StoreView) -> None:
         """What the store holds now (call before subscribing, from the same thread)."""
         for key in (NODE_KEY, MI_KEY, PDB_KEY, POD_KEY):
             for obj in store.items(key):

@@ -79,6 +79,8 @@ PVS = _r("", "v1", "persistentvolumes", "PersistentVolume", False)
 STORAGECLASSES = _r("storage.k8s.io", "v1", "storageclasses", "StorageClass", False)
 
 PODGROUPS = _r("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+#: The scheduler-plugins Coscheduling plugin's PodGroup (kubernetes-sigs/scheduler-plugins).
+COSCHEDULING_PODGROUPS = _r("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 RESOURCEFLAVORS = _r("kueue.x-k8s.io", "v1beta1", "resourceflavors", "ResourceFlavor", False)
 CLUSTERQUEUES = _r("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", False)
 LOCALQUEUES = _r("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
@@ -114,6 +116,7 @@ _BUILTIN = (
     PVS,
     STORAGECLASSES,
     PODGROUPS,
+    COSCHEDULING_PODGROUPS,
     RESOURCEFLAVORS,
     CLUSTERQUEUES,
     LOCALQUEUES,

@@ -14,6 +14,8 @@ import importlib.util
 import logging
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -151,14 +153,44 @@ def aic_model(model: ModelSpec) -> AicTarget:
 _DATABASES: dict[tuple[str, str, str | None], Any] = {}
 
 
+@contextmanager
+def fast_yaml() -> Iterator[None]:
+    """AIC's YAML reads through libyaml's C parser while inside: its first version lookup parses
+    every system's YAML file (over a second in pure Python, most of a cold plan's set-up). The same
+    documents, the same safe constructor; only the parser differs. Without libyaml, unchanged."""
+    yaml: Any = importlib.import_module("yaml")
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None or getattr(yaml.safe_load, "_aiplane_fast", False):
+        yield
+        return
+    original = yaml.safe_load
+
+    def safe_load(stream: Any) -> Any:
+        return yaml.load(stream, Loader=loader)
+
+    safe_load._aiplane_fast = True  # type: ignore[attr-defined]
+    yaml.safe_load = safe_load
+    try:
+        yield
+    finally:
+        yaml.safe_load = original
+
+
+def literal_version(aic_sys: str, backend: str, version: str | None) -> Any:
+    """AIC's data version for (system, backend) (an error when it has none)."""
+    with fast_yaml():
+        return _load_engine_module()._literal_backend_version(aic_sys, backend, version, None, None)
+
+
 def _database(aic_sys: str, backend: str, version: str | None) -> Any:
     """AIC's measured tables for (system, backend): loaded once per process (seconds), then shared."""
     key = (aic_sys, backend, version)
     found = _DATABASES.get(key)
     if found is None:
         engine = _load_engine_module()
-        literal = engine._literal_backend_version(aic_sys, backend, version, None, None)
-        found = _DATABASES[key] = engine._maybe_load_database(aic_sys, backend, literal, None)
+        literal = literal_version(aic_sys, backend, version)
+        with fast_yaml():
+            found = _DATABASES[key] = engine._maybe_load_database(aic_sys, backend, literal, None)
     return found
 
 
@@ -181,6 +213,11 @@ def _load_engine_module() -> Any:
         raise ImportError(
             f"the aic latency model needs {AIC_PACKAGE}=={AIC_VERSION}: {INSTALL_HINT}"
         ) from err
+
+
+def comm_phases(mode: str) -> tuple[str, ...]:
+    """The phases whose large-EP data a run of ``mode`` needs (a prefill worker only the context)."""
+    return ("context",) if mode == "static_ctx" else ("context", "generation")
 
 
 class AicLatency:
@@ -226,32 +263,38 @@ class AicLatency:
         key = (target.model_id, target.gemm_quant_mode, aic_sys, tp)
         engine = self._engines.get(key)
         if engine is None:
-            engine = self._engine_module.EngineHandle.compile(
-                target.model_id,
-                aic_sys,
-                self.backend,
-                backend_version=self.backend_version,
-                tp_size=tp,
-                gemm_quant_mode=target.gemm_quant_mode,
-                # MoE layers split like attention (AIC requires tp x dp == moe_tp x moe_ep).
-                **({"moe_tp_size": tp, "moe_ep_size": 1} if model.num_experts else {}),
-            )
+            with fast_yaml():
+                engine = self._compile(target, aic_sys, tp, model)
             self._engines[key] = engine
         return engine
+
+    def _compile(self, target: AicTarget, aic_sys: str, tp: int, model: ModelSpec) -> Any:
+        return self._engine_module.EngineHandle.compile(
+            target.model_id,
+            aic_sys,
+            self.backend,
+            backend_version=self.backend_version,
+            tp_size=tp,
+            gemm_quant_mode=target.gemm_quant_mode,
+            # MoE layers split like attention (AIC requires tp x dp == moe_tp x moe_ep).
+            **({"moe_tp_size": tp, "moe_ep_size": 1} if model.num_experts else {}),
+        )
 
     def key(self, model: ModelSpec, system: SystemSpec) -> tuple[Any, ...]:
         """What AIC's answers for a model on a system depend on (memo key across plans)."""
         target = aic_model(model)
-        return (
+        key = (
             target.model_id,
             target.gemm_quant_mode,
             aic_system(system),
             self.backend,
             self.backend_version,
         )
+        # MoE answers depend on the large-EP pricing (aic_moe_comm): answers cached before it are stale.
+        return (*key, "large-ep") if model.num_experts else key
 
     def _session(
-        self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None
+        self, model: ModelSpec, system: SystemSpec, tp: int, layout: Any = None, phases: tuple[str, ...] = ()
     ) -> tuple[Any, Any, Any]:
         """AIC's (model, database, backend) for its static runs: what its CLI sizes workers with.
 
@@ -264,38 +307,89 @@ class AicLatency:
         if not model.num_experts:
             moe_tp = 1
         bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
-        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha)
+        # The phases matter only to a MoE model's large-EP pricing: a dense model's prefill, decode and
+        # aggregated runs share one session (each new one costs AIC's engine a warm-up of ~0.2 s).
+        phases = phases if model.num_experts else ()
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha, phases)
         session = self._sessions.get(key)
         if session is None:
-            try:
-                config = importlib.import_module(
-                    "aiconfigurator_core.sdk.config_builders"
-                ).build_model_config(
-                    tp_size=tp,
-                    pp_size=1,
-                    attention_dp_size=dp,
-                    moe_tp_size=moe_tp,
-                    moe_ep_size=moe_ep,
-                    gemm_quant_mode=target.gemm_quant_mode,
-                    fmha_quant_mode="bfloat16" if bf16_fmha else None,
-                )
-                aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
-                    target.model_id, config, self.backend
-                )
-                database = _database(aic_sys, self.backend, self.backend_version)
-            except PlannerError:
-                raise
-            except Exception as err:  # AIC's own failures mean "cannot model this"
-                raise PlannerError(
-                    f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
-                    f"({self.backend}): {err}"
-                ) from err
-            backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
-                self.backend
-            )
-            session = (aic_model_obj, database, backend)
+            with fast_yaml():
+                session = self._new_session(model, system, target, aic_sys, (tp, dp, moe_tp, moe_ep), phases)
             self._sessions[key] = session
         return session
+
+    def _new_session(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        target: AicTarget,
+        aic_sys: str,
+        par: tuple[int, int, int, int],
+        phases: tuple[str, ...],
+    ) -> tuple[Any, Any, Any]:
+        tp, dp, moe_tp, moe_ep = par
+        bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
+        """A new (model, database, backend) of AIC for one layout (its YAML read with libyaml)."""
+        try:
+            database = _database(aic_sys, self.backend, self.backend_version)
+            config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
+                tp_size=tp,
+                pp_size=1,
+                attention_dp_size=dp,
+                moe_tp_size=moe_tp,
+                moe_ep_size=moe_ep,
+                gemm_quant_mode=target.gemm_quant_mode,
+                fmha_quant_mode="bfloat16" if bf16_fmha else None,
+            )
+            if model.num_experts and phases:
+                self._large_ep(config, target, database, (dp, moe_tp, moe_ep), phases, bf16_fmha)
+            aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
+                target.model_id, config, self.backend
+            )
+        except PlannerError:
+            raise
+        except Exception as err:  # AIC's own failures mean "cannot model this"
+            raise PlannerError(
+                f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
+                f"({self.backend}): {err}"
+            ) from err
+        backend = importlib.import_module("aiconfigurator_core.sdk.backends.factory").get_backend(
+            self.backend
+        )
+        return (aic_model_obj, database, backend)
+
+    def _large_ep(
+        self,
+        config: Any,
+        target: AicTarget,
+        database: Any,
+        par: tuple[int, int, int],
+        phases: tuple[str, ...],
+        bf16_fmha: bool,
+    ) -> None:
+        """Price the layout's MoE all-to-all from AIC's large-EP data where its CLI would
+        (:mod:`aiplane.planner.aic_moe_comm`); an EP across nodes without that data is no layout."""
+        comm = importlib.import_module("aiplane.planner.aic_moe_comm")
+        dp, moe_tp, moe_ep = par
+        found = comm.coverage(target.model_id, self.backend, database, target.gemm_quant_mode)
+        resolved = comm.resolve(found, self.backend, dp, moe_tp, moe_ep, phases)
+        per_node = int(
+            (getattr(database, "system_spec", {}) or {}).get("node", {}).get("num_gpus_per_node", 8)
+        )
+        if resolved is None:
+            if moe_ep > per_node:
+                raise ValueError(
+                    f"expert parallelism {moe_ep} spans nodes and AIC has no all-to-all data for it"
+                )
+            return
+        config.moe_comm_backend = resolved
+        config.num_gpus_per_node = per_node
+        config.system = getattr(database, "system", None)
+        if self.backend == "sglang" and "deepseek" in target.model_id.lower() and not bf16_fmha:
+            # AIC's SGLang wide-EP MLA rows are FP8 (its resolver's DeepSeek defaults).
+            common = importlib.import_module("aiconfigurator_core.sdk.common")
+            config.fmha_quant_mode = common.FMHAQuantMode.fp8_block
+            config.kvcache_quant_mode = common.KVCacheQuantMode.fp8
 
     def run(
         self,
@@ -313,13 +407,14 @@ class AicLatency:
             batch_size=batch, isl=isl, osl=osl
         )
         try:
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            phases = comm_phases(mode)
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             try:
                 return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
             except Exception as err:
                 if not self._fall_back_to_bf16_fmha(model, system, err):
                     raise
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
         except Exception as err:  # as in _query
             raise PlannerError(
@@ -351,13 +446,14 @@ class AicLatency:
             batch_size=batch, isl=isl, osl=osl
         )
         try:
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            phases = comm_phases("agg")
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             try:
                 return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
             except Exception as err:
                 if not self._fall_back_to_bf16_fmha(model, system, err):
                     raise
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout)
+            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
         except Exception as err:  # as in _query
             raise PlannerError(

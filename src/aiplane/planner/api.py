@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
-from typing import cast
+from collections.abc import Callable
+from typing import Any, cast
 
+from aiplane.planner import agg as builtin_agg_search
 from aiplane.planner import search
 from aiplane.planner.latency import BuiltinLatency, kv_capacity_tokens
 from aiplane.planner.models import resolve_model
@@ -17,6 +19,7 @@ from aiplane.planner.types import (
     PlannerError,
     PlanRequest,
     PlanResult,
+    ProfilePoint,
     SystemSpec,
 )
 
@@ -38,8 +41,15 @@ def load_latency_model(name: str, backend: str = "vllm") -> LatencyModel:
         raise PlannerError(f"latencyModel: aic latency model not available: {err}") from err
     except ImportError as err:
         raise PlannerError(f"latencyModel: aic latency model not available: {err}") from err
-    model: LatencyModel = module.AicLatency(backend)
+    # One per backend and process: its compiled models and sessions (per model, system and layout) and
+    # the tables they read are kept, so a controller planning many requests loads each once.
+    model: LatencyModel | None = _AIC_LATENCY.get(backend)
+    if model is None:
+        model = _AIC_LATENCY[backend] = module.AicLatency(backend)
     return model
+
+
+_AIC_LATENCY: dict[str, LatencyModel] = {}
 
 
 def aic_has_data(model: ModelSpec, system: SystemSpec, backend: str) -> str | None:
@@ -56,9 +66,8 @@ def aic_has_data(model: ModelSpec, system: SystemSpec, backend: str) -> str | No
     key = ("data", aic_sys, backend)
     version = cache.recall(key)
     if version is cache.MISSING:
-        engine = importlib.import_module("aiconfigurator_core.sdk.engine")
         try:
-            version = engine._literal_backend_version(aic_sys, backend, None, None, None)
+            version = module.literal_version(aic_sys, backend, None)
         except Exception:  # AIC's own lookup failure: no data
             version = None
         cache.remember(key, version)
@@ -184,6 +193,7 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         total_gpus=request.total_gpus,
     )
     aic_agg: Plan | None = None
+    builtin_agg: Plan | None = None
     if lat.name == "aic":
         prefills, decodes, tps, layouts = _aic_workers(request, w, lat)
         aic_agg = importlib.import_module("aiplane.planner.aic_search").agg_plan(lat, w, layouts)
@@ -198,12 +208,22 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         tps = search.tp_sizes(request.min_gpus_per_engine, hi, cap)
         if not tps:
             raise PlannerError(_no_engine_size(request, node))
-        prefills = search.prefill_workers(w, lat, tps)
-        decodes = search.decode_workers(w, lat, tps)
+        if model.num_experts and isinstance(lat, BuiltinLatency):
+            # Mixture of experts: the layouts AIC searches (attention DP, MoE TP / EP) within a node.
+            layouts = importlib.import_module("aiplane.planner.aic_search").layouts(
+                moe=True, backend=request.backend, aic_system=system.name, budget=cap, lo=tps[0], hi=tps[-1]
+            )
+            prefills, decodes = search.layout_workers(w, lat, layouts)
+            builtin_agg = builtin_agg_search.search(w, lat, layouts)
+        else:
+            prefills = search.prefill_workers(w, lat, tps)
+            decodes = search.decode_workers(w, lat, tps)
+            if isinstance(lat, BuiltinLatency):
+                builtin_agg = builtin_agg_search.search(w, lat, [search.Layout(tp) for tp in tps])
     found, meets = search.search_disagg(w, prefills, decodes)
     disagg = None if found is None else search.disagg_plan(found, w, meets)
     # AIC's own aggregated sweep when some point meets the SLA; else our closest (best-effort) plan.
-    agg = aic_agg if aic_agg is not None else (search.search_agg(w, lat, tps) if tps else None)
+    agg = aic_agg or builtin_agg or (search.search_agg(w, lat, tps) if tps else None)
     if disagg is None and agg is None:
         raise PlannerError(_fits_nowhere(request, w, lat))
     return PlanResult(
@@ -215,8 +235,19 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
         agg=agg,
         total_gpus=request.total_gpus,
         frontier=search.frontier(w, prefills, decodes),
-        prefill_profile=() if found is None else search.prefill_profile(w, lat, found.prefill.tp),
+        prefill_profile=() if found is None else _profile(search.prefill_profile, w, lat, found.prefill.tp),
         decode_profile=(
-            () if found is None else search.decode_profile(w, lat, found.decode.tp, found.decode.batch)
+            ()
+            if found is None
+            else _profile(search.decode_profile, w, lat, found.decode.tp, found.decode.batch)
         ),
     )
+
+
+def _profile(build: Callable[..., tuple[ProfilePoint, ...]], *args: Any) -> tuple[ProfilePoint, ...]:
+    """A profile at the chosen sizes, or none where the latency model cannot time that tensor-parallel
+    engine (AIC lacks MoE data for some TP-only layouts its search never needed): the plan stands."""
+    try:
+        return build(*args)
+    except PlannerError:
+        return ()

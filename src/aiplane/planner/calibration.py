@@ -36,21 +36,23 @@ PREFILL_COMPUTE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.71, "amd": 0.4
 # fit PREFILL_MEMORY_EFFICIENCY:   a100_sxm: 0.662 (gemm/vllm/0.14.0/gemm_perf.parquet, n=840, median |dev| 8.2%)
 PREFILL_MEMORY_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.633, "amd": 0.70}
 #: Share of HBM bandwidth that a decode step's weight and KV-cache reads reach.
-# fit DECODE_MEMORY_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
+# fit DECODE_MEMORY_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: fitted to OCI's public MI300X latency table (benchmarks/planner_amd_public.py)
 # fit DECODE_MEMORY_EFFICIENCY:   h100_sxm: 0.78 (AIC engine, joint with the step overhead; kernel tables alone: 0.662 (gemm/vllm/0.24.0/gemm_perf.parquet + attention/vllm/0.24.0/generation_attention_perf.parquet, n=15387, median |dev| 22.9%), n=69, median |dev| 7.2%)
 # fit DECODE_MEMORY_EFFICIENCY:   h200_sxm: 0.75 (AIC engine, joint with the step overhead; kernel tables alone: 0.549 (gemm/vllm/0.24.0/gemm_perf.parquet + attention/vllm/0.24.0/generation_attention_perf.parquet, n=15387, median |dev| 32.9%), n=86, median |dev| 6.2%)
 # fit DECODE_MEMORY_EFFICIENCY:   b200_sxm: 0.72 (AIC engine, joint with the step overhead; kernel tables alone: 0.537 (gemm/vllm/0.24.0/gemm_perf.parquet + attention/vllm/0.24.0/generation_attention_perf.parquet, n=15460, median |dev| 36.9%), n=92, median |dev| 8.4%)
 # fit DECODE_MEMORY_EFFICIENCY:   gb200: 0.75 (AIC engine, joint with the step overhead; kernel tables alone: 0.54 (gemm/vllm/0.24.0/gemm_perf.parquet + attention/vllm/0.24.0/generation_attention_perf.parquet, n=15318, median |dev| 39.3%), n=92, median |dev| 7.9%)
 # fit DECODE_MEMORY_EFFICIENCY:   a100_sxm: 0.64 (AIC engine, joint with the step overhead; kernel tables alone: 0.638 (gemm/vllm/0.14.0/gemm_perf.parquet + attention/vllm/0.14.0/generation_attention_perf.parquet, n=2265, median |dev| 11.2%), n=69, median |dev| 6.5%)
-DECODE_MEMORY_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.75, "amd": 0.60}
+# amd DECODE_MEMORY_EFFICIENCY: fitted to public measurements (no AIC data for AMD): Oracle Cloud Infrastructure blog "Serving Llama 3.1 405B model with AMD MI300X GPUs" (blogs.oracle.com/cloud-infrastructure), vLLM benchmark_latency, 128/128 tokens, TP8, batch 1-256 (benchmarks/planner_amd_public.py)
+DECODE_MEMORY_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.75, "amd": 0.5}
 #: Share of dense tensor peak that decode matmuls reach when a large batch makes them compute-bound.
-# fit DECODE_COMPUTE_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
+# fit DECODE_COMPUTE_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: fitted to OCI's public MI300X latency table (benchmarks/planner_amd_public.py)
 # fit DECODE_COMPUTE_EFFICIENCY:   h100_sxm: 0.546 (gemm/vllm/0.24.0/gemm_perf.parquet, n=2730, median |dev| 37.2%)
 # fit DECODE_COMPUTE_EFFICIENCY:   h200_sxm: 0.618 (gemm/vllm/0.24.0/gemm_perf.parquet, n=2730, median |dev| 28.9%)
 # fit DECODE_COMPUTE_EFFICIENCY:   b200_sxm: 0.429 (gemm/vllm/0.24.0/gemm_perf.parquet, n=2730, median |dev| 38.3%)
 # fit DECODE_COMPUTE_EFFICIENCY:   gb200: 0.401 (gemm/vllm/0.24.0/gemm_perf.parquet, n=2730, median |dev| 37.7%)
 # fit DECODE_COMPUTE_EFFICIENCY:   a100_sxm: 0.718 (gemm/vllm/0.14.0/gemm_perf.parquet, n=840, median |dev| 14.9%)
-DECODE_COMPUTE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.546, "amd": 0.40}
+# amd DECODE_COMPUTE_EFFICIENCY: fitted to public measurements (no AIC data for AMD): Oracle Cloud Infrastructure blog "Serving Llama 3.1 405B model with AMD MI300X GPUs" (blogs.oracle.com/cloud-infrastructure), vLLM benchmark_latency, 128/128 tokens, TP8, batch 1-256 (benchmarks/planner_amd_public.py)
+DECODE_COMPUTE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.546, "amd": 0.1}
 #: Share of the aggregate link bandwidth a ring all-reduce reaches (bus bandwidth / link bandwidth).
 # fit ALLREDUCE_EFFICIENCY: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
 # fit ALLREDUCE_EFFICIENCY:   h100_sxm: 0.359 (comm/vllm/0.24.0/custom_allreduce_perf.parquet, n=69, median |dev| 10.4%)
@@ -68,13 +70,14 @@ ALLREDUCE_EFFICIENCY: Mapping[Vendor, float] = {"nvidia": 0.305, "amd": 0.30}
 # fit ALLREDUCE_LATENCY_US:   a100_sxm: 5.6 (comm/vllm/0.14.0/custom_allreduce_perf.parquet, n=69, median |dev| 10.9%)
 ALLREDUCE_LATENCY_US: Mapping[Vendor, float] = {"nvidia": 5.5, "amd": 15.0}
 #: Fixed cost of one decode step outside the kernels (scheduler, sampling, launch gaps), milliseconds.
-# fit STEP_OVERHEAD_MS: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
+# fit STEP_OVERHEAD_MS: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: fitted to OCI's public MI300X latency table (benchmarks/planner_amd_public.py)
 # fit STEP_OVERHEAD_MS:   h100_sxm: 1.32 (AIC engine vs our roofline, joint, n=69, median |dev| 7.2%)
 # fit STEP_OVERHEAD_MS:   h200_sxm: 1.44 (AIC engine vs our roofline, joint, n=86, median |dev| 6.2%)
 # fit STEP_OVERHEAD_MS:   b200_sxm: 1.41 (AIC engine vs our roofline, joint, n=92, median |dev| 8.4%)
 # fit STEP_OVERHEAD_MS:   gb200: 1.38 (AIC engine vs our roofline, joint, n=92, median |dev| 7.9%)
 # fit STEP_OVERHEAD_MS:   a100_sxm: 1.63 (AIC engine vs our roofline, joint, n=69, median |dev| 6.5%)
-STEP_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 1.41, "amd": 1.5}
+# amd STEP_OVERHEAD_MS: fitted to public measurements (no AIC data for AMD): Oracle Cloud Infrastructure blog "Serving Llama 3.1 405B model with AMD MI300X GPUs" (blogs.oracle.com/cloud-infrastructure), vLLM benchmark_latency, 128/128 tokens, TP8, batch 1-256 (benchmarks/planner_amd_public.py)
+STEP_OVERHEAD_MS: Mapping[Vendor, float] = {"nvidia": 1.41, "amd": 6.0}
 #: Fixed cost of one prefill (scheduling, tokenised input transfer, first sampling), milliseconds.
 # fit PREFILL_OVERHEAD_MS: nvidia = median over systems of aiconfigurator-core 0.12.0 (vllm tables, benchmarks/planner_calibrate.py); AMD: public-spec value, AIC has no AMD data
 # fit PREFILL_OVERHEAD_MS:   h100_sxm: 3.7 (AIC engine vs our roofline, joint, n=45, median |dev| 3.1%)
@@ -98,6 +101,16 @@ FP8_BLOCK_GEMM_US: Mapping[Vendor, float] = {"nvidia": 126.8, "amd": 0.0}
 # fit FP8_BLOCK_SMALL_M_US:   b200_sxm: 193.4 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 12.8%)
 # fit FP8_BLOCK_SMALL_M_US:   gb200: 358.5 (AIC engine on Qwen/Qwen3-32B-FP8 vs our roofline, GEMMs of < 16 rows, n=40, median |dev| 17.0%)
 FP8_BLOCK_SMALL_M_US: Mapping[Vendor, float] = {"nvidia": 121.2, "amd": 0.0}
+#: Share of the dense compute efficiency that routed experts reach, prefill and decode (grouped GEMMs
+#: over many small experts run below one large GEMM's rate), and a fixed cost per MoE layer and pass
+#: (routing, token permutation, the grouped GEMMs' launches), microseconds.
+# fit MOE_*: fitted on the calibration cases' MoE models (Qwen3-30B-A3B, Qwen3-235B-A22B-FP8,
+# fit MOE_*: gpt-oss-120b, DeepSeek-V3/R1; H100/H200/B200; vLLM, SGLang, TRT-LLM) against AIC's engine
+# fit MOE_*: per layout, 1,509 prefill and decode points, a grid (benchmarks/planner_builtin_validate.py
+# fit MOE_*: --fit-moe); AMD: the NVIDIA values (no AMD data).
+MOE_PREFILL_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
+MOE_DECODE_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.15, "amd": 0.15}
+MOE_LAYER_US: Mapping[Vendor, float] = {"nvidia": 45.0, "amd": 45.0}
 #: Each constant per system where fitted (the provenance lines above give each value): the systems
 #: differ more than one vendor value can hold (A100's prefill overhead is 2.4x H100's, Blackwell's
 #: block-FP8 GEMMs 3-6x Hopper's). A system not listed (AMD, a partition) takes its vendor's value.

@@ -103,7 +103,9 @@ def max_batch(m: ModelSpec, s: SystemSpec, tp: int, context: int) -> int:
 
 def _tflops(m: ModelSpec, s: SystemSpec) -> float:
     """Tensor peak for the checkpoint's dtype; a GPU without that format computes in the next wider one."""
-    ladder = {"fp4": (s.fp4_tflops, s.fp8_tflops, s.bf16_tflops), "fp8": (s.fp8_tflops, s.bf16_tflops)}
+    # FP4 weights on a GPU without FP4 tensor cores are dequantised and multiplied in BF16 (w4a16: AIC's
+    # Hopper MoE tables for gpt-oss are keyed "w4a16_mxfp4"), not in FP8.
+    ladder = {"fp4": (s.fp4_tflops, s.bf16_tflops), "fp8": (s.fp8_tflops, s.bf16_tflops)}
     for value in ladder.get(m.weight_dtype, (s.bf16_tflops,)):
         if value > 0:
             return value
@@ -167,7 +169,10 @@ def _fp8_block_ms(m: ModelSpec, s: SystemSpec, rows: int) -> float:
         per_gemm = large
     else:
         per_gemm = small + (large - small) * (rows - _SMALL_M + 1) / (_LARGE_M - _SMALL_M + 1)
-    return m.layers * _GEMMS_PER_LAYER * per_gemm / 1e3
+    # A MoE layer's experts run as grouped GEMMs (AIC times them in its MoE tables, not at this
+    # cost): only its attention GEMMs (QKV, output) count.
+    gemms = m.layers * _GEMMS_PER_LAYER - _moe_layers(m) * (_GEMMS_PER_LAYER - 2)
+    return gemms * per_gemm / 1e3
 
 
 #: GEMM rows (M) below which block-FP8 kernels cost FP8_BLOCK_SMALL_M_US, and from which FP8_BLOCK_GEMM_US.
@@ -175,26 +180,131 @@ _SMALL_M = 16
 _LARGE_M = 32
 
 
+def _routed_params(m: ModelSpec) -> int:
+    return _moe_layers(m) * _expert_params(m)
+
+
+def _step_ms(
+    m: ModelSpec, s: SystemSpec, par: tuple[int, int, int, int], rows: int, context: int, *, decode: bool
+) -> float:
+    """One forward pass on one worker of layout ``par`` = (attention TP, attention DP, MoE TP, MoE EP),
+    each attention rank holding ``rows`` sequences (prefill: one prompt of ``context`` tokens; decode:
+    ``rows`` sequences at ``context`` tokens). Everything is per GPU: attention, dense FFNs, shared
+    experts and the LM head split over the attention TP; the routed experts (the tokens of every DP
+    rank) over MoE TP x EP. A tensor-parallel worker (dp 1, EP 1, MoE TP = TP) is the plain roofline.
+    """
+    tp, dp, moe_tp, moe_ep = par
+    gpus = tp * dp
+    rank_tokens = rows if decode else rows * context
+    moe_tokens = rank_tokens * dp
+    wb = dtype_bytes(m.weight_dtype)
+    head = m.vocab_size * m.hidden_size
+    if decode:
+        attention = 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * rows * context
+    else:  # causal: each of the prompt's queries sees on average half of it
+        attention = (
+            2.0 * m.layers * m.num_heads * _attention_dims(m, decode=False) * rows * context * context / 2
+        )
+    shared_flops = 2.0 * (_always_read_params(m) + head) * rank_tokens + attention
+    routed_flops = 2.0 * m.experts_per_token * _routed_params(m) * moe_tokens
+    peak = _tflops(m, s) * 1e12
+    efficiency = cal.value("DECODE_COMPUTE_EFFICIENCY" if decode else "PREFILL_COMPUTE_EFFICIENCY", s)
+    # Routed experts run as grouped GEMMs over many small experts, below one large GEMM's rate.
+    moe_share = cal.value("MOE_DECODE_COMPUTE_SHARE" if decode else "MOE_PREFILL_COMPUTE_SHARE", s)
+    compute = (shared_flops / tp / efficiency + routed_flops / gpus / (efficiency * moe_share)) / peak * 1e3
+    routed_bytes = _experts_touched(m, moe_tokens) * _routed_params(m) * wb / (moe_tp * moe_ep)
+    bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp + routed_bytes
+    kv = kv_bytes_per_token(m, tp)
+    bytes_ += rows * context * kv if decode else rank_tokens * kv
+    memory_eff = cal.value("DECODE_MEMORY_EFFICIENCY" if decode else "PREFILL_MEMORY_EFFICIENCY", s)
+    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * memory_eff) * 1e3
+    if _plain_tp(m, par):
+        comm = _allreduce_ms(m, s, tp, rank_tokens)
+    else:  # attention's all-reduce within its TP group; the MoE layers' token exchange over the worker
+        comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, moe_tokens)
+    fixed = cal.value("STEP_OVERHEAD_MS" if decode else "PREFILL_OVERHEAD_MS", s)
+    fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
+    return max(compute, memory) + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def mixed_ms(
+    m: ModelSpec,
+    s: SystemSpec,
+    par: tuple[int, int, int, int],
+    prompts: float,
+    isl: int,
+    gen: int,
+    context: int,
+) -> float:
+    """One in-flight-batching pass on a worker of layout ``par``: per attention rank, ``prompts``
+    prompts of ``isl`` tokens prefilled together with one token of each of ``gen`` decoding sequences
+    at ``context`` tokens (AIC's "mixed step"). The GEMMs run once over all the pass's tokens (the
+    weights are read once); each part's FLOPs at its phase's efficiency."""
+    tp, dp, moe_tp, moe_ep = par
+    gpus = tp * dp
+    p_tokens = prompts * isl
+    tokens = p_tokens + gen
+    wb = dtype_bytes(m.weight_dtype)
+    head = m.vocab_size * m.hidden_size
+    dense_params = _always_read_params(m) + head
+    p_flops = 2.0 * dense_params * p_tokens
+    p_flops += 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=False) * prompts * isl * isl / 2
+    d_flops = (
+        2.0 * dense_params * gen
+        + 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * gen * context
+    )
+    routed = 2.0 * m.experts_per_token * _routed_params(m) * dp
+    eff_p, eff_d = cal.value("PREFILL_COMPUTE_EFFICIENCY", s), cal.value("DECODE_COMPUTE_EFFICIENCY", s)
+    share_p, share_d = cal.value("MOE_PREFILL_COMPUTE_SHARE", s), cal.value("MOE_DECODE_COMPUTE_SHARE", s)
+    compute = (
+        p_flops / tp / eff_p
+        + d_flops / tp / eff_d
+        + routed * p_tokens / gpus / (eff_p * share_p)
+        + routed * gen / gpus / (eff_d * share_d)
+    ) / (_tflops(m, s) * 1e12)
+    bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp
+    bytes_ += _experts_touched(m, round(tokens * dp)) * _routed_params(m) * wb / (moe_tp * moe_ep)
+    bytes_ += (gen * context + p_tokens) * kv_bytes_per_token(m, tp)
+    # The weights stream at the slower of the two phases' rates when both share the pass.
+    memory_eff = cal.value("PREFILL_MEMORY_EFFICIENCY", s)
+    if gen:
+        decode_eff = cal.value("DECODE_MEMORY_EFFICIENCY", s)
+        memory_eff = min(memory_eff, decode_eff) if p_tokens > 0 else decode_eff
+    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * memory_eff)
+    rank_tokens = round(tokens)
+    if _plain_tp(m, par):
+        comm = _allreduce_ms(m, s, tp, rank_tokens)
+    else:
+        comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, rank_tokens * dp)
+    # A pass with prompts in it pays a prefill's fixed cost (their scheduling and first sampling).
+    fixed = cal.value("PREFILL_OVERHEAD_MS" if p_tokens > 0 else "STEP_OVERHEAD_MS", s)
+    fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
+    return max(compute, memory) * 1e3 + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def _plain_tp(m: ModelSpec, par: tuple[int, int, int, int]) -> bool:
+    """Whether layout ``par`` is tensor parallelism only (a dense model's MoE sizes do not matter)."""
+    tp, dp, moe_tp, moe_ep = par
+    return dp == 1 and moe_ep == 1 and (moe_tp == tp or not m.num_experts)
+
+
+def _exchange_ms(m: ModelSpec, s: SystemSpec, gpus: int, tokens: int) -> float:
+    """Dispatch and combine of every MoE layer's tokens over ``gpus`` GPUs (all-gather and
+    reduce-scatter, or all-to-all: each moves (n-1)/n of the tokens' activations per GPU)."""
+    if gpus <= 1:
+        return 0.0
+    size = tokens * m.hidden_size * _ACTIVATION_BYTES
+    bandwidth = s.interconnect_gbs * 1e9 * cal.value("ALLREDUCE_EFFICIENCY", s)
+    one = 2.0 * (gpus - 1) / gpus * size / bandwidth * 1e3 + cal.value("ALLREDUCE_LATENCY_US", s) / 1e3
+    return _moe_layers(m) * one
+
+
 def prefill_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
-    tokens = batch * isl
-    # Causal attention: each of isl queries sees on average isl/2 keys.
-    attention = 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=False) * batch * isl * isl / 2.0
-    flops = 2.0 * active_params(m) * tokens + attention
-    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.value("PREFILL_COMPUTE_EFFICIENCY", s)) * 1e3
-    bytes_ = _weights_read(m, tokens) / tp + tokens * kv_bytes_per_token(m, tp)
-    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.value("PREFILL_MEMORY_EFFICIENCY", s)) * 1e3
-    overhead = cal.value("PREFILL_OVERHEAD_MS", s) + _fp8_block_ms(m, s, tokens)
-    return max(compute, memory) + _allreduce_ms(m, s, tp, tokens) + overhead
+    return _step_ms(m, s, (tp, 1, tp, 1), batch, isl, decode=False)
 
 
 def decode_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
-    attention = 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * batch * context
-    flops = 2.0 * active_params(m) * batch + attention
-    compute = flops / tp / (_tflops(m, s) * 1e12 * cal.value("DECODE_COMPUTE_EFFICIENCY", s)) * 1e3
-    bytes_ = _weights_read(m, batch) / tp + batch * context * kv_bytes_per_token(m, tp)
-    memory = bytes_ / (s.memory_bandwidth_tbs * 1e12 * cal.value("DECODE_MEMORY_EFFICIENCY", s)) * 1e3
-    overhead = cal.value("STEP_OVERHEAD_MS", s) + _fp8_block_ms(m, s, batch)
-    return max(compute, memory) + _allreduce_ms(m, s, tp, batch) + overhead
+    return _step_ms(m, s, (tp, 1, tp, 1), batch, context, decode=True)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -231,3 +341,48 @@ class BuiltinLatency:
         self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
     ) -> float:
         return _decode_envelope(self._model(model), system, tp, batch, context)
+
+    def layout_prefill_ms(
+        self, model: ModelSpec, system: SystemSpec, par: tuple[int, int, int, int], isl: int
+    ) -> float:
+        """One prompt per attention data-parallel rank of a worker laid out as ``par`` (TP, DP, MoE
+        TP, MoE EP); a tensor-parallel layout answers as :meth:`prefill_ms` (its envelope)."""
+        if _plain_tp(model, par):
+            return self.prefill_ms(model, system, par[0], 1, isl)
+        return _step_ms(self._model(model), system, par, 1, isl, decode=False)
+
+    def layout_mixed_ms(
+        self,
+        model: ModelSpec,
+        system: SystemSpec,
+        par: tuple[int, int, int, int],
+        prompts: float,
+        isl: int,
+        gen: int,
+        context: int,
+    ) -> float:
+        """An in-flight-batching pass (:func:`mixed_ms`); without prefill tokens a decode step."""
+        if prompts <= 0:
+            return self.layout_decode_ms(model, system, par, gen, context)
+        return mixed_ms(self._model(model), system, par, prompts, isl, gen, context)
+
+    def layout_decode_ms(
+        self, model: ModelSpec, system: SystemSpec, par: tuple[int, int, int, int], batch: int, context: int
+    ) -> float:
+        """One decode step of ``batch`` sequences per attention rank of layout ``par``."""
+        if _plain_tp(model, par):
+            return self.decode_step_ms(model, system, par[0], batch, context)
+        return _step_ms(self._model(model), system, par, batch, context, decode=True)
+
+
+def layout_kv_capacity(m: ModelSpec, s: SystemSpec, par: tuple[int, int, int, int]) -> int:
+    """Tokens of KV cache one attention rank of layout ``par`` holds beside its share of the weights."""
+    tp, _dp, moe_tp, moe_ep = par
+    embeddings = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+    routed = _moe_layers(m) * m.num_experts * _expert_params(m)
+    wb = dtype_bytes(m.weight_dtype)
+    per_gpu = (total_params(m) - embeddings - routed) * wb / tp + embeddings * 2.0 / tp
+    per_gpu += routed * wb / (moe_tp * moe_ep)
+    usable = s.memory_gib * cal.MEMORY_UTILIZATION - cal.ACTIVATION_RESERVE_GIB
+    free = usable * _GIB - per_gpu
+    return 0 if free <= 0 else int(free // kv_bytes_per_token(m, tp))

@@ -12,10 +12,10 @@ import bisect
 import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
-from aiplane.planner.latency import kv_capacity_tokens, max_batch
+from aiplane.planner.latency import BuiltinLatency, kv_capacity_tokens, layout_kv_capacity, max_batch
 from aiplane.planner.types import (
     Backend,
     DecodeSimulating,
@@ -104,11 +104,11 @@ class PrefillWorker:
     rate: float  # requests/s one worker prefills
     layout: Layout | None = None  # None: tensor parallelism only (tp GPUs)
 
-    @property
+    @cached_property
     def par(self) -> Layout:
         return self.layout if self.layout is not None else Layout(self.tp)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.par.gpus
 
@@ -121,28 +121,31 @@ class DecodeWorker:
     rate: float  # requests/s one worker completes
     layout: Layout | None = None
 
-    @property
+    @cached_property
     def par(self) -> Layout:
         return self.layout if self.layout is not None else Layout(self.tp)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.par.gpus
 
 
 @dataclass(frozen=True)
 class Match:
+    """x prefill and y decode workers rate-matched. Derived figures are cached on the instance: the
+    search compares hundreds of thousands of them (equality and hashing stay the fields')."""
+
     prefill: PrefillWorker
     decode: DecodeWorker
     x: int
     y: int
     throughput: float  # requests/s of one replica (x prefill + y decode workers)
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.x * self.prefill.gpus + self.y * self.decode.gpus
 
-    @property
+    @cached_property
     def per_gpu(self) -> float:
         return self.throughput / self.gpus
 
@@ -199,6 +202,34 @@ def _batches_that_fit(w: Workload, latency: LatencyModel, tp: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def _par(layout: Layout) -> tuple[int, int, int, int]:
+    return (layout.tp, layout.dp, layout.moe_tp, layout.moe_ep)
+
+
+def layout_workers(
+    w: Workload, latency: BuiltinLatency, layouts: Iterable[Layout]
+) -> tuple[list[PrefillWorker], list[DecodeWorker]]:
+    """Prefill and decode workers of every layout (mixture-of-experts: attention DP, MoE TP / EP) from
+    the built-in model, rated as AIC rates its candidates: a prefill worker prefills one prompt per
+    attention rank at a time, a decode worker's batch is per attention rank."""
+    prefills: list[PrefillWorker] = []
+    decodes: list[DecodeWorker] = []
+    for par in layouts:
+        capacity = layout_kv_capacity(w.model, w.system, _par(par))
+        if capacity < w.isl:
+            continue
+        ms = latency.layout_prefill_ms(w.model, w.system, _par(par), w.isl) * PREFILL_LATENCY_CORRECTION
+        rate = round(par.dp * 1000.0 / ms, 3)
+        prefills.append(PrefillWorker(par.tp, ms, round(ms, 3) * PREFILL_QUEUE_FACTOR, rate, par))
+        fits = bisect.bisect_right(BATCH_GRID, capacity // max(1, w.decode_context))
+        for batch in BATCH_GRID[:fits]:
+            step = latency.layout_decode_ms(w.model, w.system, _par(par), batch, w.decode_context)
+            tpot = step * DECODE_LATENCY_CORRECTION
+            rate = batch * par.dp * 1000.0 / (tpot * (w.osl - 1))
+            decodes.append(DecodeWorker(par.tp, batch, round(tpot, 3), round(rate, 3), par))
+    return prefills, decodes
 
 
 @lru_cache(maxsize=1024)
@@ -293,16 +324,34 @@ def search_disagg(
     w: Workload, prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
 ) -> tuple[Match | None, bool]:
     """AIC's disaggregated pick: the best of its candidate rows (:func:`candidate_rows`) by throughput
-    per budget GPU, then tokens/s/user, among rows meeting the ITL target (``True``).
+    per budget GPU, then tokens/s/user, among rows meeting the ITL target (``True``); unless some pair
+    meeting both targets does better per budget GPU (:func:`_budget_optimum`), which is then answered.
 
     When no row meets the ITL target, AIC's best effort: per decode TP the row with the best
     throughput per budget GPU, and of those the one with the lowest ITL (``False``). Rows exist only
     when the TTFT target can be met; otherwise AIC answers nothing and we answer the pair that misses
     least (:func:`_closest`).
     """
-    rows = candidate_rows(w, [p for p in prefills if p.ttft_ms < w.ttft_ms], decodes)
+    ok_prefills = [p for p in prefills if p.ttft_ms < w.ttft_ms]
+    rows = candidate_rows(w, ok_prefills, decodes)
     if not rows:
         return _closest(w, prefills, decodes), False
+    meeting = [r for r in rows if round(r.decode.tpot_ms, 3) <= w.itl_ms]
+    optimum = _budget_optimum(w, ok_prefills, decodes)
+    if optimum is not None:
+        # AIC's rows keep per decode worker the partner best for the replica, not for the budget, and
+        # cap the workers they pair: a looser TTFT can swap a partner that fills the budget for one that
+        # strands GPUs of it. AIC's pick stands unless a plan meeting both targets beats it.
+        aic_pick = _aic_pick(w, meeting) if meeting else None
+        if aic_pick is None or _picked_value(optimum, w) > _picked_value(aic_pick, w):
+            return optimum, True
+        return aic_pick, True
+    return _aic_pick(w, rows), False
+
+
+def _aic_pick(w: Workload, rows: Sequence[Match]) -> Match:
+    """AIC's picker over its rows: the best per budget GPU of meeting rows, ties to the lower ITL;
+    over rows none of which meets the ITL target, the lowest ITL of each layout's best."""
     meeting = [r for r in rows if round(r.decode.tpot_ms, 3) <= w.itl_ms]
     per_layout: dict[str, Match] = {}  # AIC's picker groups by the decode layout's name, in its order
     for r in meeting or rows:  # in row order: the first of equals stays (pandas idxmax)
@@ -311,8 +360,47 @@ def search_disagg(
             per_layout[r.decode.par.label] = r
     best = [per_layout[label] for label in sorted(per_layout)]
     if meeting:
-        return max(best, key=lambda m: (_picked_value(m, w), -round(m.decode.tpot_ms, 3))), True
-    return min(best, key=lambda m: round(m.decode.tpot_ms, 3)), False
+        return max(best, key=lambda m: (_picked_value(m, w), -round(m.decode.tpot_ms, 3)))
+    return min(best, key=lambda m: round(m.decode.tpot_ms, 3))
+
+
+def _budget_optimum(
+    w: Workload, ok_prefills: Sequence[PrefillWorker], decodes: Sequence[DecodeWorker]
+) -> Match | None:
+    """The plan meeting both targets with the most throughput per budget GPU, over every TTFT-meeting
+    prefill worker and ITL-meeting decode worker. Of one layout's workers only the highest rate can
+    win (same GPUs, so at least its throughput in every x:y), which keeps the pairs to layouts^2."""
+    fastest_p: dict[Layout, PrefillWorker] = {}
+    for p in ok_prefills:
+        if p.par not in fastest_p or p.rate > fastest_p[p.par].rate:
+            fastest_p[p.par] = p
+    fastest_d: dict[Layout, DecodeWorker] = {}
+    for d in decodes:
+        kept = fastest_d.get(d.par)
+        faster = kept is None or (d.rate, -d.tpot_ms) > (kept.rate, -kept.tpot_ms)
+        if faster and round(d.tpot_ms, 3) <= w.itl_ms:
+            fastest_d[d.par] = d
+    best: Match | None = None
+    for p in fastest_p.values():
+        for d in fastest_d.values():
+            m = _budget_match(p, d, max_workers(w), w.total_gpus) if _pairable(w, p, d) else None
+            if m is not None and (best is None or _picked_value(m, w) > _picked_value(best, w)):
+                best = m
+    return best
+
+
+def _budget_match(p: PrefillWorker, d: DecodeWorker, workers: int, budget: int | None) -> Match | None:
+    """The x:y of one pair with the most throughput per budget GPU (the replica repeated), fewer GPUs
+    among equals; without a budget, :func:`match`'s (per GPU of the one replica)."""
+    if budget is None:
+        return match(p, d, workers, budget)
+    best: Match | None = None
+    best_total = 0.0
+    for x, y, gpus in _combos(p.gpus, d.gpus, workers, budget):
+        throughput = min(p.rate * x * PREFILL_RATE_DERATE, d.rate * y * DECODE_RATE_DERATE)
+        if throughput * (budget // gpus) > best_total:
+            best_total, best = throughput * (budget // gpus), Match(p, d, x, y, throughput)
+    return best
 
 
 def _picked_value(m: Match, w: Workload) -> float:

@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         dest="neighbours",
         default="",
         metavar="NAMES",
-        help="also run upstream neighbours: lws,kueue,gateway or all (built by scripts/build-neighbours)",
+        help="also run upstream neighbours: lws,kueue,gateway,coscheduling or all (built by "
+        "scripts/build-neighbours)",
     )
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for readiness")
     args = parser.parse_args(argv)

@@ -30,6 +30,7 @@ from aiplane.realcluster import pki as pkimod
 from aiplane.realcluster.admin import Admin, ApiError
 from aiplane.realcluster.net import free_port
 from aiplane.realcluster.nodes import fake_nodes
+from aiplane.realcluster.scheduling import scheduler_config
 from aiplane.sim.fleet import DEFAULT_FLEET, Fleet
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
@@ -49,45 +50,6 @@ _STOP_GRACE = 15.0
 # kwok (whose traffic would dwarf the rest), one JSON object a line, written before the response is sent
 # (the log backend's default "blocking" mode), so a test reads a refused request as soon as it returns.
 AUDIT_LOG = "audit.log"
-
-
-def scheduler_config(kubeconfig: Path) -> dict[str, Any]:
-    """kube-scheduler's configuration: the default profile, packing GPUs.
-
-    The default scoring spreads pods (``NodeResourcesBalancedAllocation`` and the system-default
-    ``PodTopologySpread`` constraints) and weighs only CPU and memory, so GPU pods of mixed sizes are
-    placed one at a time with no regard to the GPUs they leave: 1- and 2-GPU workers that fill every GPU
-    of two nodes can end with one free GPU on each and a 2-GPU worker Unschedulable. GPU clusters pack
-    instead (kube's "resource bin packing": ``NodeResourcesFit`` with ``MostAllocated`` over the GPU
-    resources), so a node's GPUs are filled before the next node's are touched.
-    """
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [
-            {
-                "schedulerName": "default-scheduler",
-                "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
-                "pluginConfig": [
-                    {
-                        "name": "NodeResourcesFit",
-                        "args": {
-                            "scoringStrategy": {
-                                "type": "MostAllocated",
-                                "resources": [
-                                    {"name": "nvidia.com/gpu", "weight": 1},
-                                    {"name": "amd.com/gpu", "weight": 1},
-                                ],
-                            }
-                        },
-                    },
-                    {"name": "PodTopologySpread", "args": {"defaultingType": "List"}},
-                ],
-            }
-        ],
-    }
 
 
 _AUDIT_POLICY: dict[str, Any] = {

@@ -1,5 +1,6 @@
 """The upstream controllers aiplane's workloads run beside, on the local control plane (``cluster up --with``):
-LeaderWorkerSet's controller manager and Kueue's manager as processes, and the Gateway API CRDs.
+LeaderWorkerSet's controller manager, Kueue's manager, the scheduler-plugins scheduler (Coscheduling, a gang
+scheduler beside kube-scheduler) and its PodGroup controller as processes, and the Gateway API CRDs.
 
 ``scripts/build-neighbours`` builds the binaries from their published Go modules and copies the manifests of
 the same module versions (CRDs, the CRD patches that enable conversion webhooks, webhook configurations)
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import copy
 import os
+import ssl
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,16 +28,23 @@ import yaml
 from aiplane.realcluster import pki as pkimod
 from aiplane.realcluster.admin import Admin, ApiError
 from aiplane.realcluster.net import free_port
+from aiplane.realcluster.scheduling import coscheduling_config
 
-#: What ``--with`` accepts: the two controllers, and the Gateway API's CRDs (nothing to run).
-KNOWN = ("lws", "kueue", "gateway")
+#: What ``--with`` accepts: the controllers, the gang scheduler, and the Gateway API's CRDs (nothing to run).
+KNOWN = ("lws", "kueue", "gateway", "coscheduling")
 #: Asked for, and why it cannot be had here.
 UNAVAILABLE = {
     "volcano": "the Go module proxy refuses volcano.sh/volcano (every version), so Volcano's scheduler and "
-    "controller-manager cannot be built from Go modules here (docs/real-cluster.md)",
+    "controller-manager cannot be built from Go modules here; `coscheduling` (the scheduler-plugins gang "
+    "scheduler) stands in for it (docs/real-cluster.md)",
 }
+#: The scheduler-plugins processes of ``coscheduling``: the scheduler and its PodGroup status controller.
+SCHEDULER_PLUGINS = "scheduler-plugins"
+SCHEDULER_PLUGINS_CONTROLLER = "scheduler-plugins-controller"
+#: How long the gang scheduler leaves a pod it could not place before trying it again unprompted.
+UNSCHEDULABLE_FLUSH_SECONDS = 30
 #: The processes, in start order; ``stop_cluster`` stops them before the control plane.
-PROCESSES = ("lws", "kueue")
+PROCESSES = ("lws", "kueue", SCHEDULER_PLUGINS, SCHEDULER_PLUGINS_CONTROLLER)
 NAMESPACES = {"lws": "lws-system", "kueue": "kueue-system"}
 
 _LWS_POD_SELECTOR = {
@@ -104,9 +113,12 @@ def check_dir(path: Path) -> Path:
         for part in (
             "bin/lws-controller",
             "bin/kueue",
+            f"bin/{SCHEDULER_PLUGINS}",
+            f"bin/{SCHEDULER_PLUGINS_CONTROLLER}",
             "lws/webhooks.yaml",
             "kueue/webhooks.yaml",
             "gateway-api/crds",
+            "scheduler-plugins/crds",
         )
         if not (path / part).exists()
     ]
@@ -117,13 +129,16 @@ def check_dir(path: Path) -> Path:
 
 @dataclass(frozen=True)
 class Process:
-    """One upstream controller to run: its command, environment and the ports it serves on 127.0.0.1."""
+    """One upstream controller to run: its command, environment and the ports it serves on 127.0.0.1
+    (``webhook_port`` None: it serves no webhooks; ``health_ca``: its probe is served over HTTPS with a
+    certificate that CA signed)."""
 
     name: str
     argv: list[str]
     env: dict[str, str]
     health_port: int
-    webhook_port: int
+    webhook_port: int | None
+    health_ca: Path | None = None
 
 
 @dataclass
@@ -215,8 +230,8 @@ def _kueue_config(certs: Path, webhook: int, health: int, frameworks: list[str])
 
 def _process(
     name: str, source: Path, state: Path, pki: pkimod.Pki, server: str, names: tuple[str, ...]
-) -> tuple[Process, Path]:
-    """The command and configuration of one controller; returns it and its certificate directory."""
+) -> tuple[Process, int]:
+    """The command and configuration of one controller; returns it and its webhook port."""
     home = state / name
     certs = home / "certs"
     client = pkimod.Client(name, f"{name}-controller", ("system:masters",))
@@ -237,7 +252,50 @@ def _process(
         env["KUEUE_METRICS_CERT_DIR"] = str(certs)
     (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     argv += [f"--config={home / 'config.yaml'}", f"--kubeconfig={kubeconfig}"]
-    return Process(name, argv, env, health, webhook), certs
+    return Process(name, argv, env, health, webhook), webhook
+
+
+def _coscheduling(source: Path, state: Path, pki: pkimod.Pki, server: str) -> list[Process]:
+    """The scheduler-plugins scheduler with the Coscheduling profile (a second scheduler: it places only
+    pods that name its scheduler) and its controller, which keeps PodGroups' status (phase, counts).
+    Each with a client certificate of its own in ``system:masters``, like the other neighbours."""
+    out = []
+    for name in (SCHEDULER_PLUGINS, SCHEDULER_PLUGINS_CONTROLLER):
+        client = pkimod.Client(name, name, ("system:masters",))
+        pkimod.issue_client(pki, client)
+        kubeconfig = state / "kubeconfig" / f"{name}.kubeconfig"
+        pkimod.write_kubeconfig(pki, client, server, kubeconfig)
+        port = free_port()
+        if name == SCHEDULER_PLUGINS:
+            home = state / name
+            home.mkdir(parents=True, exist_ok=True)
+            pkimod.issue_serving(pki, name, home / "certs")
+            config = home / "config.yaml"
+            config.write_text(
+                yaml.safe_dump(coscheduling_config(kubeconfig), sort_keys=False), encoding="utf-8"
+            )
+            argv = [
+                str(source / "bin" / name),
+                f"--config={config}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={home / 'certs' / 'tls.crt'}",
+                f"--tls-private-key-file={home / 'certs' / 'tls.key'}",
+                "--profiling=false",
+                # A gang the Coscheduling plugin turned down for a resource gap is retried only on a pod
+                # add or a PodGroup change (its EventsToRegister), else when kube-scheduler flushes its
+                # unschedulable pods (5 min by default): capacity freed by a deletion would go unseen for
+                # minutes. Volcano re-runs its session every second; 30 s keeps the gap small.
+                f"--pod-max-in-unschedulable-pods-duration={UNSCHEDULABLE_FLUSH_SECONDS}s",
+            ]
+            out.append(Process(name, argv, {}, port, None, health_ca=pki.path("ca.crt")))
+        else:
+            # controller-runtime reads KUBECONFIG; metrics off, the probe on loopback.
+            argv = [str(source / "bin" / name), "--metricsAddr=0", f"--probeAddr=127.0.0.1:{port}"]
+            out.append(Process(name, argv, {"KUBECONFIG": str(kubeconfig)}, port, None))
+    return out
 
 
 def prepare(names: tuple[str, ...], source: Path, state: Path, pki: pkimod.Pki, server: str) -> Plan:
@@ -249,15 +307,19 @@ def prepare(names: tuple[str, ...], source: Path, state: Path, pki: pkimod.Pki, 
         if name == "gateway":
             plan.crds += _crds(source / "gateway-api", None, ca_bundle)
             continue
-        process, _ = _process(name, source, state, pki, server, names)
+        if name == "coscheduling":
+            plan.processes += _coscheduling(source, state, pki, server)
+            plan.crds += _crds(source / "scheduler-plugins", None, ca_bundle)
+            continue
+        process, webhook = _process(name, source, state, pki, server, names)
         plan.processes.append(process)
-        plan.crds += _crds(source / name, process.webhook_port, ca_bundle)
-        plan.webhooks += _webhook_configs(name, source / name, process.webhook_port, ca_bundle)
+        plan.crds += _crds(source / name, webhook, ca_bundle)
+        plan.webhooks += _webhook_configs(name, source / name, webhook, ca_bundle)
     return plan
 
 
 def install_crds(admin: Admin, plan: Plan) -> None:
-    for name in sorted({NAMESPACES[p.name] for p in plan.processes}):
+    for name in sorted({NAMESPACES[p.name] for p in plan.processes if p.name in NAMESPACES}):
         admin.create(
             "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         )
@@ -275,14 +337,21 @@ def install_webhooks(admin: Admin, plan: Plan) -> None:
 
 
 def healthy(process: Process) -> bool:
-    """The controller's readiness probe answers ok (Kueue's only once its webhook server serves)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{process.health_port}/readyz", timeout=2) as response:
+    """The controller's readiness probe answers ok (Kueue's only once its webhook server serves; the
+    scheduler's once its informers synced, on its secure port)."""
+    scheme = "https" if process.health_ca is not None else "http"
+    context = ssl.create_default_context(cafile=str(process.health_ca)) if process.health_ca else None
+    with urllib.request.urlopen(
+        f"{scheme}://127.0.0.1:{process.health_port}/readyz", timeout=2, context=context
+    ) as response:
         return bool(response.status == HTTPStatus.OK)
 
 
 def webhooks_active(admin: Admin, process: Process) -> bool:
     """The API server calls the controller's webhooks: a dry-run create comes back changed by its defaulting
     webhook (the API server learns of new webhook configurations asynchronously)."""
+    if process.webhook_port is None:
+        return True
     if process.name == "lws":
         probe = {
             "apiVersion": "leaderworkerset.x-k8s.io/v1",

@@ -60,7 +60,7 @@ _KINDS: list[tuple[str, tuple[str, ...], str, str, str, tuple[str, ...], tuple[s
         False,
         False,
     ),
-    ("kueue.x-k8s.io", ("v1alpha1",), "Topology", "topologies", "Cluster", (), (), False, False),
+    ("kueue.x-k8s.io", ("v1beta1",), "Topology", "topologies", "Cluster", (), (), False, False),
     (
         "gateway.networking.k8s.io",
         ("v1",),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -71,18 +72,8 @@ async def _ready_profile(client: InMemoryKubeClient) -> None:
 @pytest.fixture
 async def manager(client: InMemoryKubeClient) -> AsyncIterator[Manager]:
     await _ready_profile(client)
-    m = Manager(
-        client,
-        leader_election=None,
-        metrics_bind_address="0",
-        health_probe_bind_address="0",
-        handle_signals=False,
-    )
-    await node_controller.setup(m)
-    task = asyncio.create_task(m.run())
-    yield m
-    m.stop()
-    await task
+    async with running_operator(client) as m:
+        yield m
 
 
 def np_body(admitted: bool = True) -> dict[str, Any]:
@@ -173,24 +164,8 @@ async def _idle(manager: Manager) -> bool:
 
 
 async def test_a_pdb_holds_the_drain_until_relaxed(client: InMemoryKubeClient, manager: Manager) -> None:
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "guarded", "namespace": "default", "labels": {"app": "g"}},
-        "spec": {"nodeName": "mi300x-0", "containers": [{"name": "c", "image": "x"}]},
-    }
-    created = await client.create(PODS, pod)
-    created["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    await client.replace_status(PODS, created)
-    await client.create(
-        PDBS,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "g", "namespace": "default"},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "g"}}},
-        },
-    )
+    await _ready_pod(client, "guarded", "mi300x-0", app="g")
+    await _budget(client, "g", 1)
     await client.create(kinds.NODEPARTITIONINGS, np_body())
 
     async def draining() -> bool:
@@ -273,6 +248,128 @@ async def test_a_node_cache_behind_our_own_write_is_not_taken_for_dcms_answer(
     assert client.cluster is not None
     operator = HeldNodeWatch.for_cluster(client.cluster)
     operator.thaw = asyncio.Event()
+    try:
+        async with running_operator(operator, operator.thaw) as m:
+            await client.create(kinds.NODEPARTITIONINGS, np_body())
+            nps = m.informers.informer(kinds.NODEPARTITIONINGS)
+
+            async def waiting_seen() -> bool:
+                np = nps.get("plan-mi300x-0")
+                return (np or {}).get("status", {}).get("phase") == "WaitingOperator" and await _idle(m)
+
+            await eventually(waiting_seen)
+            node = await client.get(NODES, "mi300x-0")
+            assert _tainted(node) and node["metadata"]["labels"]["dcm.amd.com/gpu-config-profile"] == "cpx"
+            cached = m.informers.informer(NODES).get("mi300x-0")
+            assert cached is not None and not _tainted(cached)
+            assert cached["metadata"]["labels"]["dcm.amd.com/gpu-config-profile-state"] == "success"
+            assert await phase(client) == "WaitingOperator"  # DCM has not answered this request yet
+            await play_dcm(client)
+            operator.thaw.set()
+
+            async def succeeded() -> bool:
+                return await phase(client) == "Succeeded"
+
+            await eventually(succeeded)
+            node = await client.get(NODES, "mi300x-0")
+            assert not _tainted(node) and not node["spec"].get("unschedulable")
+    finally:
+        await operator.close()
+
+
+class HeldPodWatch(InMemoryKubeClient):
+    """The operator's client, whose Pod watch delivers nothing until :attr:`thaw` is set: its Pod
+    cache keeps showing pods that have since been evicted and recreated elsewhere."""
+
+    thaw: asyncio.Event
+
+    async def stream(
+        self, path: str, query: Mapping[str, str], *, on_open: Callable[[], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        async for event in super().stream(path, query, on_open=on_open):
+            if path == PODS.path():
+                await self.thaw.wait()
+            yield event
+
+
+async def _ready_pod(
+    client: InMemoryKubeClient, name: str, node: str, app: str = "serving"
+) -> dict[str, Any]:
+    pod = await client.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": app}},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
+        },
+    )
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    return await client.replace_status(PODS, pod)
+
+
+async def _budget(client: InMemoryKubeClient, app: str, min_available: int) -> None:
+    await client.create(
+        PDBS,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": app, "namespace": "default"},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}},
+        },
+    )
+
+
+async def test_a_pod_recreated_elsewhere_under_its_name_is_not_charged_to_its_budget() -> None:
+    """A live repartition once stalled with every group of a ModelInfer available: the drain's Pod
+    cache still showed a pod it had evicted moments before, which its ModelInfer had recreated
+    under the same name on a repartitioned node. The drain evicted it again, with the old pod's uid
+    as precondition. The Eviction API charges the budget and records the *name* as disrupted before
+    it checks that precondition (then answers 409), so the new pod counted as disrupted for two
+    minutes and the budget refused every eviction the drain needed from that group."""
+    fleet = Fleet(
+        nodePools=[NodePool(name="mi300x", count=2, gpu=GpuSpec(vendor="amd", product="MI300X", count=8))]
+    )
+    client = InMemoryKubeClient.fresh(fleet=fleet)
+    await _ready_profile(client)
+    old = await _ready_pod(client, "serving-0", "mi300x-0")
+    await _budget(client, "serving", 0)
+    assert client.cluster is not None
+    operator = HeldPodWatch.for_cluster(client.cluster)
+    operator.thaw = asyncio.Event()
+    try:
+        async with running_operator(operator, operator.thaw):
+            # Evicted and recreated on the other node by its controller; the operator's cache missed both.
+            await client.evict("serving-0", "default")
+            new = await _ready_pod(client, "serving-0", "mi300x-1")
+            assert new["metadata"]["uid"] != old["metadata"]["uid"]
+
+            async def budget_settled() -> bool:
+                status = (await client.get(PDBS, "serving", namespace="default")).get("status") or {}
+                return status.get("currentHealthy") == 1 and not status.get("disruptedPods")
+
+            await eventually(budget_settled)
+            await client.create(kinds.NODEPARTITIONINGS, np_body())
+
+            async def tainted() -> bool:
+                return _tainted(await client.get(NODES, "mi300x-0"))
+
+            await eventually(tainted)  # nothing of ours left on the node: drained
+            assert await budget_settled()  # the new pod is not charged to the budget
+            assert (await client.get(PODS, "serving-0", namespace="default"))["metadata"]["uid"] == new[
+                "metadata"
+            ]["uid"]
+    finally:
+        await operator.close()
+        await client.close()
+
+
+@asynccontextmanager
+async def running_operator(
+    operator: InMemoryKubeClient, thaw: asyncio.Event | None = None
+) -> AsyncIterator[Manager]:
+    """The NodePartitioning controller on ``operator``, its caches synced; a held watch's ``thaw``
+    is set on the way out so the manager can stop. Closing the client is the caller's."""
     m = Manager(
         operator,
         leader_election=None,
@@ -284,31 +381,9 @@ async def test_a_node_cache_behind_our_own_write_is_not_taken_for_dcms_answer(
     task = asyncio.create_task(m.run())
     try:
         await m.cache_synced.wait()
-        await client.create(kinds.NODEPARTITIONINGS, np_body())
-        nps = m.informers.informer(kinds.NODEPARTITIONINGS)
-
-        async def waiting_seen() -> bool:
-            np = nps.get("plan-mi300x-0")
-            return (np or {}).get("status", {}).get("phase") == "WaitingOperator" and await _idle(m)
-
-        await eventually(waiting_seen)
-        node = await client.get(NODES, "mi300x-0")
-        assert _tainted(node) and node["metadata"]["labels"]["dcm.amd.com/gpu-config-profile"] == "cpx"
-        cached = m.informers.informer(NODES).get("mi300x-0")
-        assert cached is not None and not _tainted(cached)
-        assert cached["metadata"]["labels"]["dcm.amd.com/gpu-config-profile-state"] == "success"
-        assert await phase(client) == "WaitingOperator"  # DCM has not answered this request yet
-        await play_dcm(client)
-        operator.thaw.set()
-
-        async def succeeded() -> bool:
-            return await phase(client) == "Succeeded"
-
-        await eventually(succeeded)
-        node = await client.get(NODES, "mi300x-0")
-        assert not _tainted(node) and not node["spec"].get("unschedulable")
+        yield m
     finally:
-        operator.thaw.set()
+        if thaw is not None:
+            thaw.set()
         m.stop()
         await task
-        await operator.close()

@@ -139,9 +139,57 @@ def test_the_request_backend_reaches_the_aic_latency_model(monkeypatch: pytest.M
             built.append(backend)
 
     monkeypatch.setattr(aic_module, "AicLatency", Recorder)
+    monkeypatch.setattr("aiplane.planner.api._AIC_LATENCY", {})
     load_latency_model("aic", "trtllm")
     load_latency_model("aic", "sglang")
     assert built == ["trtllm", "sglang"]
+
+
+@needs_aic
+def test_a_process_loads_aic_tables_once_per_system_and_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DGDR controller plans many requests in one process: AIC's measured tables for a (system,
+    backend) are loaded once and its latency model (with its compiled models) is reused."""
+    import importlib
+
+    from aiplane.planner import PlanRequest, aic_search, plan
+    from aiplane.planner.api import load_latency_model
+
+    engine = importlib.import_module("aiconfigurator_core.sdk.engine")
+    perf_database = importlib.import_module("aiconfigurator_core.sdk.perf_database")
+    loaded: list[tuple[str, str, object]] = []
+    real = engine._maybe_load_database
+
+    def recording(*args: object, **kwargs: object) -> object:
+        database = real(*args, **kwargs)
+        loaded.append((str(args[0]), str(args[1]), database))
+        return database
+
+    monkeypatch.setattr(engine, "_maybe_load_database", recording)
+    fresh = type(perf_database.databases_cache)(perf_database.databases_cache.default_factory)
+    monkeypatch.setattr(perf_database, "databases_cache", fresh)  # nothing loaded yet in this process
+    monkeypatch.setattr(aic, "_DATABASES", {})
+    monkeypatch.setattr("aiplane.planner.api._AIC_LATENCY", {})
+    monkeypatch.setattr(aic_search, "_MEMO", {})
+    monkeypatch.setenv("AIPLANE_CACHE_DIR", "off")  # every answer from AIC's engine, none from disk
+    for isl in (1000, 1500):
+        plan(
+            PlanRequest(
+                model="Qwen/Qwen3-0.6B",
+                backend="vllm",
+                system="h200",
+                isl=isl,
+                osl=200,
+                ttft_ms=500,
+                itl_ms=20,
+                total_gpus=2,
+                latency_model="aic",
+            )
+        )
+    # Asked for by our sessions and by AIC's compiled engines, always the one object: loaded once.
+    assert {(system, backend) for system, backend, _ in loaded} == {("h200_sxm", "vllm")}
+    first = loaded[0][2]
+    assert first is not None and all(database is first for _, _, database in loaded)
+    assert load_latency_model("aic", "vllm") is load_latency_model("aic", "vllm")
 
 
 @needs_aic
@@ -221,6 +269,37 @@ def test_moe_plan_is_aic_cli_best_plan_with_attention_dp() -> None:
     assert agg.tokens_per_second_per_gpu == pytest.approx(1734.5, abs=0.05)
 
 
+@needs_aic
+def test_deepseek_expert_parallel_layouts_are_priced_with_aic_large_ep_data() -> None:
+    """AIC's CLI prices DeepSeek's pure expert-parallel layouts with its all-to-all data (large EP), not
+    the fused MoE path: its best aggregated plan on 16 H200s (TRT-LLM, ISL 4000 / OSL 500) is
+    tp1pp1dp16etp1ep16 at batch 11 and 4000 context tokens a step, 247.713 tokens/s/GPU."""
+    from aiplane.planner.models import resolve_model
+    from aiplane.planner.search import Layout
+    from aiplane.planner.systems import resolve_system
+
+    latency = AicLatency("trtllm")
+    model, system = resolve_model("deepseek-ai/DeepSeek-V3"), resolve_system("h200")
+    summary = latency.run_agg(model, system, Layout(1, 16, 1, 16), 11, 4000, 500, 4000)
+    assert float(summary.get_result_dict()["tokens/s/gpu"]) == pytest.approx(247.713, abs=0.001)
+    # MoE TP with EP stays on the fused path, and an EP across nodes without data is no layout.
+    from aiplane.planner import aic_moe_comm
+
+    found = {"context": {"a2a": {8, 16}}, "generation": {"a2a": {8, 16}}}
+    assert aic_moe_comm.resolve(found, "trtllm", 16, 1, 16, aic_moe_comm.DECODE_PHASES) == {
+        "context": "a2a",
+        "generation": "a2a",
+    }
+    assert (
+        aic_moe_comm.resolve(found, "trtllm", 1, 1, 8, aic_moe_comm.DECODE_PHASES) is None
+    )  # no attention DP
+    assert aic_moe_comm.resolve(found, "vllm", 8, 2, 4, aic_moe_comm.DECODE_PHASES) is None  # MoE TP
+    assert (
+        aic_moe_comm.resolve({"generation": {"a2a": {8}}}, "vllm", 8, 1, 8, aic_moe_comm.DECODE_PHASES)
+        is None
+    )
+
+
 def test_without_aic_data_the_builtin_model_plans() -> None:
     """AMD systems have no AIC data: the default latency model falls back to the built-in one."""
     from aiplane.planner import PlanRequest, plan
@@ -244,3 +323,39 @@ def test_the_answer_cache_is_per_aic_release() -> None:
     from aiplane.planner import aic_search
 
     assert aic_search.AIC_RELEASE == AIC_VERSION
+
+
+@needs_aic
+def test_the_documented_example_meets_its_sla_with_aic_by_default() -> None:
+    """docs/planner.md's example, as a user types it (no --latency-model): AIC's engine plans it and
+    the SLA is met, 5 x prefill TP4 + 3 x decode TP4 at batch 64 on 32 H200s, 572.7 tokens/s/GPU."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from aiplane.cli import app
+
+    args = ["plan", "--model", "Qwen/Qwen3-32B-FP8", "--system", "h200", "--backend", "trtllm"]
+    args += [
+        "--isl",
+        "4000",
+        "--osl",
+        "500",
+        "--ttft",
+        "300",
+        "--itl",
+        "10",
+        "--total-gpus",
+        "32",
+        "-o",
+        "json",
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["latencyModel"] == "aic" and doc["totalGpus"] == 32
+    disagg = doc["disagg"]
+    assert disagg["meetsSla"] and disagg["ttftMs"] <= 300 and disagg["itlMs"] <= 10
+    assert (disagg["prefill"]["tp"], disagg["prefill"]["workers"]) == (4, 5)
+    assert (disagg["decode"]["tp"], disagg["decode"]["workers"], disagg["decode"]["batch"]) == (4, 3, 64)
+    assert disagg["tokensPerSecondPerGpu"] == pytest.approx(572.657, abs=0.01)

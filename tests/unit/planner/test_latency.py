@@ -102,3 +102,36 @@ def test_block_scaled_fp8_costs_a_fixed_time_per_pass_on_vllm_only() -> None:
         assert trtllm.decode_step_ms(block, h200, tp, 8, 4250) == vllm.decode_step_ms(
             per_tensor, h200, tp, 8, 4250
         )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(
+        ["Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-120b"]
+    ),
+    st.sampled_from(["h200", "b200", "mi300x"]),
+    st.sampled_from([(1, 1, 1, 1), (2, 1, 2, 1), (1, 4, 1, 4), (2, 2, 1, 4), (1, 8, 8, 1)]),
+    st.integers(1, 4),
+    st.integers(1, 256),
+)
+def test_an_in_flight_batching_pass_costs_at_least_its_parts_alone_and_at_most_both(
+    name: str, system: str, par: tuple[int, int, int, int], prompts: int, gen: int
+) -> None:
+    """A mixed step (prompts prefilled beside decoding sequences, AIC's aggregated model) is no
+    faster than either part run alone and no slower than both in turn: the weights are read once."""
+    model, gpu = resolve_model(name), resolve_system(system)
+    isl, context = 2000, 2500
+    mixed = LAT.layout_mixed_ms(model, gpu, par, prompts, isl, gen, context)
+    prefill = LAT.layout_mixed_ms(model, gpu, par, prompts, isl, 0, context)
+    decode = LAT.layout_decode_ms(model, gpu, par, gen, context)
+    assert mixed >= max(decode, prefill) * 0.999
+    assert mixed <= prefill + decode
+
+
+def test_fp4_weights_on_a_gpu_without_fp4_compute_in_bf16() -> None:
+    """MXFP4 gpt-oss on Hopper runs w4a16 (AIC's tables key its MoE that way): a compute-bound
+    prefill takes about as long as BF16 math, twice FP8's, while Blackwell has FP4 tensor cores."""
+    model = resolve_model("openai/gpt-oss-120b")
+    h200, b200 = resolve_system("h200"), resolve_system("b200")
+    long = LAT.prefill_ms(model, h200, 1, 4, 8000)
+    assert long > 1.5 * LAT.prefill_ms(model, b200, 1, 4, 8000)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aiplane.planner import Plan, PlannerError, PlanRequest, plan
@@ -98,6 +98,9 @@ slas = st.tuples(st.floats(50, 5000), st.floats(2, 100))
     st.floats(1.0, 4.0),
     st.one_of(st.none(), st.sampled_from([8, 16, 32])),
 )
+# A looser TTFT let AIC's rows pair the TP1 x DP8 decode with a prefill better for a 24-GPU replica that
+# strands 8 of the 32 GPUs: the search now answers the best plan per budget GPU when AIC's rows miss it.
+@example("openai/gpt-oss-120b", "h100", (120.0, 30.0), 2.0, 1.0, 32)
 def test_a_looser_sla_never_gives_lower_throughput_per_gpu(
     model: str,
     system: str,
@@ -150,8 +153,8 @@ def test_plans_stay_within_the_budget_and_engine_sizes(
             continue
         assert p.gpus <= budget
         engines = [e for e in (p.prefill, p.decode, p.agg) if e is not None]
-        assert all(e.tp <= 4 and e.workers >= 1 for e in engines)
-        assert p.gpus == sum(e.tp * e.workers for e in engines)
+        assert all(e.gpus_per_worker <= 4 and e.workers >= 1 for e in engines)
+        assert p.gpus == sum(e.gpus_per_worker * e.workers for e in engines)
         if p.meets_sla:
             assert p.ttft_ms <= 300 and p.itl_ms <= 10
 
@@ -266,6 +269,29 @@ def test_every_registry_model_plans_on_every_system() -> None:
             assert "smallest engine that holds it" in str(err), (model, system)
             continue
         assert result.disagg is not None or result.agg is not None, (model, system)
+
+
+def test_the_builtin_model_searches_expert_and_attention_data_parallel_layouts_within_a_node() -> None:
+    """Mixture of experts on AMD (no AIC data): the built-in model searches the layouts AIC would
+    (attention DP, MoE TP / EP), each worker within one 8-GPU node, and DeepSeek-V3 decodes with
+    expert parallelism as every published deployment of it does."""
+    result = plan(
+        request(
+            model="deepseek-ai/DeepSeek-V3",
+            system="mi300x",
+            isl=4000,
+            osl=1000,
+            ttft_ms=2000,
+            itl_ms=50,
+            total_gpus=16,
+        )
+    )
+    assert result.latency_model == "builtin"
+    assert result.disagg is not None and result.disagg.decode is not None
+    decode = result.disagg.decode
+    assert decode.moe_ep > 1 and decode.gpus_per_worker <= 8
+    assert decode.tp * decode.dp == decode.moe_tp * decode.moe_ep
+    assert result.agg is not None and result.agg.agg is not None and result.agg.agg.gpus_per_worker <= 8
 
 
 class _LinearLatency:

@@ -49,6 +49,15 @@ def test_kueues_words_when_nothing_fits() -> None:
     )
 
 
+def test_a_quota_lowered_under_what_is_admitted_asks_only_for_the_request() -> None:
+    # Kueue's unused quota is never negative (ClusterQueueSnapshot.Available), as upstream Kueue v0.17 says
+    # on the real tier: 72 admitted, quota lowered to 64, a request of 8 needs 8 more, not 16.
+    decision = rules.assign([podset()], groups(("a", 64)), {("a", GPU): 72})
+    assert decision.message == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for amd.com/gpu in flavor a, 8 more needed"
+    )
+
+
 def test_earlier_pod_sets_count_against_later_ones_and_failures_are_joined() -> None:
     decision = rules.assign([podset("leader", 1, 8), podset("worker", 2, 8)], groups(("a", 16)), {})
     assert decision.message == (

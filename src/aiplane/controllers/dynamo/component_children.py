@@ -3,7 +3,8 @@
 Reference ``dynamo.md`` §2 is the contract: a single-node DCD gets a Deployment ``<dcd>``, a Service
 ``<dcd>`` when it is a frontend, an Ingress and/or an Istio VirtualService when asked for, and an
 HPA when autoscaling is on; a multinode DCD (``spec.multinode.nodeCount`` > 1) gets, per replica
-``i``, a LeaderWorkerSet and a Volcano PodGroup ``<dcd>-<i>``. Every child carries a controller
+``i``, a LeaderWorkerSet and a PodGroup ``<dcd>-<i>`` of the gang scheduler in use (Volcano's, or the
+scheduler-plugins Coscheduling one: :mod:`aiplane.controllers.gang`). Every child carries a controller
 owner reference and the spec hash ``nvidia.com/last-applied-hash``: the executor rewrites a child
 only when that hash differs, so server defaulting and other writers' fields never look like drift.
 
@@ -44,6 +45,7 @@ from aiplane.controllers.dynamo.podtemplate import (
     build_pod_template_and_backend,
     deployment_strategy,
 )
+from aiplane.controllers.gang import VOLCANO, GangBackend
 from aiplane.controllers.platform import Platform, decorate_template, default_gpu_resource
 from aiplane.controllers.queueing import QUEUE_LABEL
 
@@ -66,10 +68,8 @@ __all__ = [
 Obj = dict[str, Any]
 
 ANNOTATION_HASH: Final = ANNOTATION_LAST_APPLIED_HASH
-ANNOTATION_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
 LABEL_ROLE: Final = "role"
 LABEL_INSTANCE: Final = "instance-id"
-VOLCANO: Final = "volcano"
 #: A budget of 0 would block every drain forever; one pod at a time is the least that lets one finish.
 MIN_PDB_UNAVAILABLE: Final = 1
 REASON_INVALID: Final = "InvalidSpec"
@@ -114,6 +114,8 @@ class ChildrenInput:
     platform: Platform = field(default_factory=Platform)
     #: The Kueue LocalQueue a new Deployment or LeaderWorkerSet goes to (controllers/queueing.py).
     queue: str | None = None
+    #: The gang scheduler a multinode replica's PodGroup and pods are made for (``--gang-scheduler``).
+    gang: GangBackend = VOLCANO
 
 
 @dataclass(frozen=True)
@@ -408,12 +410,18 @@ def _effective_requests(template: Mapping[str, Any]) -> dict[str, Quantity]:
     return add_resource_lists(*lists)
 
 
-def _role_template(template: Obj, role: str, index: int, group: str) -> Obj:
+def _role_template(template: Obj, role: str, index: int, group: str, gang: GangBackend) -> Obj:
+    """A leader or worker template, its pods members of PodGroup ``group`` (each LeaderWorkerSet has one
+    group, so the marks are static). LeaderWorkerSet v0.9's own gang-scheduling provider knows only
+    Volcano; the PodGroup is ours with either scheduler."""
     out = copy.deepcopy(template)
     meta = out.setdefault("metadata", {})
-    meta["labels"] = {**(meta.get("labels") or {}), LABEL_ROLE: role, LABEL_INSTANCE: str(index)}
-    meta["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION_GROUP_NAME: group}
-    out.setdefault("spec", {})["schedulerName"] = VOLCANO
+    labels = {**(meta.get("labels") or {}), LABEL_ROLE: role, LABEL_INSTANCE: str(index)}
+    annotations = dict(meta.get("annotations") or {})
+    spec = out.setdefault("spec", {})
+    spec["schedulerName"] = gang.scheduler_name
+    gang.join(labels, annotations, spec, group)
+    meta["labels"], meta["annotations"] = labels, annotations
     return out
 
 
@@ -435,19 +443,13 @@ def _multinode(
     for i in range(replicas):
         name = lws_name(objects.name(dcd), i)
         labels = {**_child_labels(dcd), LABEL_INSTANCE: str(i)}
-        lead, work = _role_template(leader, "leader", i, name), _role_template(worker, "worker", i, name)
+        lead = _role_template(leader, "leader", i, name, inp.gang)
+        work = _role_template(worker, "worker", i, name, inp.gang)
         total = add_resource_lists(_effective_requests(lead), *[_effective_requests(work)] * (nodes - 1))
         podgroup_spec: Obj = {"minMember": nodes}
         if total:
             podgroup_spec["minResources"] = {k: total[k].canonical() for k in sorted(total)}
-        out.append(
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "PodGroup",
-                "metadata": _meta(dcd, name, {LABEL_INSTANCE: str(i)}),
-                "spec": podgroup_spec,
-            }
-        )
+        out.append(inp.gang.podgroup(_meta(dcd, name, {LABEL_INSTANCE: str(i)}), podgroup_spec))
         out.append(
             {
                 "apiVersion": "leaderworkerset.x-k8s.io/v1",

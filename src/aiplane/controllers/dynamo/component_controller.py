@@ -85,6 +85,7 @@ from aiplane.controllers.dynamo.podtemplate import (
     deployment_strategy,
     dynamo_namespace,
 )
+from aiplane.controllers.gang import VOLCANO, GangBackend, GangOptions
 from aiplane.controllers.platform import Platform
 from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
@@ -104,7 +105,6 @@ from aiplane.kube.resources import (
     LEADERWORKERSETS,
     NODES,
     PDBS,
-    PODGROUPS,
     PODS,
     PVCS,
     SERVICEACCOUNTS,
@@ -244,8 +244,10 @@ class ComponentReconciler:
         nodes: Informer | None = None,
         claims: Informer | None = None,
         storage_classes: Informer | None = None,
+        gang: GangBackend = VOLCANO,
     ) -> None:
         self.client = client
+        self.gang = gang
         self.platform = platform
         self.dcds = dcds
         #: kind → (resource, informer) of every child kind this cluster serves.
@@ -396,6 +398,7 @@ class ComponentReconciler:
                     queue=queueing.queue_for(self.platform.platform(namespace), dcd, self._graph(dcd))
                     if self.platform
                     else None,
+                    gang=self.gang,
                 )
             )
         except ChildrenError as exc:
@@ -574,8 +577,10 @@ class ComponentReconciler:
         return written
 
 
-def _missing_multinode_api(lws: bool, podgroups: bool) -> str | None:
-    missing = [label for label, ok in (("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)) if not ok]
+def _missing_multinode_api(lws: bool, podgroups: bool, gang: GangBackend = VOLCANO) -> str | None:
+    missing = [
+        label for label, ok in (("LeaderWorkerSet", lws), (f"{gang.title} PodGroup", podgroups)) if not ok
+    ]
     return " and ".join(missing) + " API" if missing else None
 
 
@@ -600,7 +605,9 @@ PERMISSIONS: Final = (
     Permission("networking.k8s.io", ("ingresses",), WRITE_CHILD),
     Permission("autoscaling", ("horizontalpodautoscalers",), WRITE_CHILD),
     Permission("leaderworkerset.x-k8s.io", ("leaderworkersets",), WRITE_CHILD),
+    # The gang scheduler's PodGroups (Volcano's or scheduler-plugins' Coscheduling, --gang-scheduler).
     Permission("scheduling.volcano.sh", ("podgroups",), WRITE_CHILD),
+    Permission("scheduling.x-k8s.io", ("podgroups",), WRITE_CHILD),
     Permission("networking.istio.io", ("virtualservices",), WRITE_CHILD),
     *PLATFORM_PERMISSIONS,
     EVENTS_WRITE,
@@ -614,6 +621,7 @@ def build(
     podgroups: bool = True,
     virtual_services: bool = True,
     platform: PlatformSource | None = None,
+    gang: GangBackend = VOLCANO,
 ) -> Controller:
     """The controller, watching only the child kinds the cluster serves (see the module docstring)."""
     options = manager.options(DynamoOptions)
@@ -622,7 +630,7 @@ def build(
     if lws:
         child_kinds.append(LEADERWORKERSETS)
     if podgroups:
-        child_kinds.append(PODGROUPS)
+        child_kinds.append(gang.resource)
     if virtual_services and options.istio_gateway:
         child_kinds.append(VIRTUALSERVICES_V1)
     children = {res.kind: (res, informers.informer(res)) for res in child_kinds}
@@ -640,12 +648,13 @@ def build(
         EventRecorder(manager.client, COMPONENT),
         manager.clock,
         options,
-        missing_multinode_api=_missing_multinode_api(lws, podgroups),
+        missing_multinode_api=_missing_multinode_api(lws, podgroups, gang),
         platform=platform,
         pods=pods,
         nodes=nodes,
         claims=informers.informer(PVCS),
         storage_classes=informers.informer(STORAGECLASSES),
+        gang=gang,
     )
     builder = Controller.build(NAME).for_(kinds.DCDS)
     for res in child_kinds:
@@ -676,13 +685,21 @@ async def setup(manager: Manager) -> None:
     """``aiplane run --controllers dynamocomponentdeployment`` (also part of ``all``)."""
     client = manager.client
     lws = await client.served(LEADERWORKERSETS)
-    podgroups = await client.served(PODGROUPS)
+    gang = manager.options(GangOptions).backend()
+    podgroups = await client.served(gang.resource)
     options = manager.options(DynamoOptions)
     virtual_services = bool(options.istio_gateway) and await client.served(VIRTUALSERVICES_V1)
-    _log_missing((("LeaderWorkerSet", lws), ("Volcano PodGroup", podgroups)))
+    _log_missing((("LeaderWorkerSet", lws), (f"{gang.title} PodGroup", podgroups)))
     if options.istio_gateway and not virtual_services:
         log.warning("an Istio gateway is configured but the VirtualService API is not served")
     platform = await platform_source(manager)
     manager.add_controller(
-        build(manager, lws=lws, podgroups=podgroups, virtual_services=virtual_services, platform=platform)
+        build(
+            manager,
+            lws=lws,
+            podgroups=podgroups,
+            virtual_services=virtual_services,
+            platform=platform,
+            gang=gang,
+        )
     )

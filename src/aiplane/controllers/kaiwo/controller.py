@@ -62,7 +62,7 @@ DCDS: Final = Resource(
 )
 #: The kinds whose namespaces get a LocalQueue (their workloads are queued there).
 WORKLOAD_KINDS: Final = (MODELINFERS, DGDS, DCDS, AIMNAMESPACECONFIGS)
-TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1alpha1", "topologies", "Topology", False)
+TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1beta1", "topologies", "Topology", False)
 #: Spec fields accepted and reported, but read by nothing in this suite (no Ray or duration workloads).
 NOT_CONSUMED: Final = (
     "ray.defaultRayImage",

@@ -4,10 +4,10 @@ Shapes follow Kueue's v1beta1 API (``apis/kueue/v1beta1``): one resource group w
 covered resource in the same order (the CRD's CEL rule), at most 64 flavors and 64 resources; a
 ResourceFlavor with ``topologyName`` has at least one node label and its spec is immutable (so a flavor
 of ours that differs is deleted and recreated, never updated); a LocalQueue's ``clusterQueue`` is
-immutable too. Topology is ``kueue.x-k8s.io/v1alpha1`` (what Kueue serves before v0.14 and what the
-embedded cluster serves). Every object carries :data:`MANAGED_LABEL` and an owner reference to the
-KaiwoConfig: only objects with both are ever changed or deleted (upstream deleted every
-ClusterQueue and ResourceFlavor it did not know).
+immutable too. Topology is written at ``v1beta1`` like the rest: Kueue v0.17 serves it at ``v1beta1``
+and ``v1beta2`` (one schema, no conversion webhook), no longer at ``v1alpha1``. Every object carries
+:data:`MANAGED_LABEL` and an owner reference to the KaiwoConfig: only objects with both are ever changed
+or deleted (upstream deleted every ClusterQueue and ResourceFlavor it did not know).
 
 "Differs" compares only the fields we set, quantities by value, so the fields a real Kueue defaults
 (``queueingStrategy``, ``flavorFungibility``, ``stopPolicy``) never cause a write loop; ``preemption``
@@ -28,7 +28,7 @@ from aiplane.controllers.partitioning.vocabulary import TAINT_KEY as PARTITIONIN
 
 CONFIG_API: Final = "config.kaiwo.silogen.ai/v1alpha1"
 KUEUE_API: Final = "kueue.x-k8s.io/v1beta1"
-TOPOLOGY_API: Final = "kueue.x-k8s.io/v1alpha1"
+TOPOLOGY_API: Final = "kueue.x-k8s.io/v1beta1"
 MANAGED_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_VALUE: Final = "aiplane-kaiwoconfig"
 NODEPOOL_LABEL: Final = "kaiwo/nodepool"

@@ -45,6 +45,7 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers import causes, queueing
+from aiplane.controllers.gang import VOLCANO, GangBackend, GangOptions
 from aiplane.controllers.modelinfer.disruption import (
     BY_NODE,
     Decision,
@@ -72,12 +73,9 @@ from aiplane.controllers.modelinfer.naming import (
 )
 from aiplane.controllers.modelinfer.objects import (
     build_pod,
-    build_podgroup,
     build_service,
     expected_pod_count,
     label_selector,
-    podgroup_needs_update,
-    updated_podgroup,
 )
 from aiplane.controllers.modelinfer.observe import controlled_by, shape_of, shapes_of, views
 from aiplane.controllers.modelinfer.planner import (
@@ -90,6 +88,7 @@ from aiplane.controllers.modelinfer.planner import (
     group_availability,
     plan,
 )
+from aiplane.controllers.modelinfer.podgroups import sync_podgroups
 from aiplane.controllers.modelinfer.queued import modelinfers_of_workload, queue_of_group, queue_view
 from aiplane.controllers.modelinfer.revision import (
     controller_revision,
@@ -121,6 +120,7 @@ from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, WRITE_CHILD, Permission
 from aiplane.kube.resources import (
     CONTROLLERREVISIONS,
+    COSCHEDULING_PODGROUPS,
     NODES,
     PDBS,
     PODGROUPS,
@@ -181,8 +181,10 @@ class ModelInferReconciler:
         *,
         pdbs: Informer,
         nodes: Informer,
+        gang: GangBackend = VOLCANO,
     ) -> None:
         self.client = client
+        self.gang = gang
         self.modelinfers = modelinfers
         self.pods = pods
         self.services = services
@@ -289,7 +291,17 @@ class ModelInferReconciler:
                 mi, key, pods, services, roles, revisions, update_revision, current_revision, now
             )
         if decided:
-            await self._sync_podgroups(mi, key, the_plan, revisions, roles)
+            await sync_podgroups(
+                self.client,
+                self.recorder,
+                self.gang,
+                mi,
+                self._owned(self.podgroups, mi, key) if self.podgroups is not None else None,
+                the_plan,
+                lambda revision: self._roles_for(revision, revisions, roles),
+                field_manager=FIELD_MANAGER,
+                delete=lambda pg: self._delete(self.gang.resource, pg),
+            )
             await self.budgets.sync(mi, key, live_budgets, the_plan.groups, decision)
             spared = left_to_the_drain(name, pods, cordoned_nodes, decision.released)
             await self._act(mi, key, the_plan, revisions, roles, pods, services, spared)
@@ -424,55 +436,6 @@ class ModelInferReconciler:
     async def _create(self, res: Resource, key: str, body: Obj) -> bool:
         return await self.writer.create(res, body, owner=_owner(key)) is not None
 
-    async def _sync_podgroups(
-        self,
-        mi: Obj,
-        key: str,
-        the_plan: Plan,
-        revisions: Mapping[str, list[dict[str, Any]]],
-        roles: list[Mapping[str, Any]],
-    ) -> None:
-        """One PodGroup per group that exists or is being created (surge groups too); none without
-        ``gangSchedule``. Created before the pods, as Volcano needs."""
-        if self.podgroups is None:
-            if deep_get(mi, "spec.template.gangSchedule") is not None:
-                self.recorder.emit(
-                    mi,
-                    WARNING,
-                    "PodGroupsUnavailable",
-                    "spec.template.gangSchedule is set but the Volcano PodGroup API "
-                    "(scheduling.volcano.sh/v1beta1) is not served: pods are created without PodGroups",
-                )
-            return
-        observed = {objects.name(pg): pg for pg in self._owned(self.podgroups, mi, key)}
-        wanted: dict[int, str] = {g.ordinal: g.revision for g in the_plan.groups if g.state != "Deleting"}
-        for action in the_plan.actions:
-            if isinstance(action, CreateRoleReplica):
-                wanted.setdefault(action.ordinal, action.revision)
-            elif isinstance(action, DeleteGroup):
-                wanted.pop(action.ordinal, None)
-        desired: dict[str, Obj] = {}
-        if deep_get(mi, "spec.template.gangSchedule") is not None:
-            for ordinal, revision in wanted.items():
-                body = build_podgroup(mi, ordinal, self._roles_for(revision, revisions, roles))
-                if body is not None:
-                    desired[body["metadata"]["name"]] = body
-        for pg_name, body in desired.items():
-            existing = observed.get(pg_name)
-            if existing is None:
-                try:
-                    await self.client.create(PODGROUPS, body, namespace=objects.namespace(mi))
-                except ApiError as exc:
-                    if not exc.already_exists:
-                        raise
-            elif podgroup_needs_update(existing, body):
-                await self.client.replace(
-                    PODGROUPS, updated_podgroup(existing, body), field_manager=FIELD_MANAGER
-                )
-        for pg_name, existing in observed.items():
-            if pg_name not in desired:
-                await self._delete(PODGROUPS, existing)
-
     async def _act(
         self,
         mi: Obj,
@@ -543,7 +506,7 @@ class ModelInferReconciler:
 
         def new_pod(k: int) -> Obj:
             pod = build_pod(
-                mi, group_roles, action.ordinal, action.role, action.role_index, k, action.revision
+                mi, group_roles, action.ordinal, action.role, action.role_index, k, action.revision, self.gang
             )
             if queue is None:
                 return pod
@@ -698,8 +661,12 @@ PERMISSIONS: Final = (
     # Children: pods, services and revisions are created and deleted, never updated.
     Permission("", ("pods", "services"), ("list", "watch", "create", "delete")),
     Permission("apps", ("controllerrevisions",), ("list", "watch", "create", "delete")),
-    # Gang scheduling (when Volcano is served): one PodGroup per group, resized in place.
-    Permission("scheduling.volcano.sh", ("podgroups",), ("list", "watch", "create", "update", "delete")),
+    # Gang scheduling (when the gang scheduler's API is served; Volcano's or scheduler-plugins'
+    # Coscheduling, --gang-scheduler): one PodGroup per group, resized in place.
+    *(
+        Permission(res.group, (res.plural,), ("list", "watch", "create", "update", "delete"))
+        for res in (PODGROUPS, COSCHEDULING_PODGROUPS)
+    ),
     # Disruption: one budget per group (released and protected in place), and the nodes a drain cordons.
     Permission("policy", ("poddisruptionbudgets",), WRITE_CHILD),
     Permission("", ("nodes",), READ),
@@ -709,7 +676,11 @@ PERMISSIONS: Final = (
 
 
 def setup_controller(
-    manager: Manager, *, with_podgroups: bool = True, platform: PlatformSource | None = None
+    manager: Manager,
+    *,
+    with_podgroups: bool = True,
+    platform: PlatformSource | None = None,
+    gang: GangBackend = VOLCANO,
 ) -> Controller:
     """Pods, Services, PodGroups and ControllerRevisions map to their ModelInfer by the name label
     (informers filtered server-side by that label's existence, as upstream does)."""
@@ -718,7 +689,7 @@ def setup_controller(
     mis = informers.informer(kinds.MODELINFERS)
     pods = informers.informer(PODS, label_selector=LABEL_NAME)
     services = informers.informer(SERVICES, label_selector=LABEL_NAME)
-    podgroups = informers.informer(PODGROUPS, label_selector=LABEL_NAME) if with_podgroups else None
+    podgroups = informers.informer(gang.resource, label_selector=LABEL_NAME) if with_podgroups else None
     revisions = informers.informer(CONTROLLERREVISIONS, label_selector=LABEL_NAME)
     pdbs = informers.informer(PDBS, label_selector=LABEL_NAME)
     nodes = informers.informer(NODES)
@@ -734,6 +705,7 @@ def setup_controller(
         platform,
         pdbs=pdbs,
         nodes=nodes,
+        gang=gang,
     )
     builder = (
         Controller.build(NAME)
@@ -747,7 +719,7 @@ def setup_controller(
         .watches(NODES, reconciler.modelinfers_on_node, predicates=[unschedulable_changed])
     )
     if with_podgroups:
-        builder = builder.watches(PODGROUPS, _to_modelinfer, label_selector=LABEL_NAME)
+        builder = builder.watches(gang.resource, _to_modelinfer, label_selector=LABEL_NAME)
     if platform is not None and platform.workloads is not None:
         builder = builder.watches(platform.workloads.resource, reconciler.workload_to_modelinfer)
     if platform is not None:
@@ -763,10 +735,17 @@ def setup_controller(
 
 async def setup(manager: Manager) -> None:
     """``aiplane run --controllers modelinfer`` (also part of ``all``)."""
-    # Without Volcano's PodGroup API the controller runs without a PodGroup informer (one on an unserved
-    # API would never sync); gang scheduling then cannot be asked for.
-    with_podgroups = await manager.client.served(PODGROUPS)
+    # Without the gang scheduler's PodGroup API the controller runs without a PodGroup informer (one on an
+    # unserved API would never sync); gang scheduling then cannot be asked for.
+    gang = manager.options(GangOptions).backend()
+    with_podgroups = await manager.client.served(gang.resource)
     if not with_podgroups:
-        log.warning("Volcano's PodGroup API is not served: ModelInfers are run without PodGroups")
+        log.warning(
+            "the gang scheduler's PodGroup API is not served: ModelInfers are run without PodGroups",
+            gang_scheduler=gang.scheduler.value,
+            api=gang.resource.label,
+        )
     platform = await platform_source(manager)
-    manager.add_controller(setup_controller(manager, with_podgroups=with_podgroups, platform=platform))
+    manager.add_controller(
+        setup_controller(manager, with_podgroups=with_podgroups, platform=platform, gang=gang)
+    )

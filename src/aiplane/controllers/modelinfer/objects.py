@@ -39,10 +39,10 @@ from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.quantity import Quantity, add_resource_lists, resource_lists_equal
+from aiplane.controllers.gang import VOLCANO, GangBackend
 from aiplane.controllers.modelinfer.naming import (
     ANNOTATION_GROUP_NAME,
     ANNOTATION_QUEUE_NAME,
-    ANNOTATION_TASK_SPEC,
     API_VERSION,
     ENV_ENTRY_ADDRESS,
     ENV_GROUP_SIZE,
@@ -368,10 +368,12 @@ def build_pod(
     replica: int,
     index: int,
     revision: str,
+    gang: GangBackend = VOLCANO,
 ) -> _Obj:
     """Pod ``index`` (0 = entry, 1…workers) of role replica ``replica`` of group ``ordinal``.
 
-    ``roles`` are the roles of ``revision``, the revision the group is on. Raises
+    ``roles`` are the roles of ``revision``, the revision the group is on; with ``gangSchedule`` the pod
+    joins its group's PodGroup as ``gang`` (the gang scheduler in use) marks members. Raises
     :class:`KeyError` for an unknown role and :class:`ValueError` for an index the role does not
     have (a worker of a role without ``workerTemplate``, or beyond ``workerReplicas``).
     """
@@ -388,14 +390,12 @@ def build_pod(
     labels: dict[str, str] = dict(objects.labels(template))
     labels.update(pod_labels(name, ordinal, role_name, replica, index, revision))
     annotations: dict[str, str] = dict(objects.annotations(template))
-    if _gang(mi) is not None:
-        annotations[ANNOTATION_GROUP_NAME] = podgroup_name(name, ordinal)
-        annotations[ANNOTATION_TASK_SPEC] = role_id(role_name, replica)
-
     spec: _Obj = copy.deepcopy(dict(objects.spec(template)))
     scheduler = objects.spec(mi).get("schedulerName")
     if isinstance(scheduler, str) and scheduler:
-        spec["schedulerName"] = scheduler
+        spec["schedulerName"] = gang.scheduler_for(scheduler)
+    if _gang(mi) is not None:
+        gang.join(labels, annotations, spec, podgroup_name(name, ordinal), role_id(role_name, replica))
     entry = entry_pod_name(name, ordinal, role_name, replica)
     injected: list[_Obj] = [
         {"name": ENV_GROUP_SIZE, "value": str(role_replica_size(role))},
@@ -476,8 +476,12 @@ def effective_requests(pod_spec: Mapping[str, Any] | None) -> dict[str, Quantity
     return add_resource_lists(*lists)
 
 
-def build_podgroup(mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[str, Any]]) -> _Obj | None:
-    """The Volcano PodGroup ``<mi>-<g>`` of group ``ordinal``, or ``None`` without ``gangSchedule``.
+def build_podgroup(
+    mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[str, Any]], gang: GangBackend = VOLCANO
+) -> _Obj | None:
+    """The PodGroup ``<mi>-<g>`` of group ``ordinal`` for the gang scheduler ``gang``, or ``None`` without
+    ``gangSchedule``. Described here for Volcano's; Coscheduling's has ``minMember`` and ``minResources``
+    only (its API has no tasks, topology or queues: :class:`~aiplane.controllers.gang.GangBackend`).
 
     For each role, the first ``m = min_role_replicas`` replicas count: ``minTaskMember`` has
     ``{"<role>-<r>": 1 + workers}`` for r < m, ``minMember`` is their sum, and ``minResources`` the
@@ -486,8 +490,8 @@ def build_podgroup(mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[
     ModelInfer annotation ``scheduling.volcano.sh/queue-name`` when present (upstream's later
     behaviour; without it Volcano's admission puts the PodGroup in its default queue).
     """
-    gang = _gang(mi)
-    if gang is None:
+    gang_spec = _gang(mi)
+    if gang_spec is None:
         return None
     name = required_name(mi)
     min_task_member: dict[str, int] = {}
@@ -509,7 +513,7 @@ def build_podgroup(mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[
     spec: _Obj = {"minMember": sum(min_task_member.values()), "minTaskMember": min_task_member}
     if total:
         spec["minResources"] = {k: total[k].canonical() for k in sorted(total)}
-    topology = gang.get("networkTopology")
+    topology = gang_spec.get("networkTopology")
     if isinstance(topology, Mapping):
         spec["networkTopology"] = {k: v for k, v in topology.items() if v is not None}
     queue = objects.annotations(mi).get(ANNOTATION_QUEUE_NAME)
@@ -522,7 +526,7 @@ def build_podgroup(mi: Mapping[str, Any], ordinal: int, roles: Sequence[Mapping[
         annotations={ANNOTATION_GROUP_NAME: group_name(name, ordinal)},
         ownerReferences=[owner_reference(mi, block_owner_deletion=False)],
     )
-    return {"apiVersion": PODGROUP_API_VERSION, "kind": PODGROUP_KIND, "metadata": metadata, "spec": spec}
+    return gang.podgroup(metadata, spec)
 
 
 def _topology(spec: Mapping[str, Any]) -> dict[str, Any]:

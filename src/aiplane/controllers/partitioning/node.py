@@ -241,10 +241,15 @@ class NodePartitioningExecutor:
             # A view that stopped moving (a dead watch, an unreachable API server) may hide a node
             # already out of service or pods that moved: never start taking a node out on it.
             return Result(requeue_after=STALE_RECHECK)
-        if _taints(decision):
+        if _taints(decision) or decision.evictions:
             # The taint evicts without asking PodDisruptionBudgets: "no workload pod left" must hold on
             # the API server, not only in a cache that may lag a pod bound just before the cordon
             # (drain.py). The cordon is committed (the decision saw it), so this LIST is after it.
+            # An eviction is confirmed the same way: the Eviction API charges the budget and records
+            # the pod's *name* as disrupted before it checks our uid precondition, so evicting a pod
+            # the cache still shows here but that was evicted and recreated elsewhere would block
+            # its replacement's budget for two minutes (kubernetes pkg/registry/core/pod/storage/
+            # eviction.go, checkAndDecrement then addConditionAndDeletePod).
             pods = await self._pods_listed_on(node_name)
             blocked = self._blocked_for(request.key, pods)
             seen = replace(seen, pods=pod_views(pods), blocked=blocked)

@@ -15,8 +15,8 @@ a flavor to each pod set and words why it cannot, ``pkg/scheduler/scheduler.go``
   set's requests * count. Over the flavor's nominal quota (its maximum capacity: one ClusterQueue, no
   cohort to borrow from) it never fits: ``insufficient quota for R in flavor F, previously considered
   podsets requests (A) + current podset request (B) > maximum capacity (C)``; over what is unused
-  (nominal - usage of admitted workloads): ``insufficient unused quota for R in flavor F, N more
-  needed``. Reasons are sorted and joined with ``", "``; pod sets that do not fit are joined with
+  (nominal - usage of admitted workloads, never below 0): ``insufficient unused quota for R in flavor F,
+  N more needed``. Reasons are sorted and joined with ``", "``; pod sets that do not fit are joined with
   ``"; "``, each as ``couldn't assign flavors to pod set <name>: <reasons>``.
 * **Order.** BestEffortFIFO (Kueue's default): pending workloads by creation time; one that does not
   fit does not hold back the ones after it.
@@ -190,7 +190,9 @@ def _try_flavor(
                 f"maximum capacity ({amount_string(res, nominal)})"
             )
             continue
-        available = nominal - usage.get((flavor.name, res), 0)
+        # Never below 0 (``ClusterQueueSnapshot.Available``): with the quota lowered under what is admitted,
+        # the workload needs its own request, not the overshoot too.
+        available = max(0, nominal - usage.get((flavor.name, res), 0))
         if wanted > available:
             reasons.append(
                 f"insufficient unused quota for {res} in flavor {flavor.name}, "

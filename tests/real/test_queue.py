@@ -1,0 +1,180 @@
+"""The KaiwoConfig's queue on the real control plane with upstream Kueue v0.17 and LeaderWorkerSet v0.9
+(tests/queue_scenarios.py, the same scenarios the embedded twin runs in tests/integration/test_queue_e2e.py):
+our ClusterQueue, ResourceFlavors, Topology and LocalQueues accepted by Kueue's CRDs and conversion
+webhook, our Deployments admitted through Kueue's ``deployment`` and ``pod`` integrations, a ModelInfer
+group as one pod group, a LeaderWorkerSet's groups whole, Kueue's own words in our status, a CPX
+repartition admitting what waited, a lower quota evicting nothing.
+
+The neighbours' control plane (tests/real/conftest.py ``neighbour_cluster``: two MI300X kwok nodes, Kueue,
+LWS, the Gateway API CRDs; shared with test_neighbours.py), the chart installed by Helm's engine, the
+simulated AMD GPU operator, and one operator process as the chart's ServiceAccount running the
+partitioning, KaiwoConfig, DynamoComponentDeployment and ModelInfer controllers. The module fails if
+kube's RBAC refused that operator anything or it logged an error.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import pytest
+from kubernetes import client, config
+
+from aiplane.controllers.queueing import POD_GROUP_LABEL
+from aiplane.kube.client import HttpKubeClient
+from aiplane.kube.resources import NAMESPACES, PODS
+from aiplane.realcluster import RealCluster
+from tests import queue_scenarios as scenario
+from tests.polling import eventually
+from tests.real import operator as op
+from tests.real.conftest import chart_release, hardware_process
+
+pytestmark = pytest.mark.real
+
+CONTROLLERS = (
+    "partitioningprofile,partitioningplan,nodepartitioning,kaiwoconfig,dynamocomponentdeployment,modelinfer"
+)
+KUEUE_FINALIZER = "kueue.x-k8s.io/managed"
+KAIWO = ("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "kaiwo")
+
+
+@dataclass(frozen=True)
+class QueueCluster:
+    cluster: RealCluster
+    operator: op.Process
+
+
+def _kaiwo_dynamic(cluster: RealCluster) -> None:
+    """Wait for the controller's KaiwoConfig singleton, then keep its queues current (as the twin does)."""
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    custom = client.CustomObjectsApi(api)
+    group, version, plural, name = KAIWO
+    end = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                custom.get_cluster_custom_object(group, version, plural, name)
+                break
+            except client.ApiException as exc:
+                assert exc.status == 404 and time.monotonic() < end, f"no KaiwoConfig kaiwo: {exc}"
+                time.sleep(0.1)
+        custom.patch_cluster_custom_object(
+            group, version, plural, name, {"spec": {"dynamicallyUpdateDefaultClusterQueue": True}}
+        )
+    finally:
+        api.close()
+
+
+@pytest.fixture(scope="module")
+def queue_cluster(
+    neighbour_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[QueueCluster]:
+    """The chart, the simulated AMD GPU operator and the operator on the neighbours' control plane (two
+    MI300X nodes in SPX, Kueue and LWS); stopped at the end of the module, the audit and the log checked."""
+    assert scenario.NODES_IN_POOL == 2, "the neighbours' fleet (tests/real/conftest.py) has two MI300X nodes"
+    cluster = neighbour_cluster
+    work = tmp_path_factory.mktemp("queue")
+    release = chart_release(cluster, work)
+    audit = op.Audit.from_now(cluster.audit_log, release.user)
+    with op.running(hardware_process(cluster, work / "hardware.log")):
+        operator = op.operator_process(release, CONTROLLERS, work / "operator.log").start()
+        try:
+            _kaiwo_dynamic(cluster)
+            yield QueueCluster(cluster, operator)
+        finally:
+            operator.stop()
+    refused = audit.refused()
+    assert not refused, f"kube's RBAC refused the chart's ServiceAccount (403): {refused}\n{operator.tail()}"
+    errors = operator.errors()
+    assert not errors, "the operator logged errors:\n" + "\n".join(errors[:20])
+
+
+@pytest.fixture
+async def admin(queue_cluster: QueueCluster) -> AsyncIterator[HttpKubeClient]:
+    http = await HttpKubeClient.from_kubeconfig(str(queue_cluster.cluster.kubeconfig))
+    yield http
+    await http.close()
+
+
+@pytest.fixture
+async def namespace(admin: HttpKubeClient, queue_cluster: QueueCluster) -> AsyncIterator[str]:
+    """A namespace of the test's own; deleted after it, and gone (its pods and Workloads with it) before
+    the next test, which may need the quota they held."""
+    name = f"q-{uuid.uuid4().hex[:8]}"
+    await admin.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    assert queue_cluster.operator.alive(), queue_cluster.operator.tail()
+    await admin.delete(NAMESPACES, name)
+
+    async def gone() -> bool:
+        await _end_deleted_pods(admin, name)
+        return all(n["metadata"]["name"] != name for n in (await admin.list(NAMESPACES))["items"])
+
+    try:
+        await eventually(gone, timeout=90, what=f"namespace {name} deleted", interval=0.2)
+    except AssertionError:
+        left = (await admin.list(PODS, namespace=name))["items"]
+        held = [
+            (p["metadata"]["name"], p["metadata"].get("finalizers"), p["spec"].get("nodeName")) for p in left
+        ]
+        ns = await admin.get(NAMESPACES, name)
+        raise AssertionError(
+            f"namespace {name} not deleted: pods {held}; status {ns.get('status')}"
+        ) from None
+
+
+async def _end_deleted_pods(admin: HttpKubeClient, namespace: str) -> None:
+    """Release the pods of a deleted Kueue pod group, as Kueue does once the kubelet has ended them.
+
+    Kueue holds every pod of a pod group (a ModelInfer's) with its ``kueue.x-k8s.io/managed`` finalizer
+    until the group has finished. On a cluster the kubelet stops a deleted pod's containers and reports a
+    terminal phase, and Kueue then removes the finalizers; kwok has no containers to stop (its pod-delete
+    stage only deletes) and a status written by hand is not enough for Kueue once the group's Workload
+    went with the namespace, so the pods would stay Terminating for ever. The test stands in for that end
+    of the pods' lives only after everything it asserts has been asserted."""
+    for pod in (await admin.list(PODS, namespace=namespace))["items"]:
+        meta = pod["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if (
+            meta.get("deletionTimestamp")
+            and KUEUE_FINALIZER in finalizers
+            and meta.get("labels", {}).get(POD_GROUP_LABEL)
+        ):
+            rest = [f for f in finalizers if f != KUEUE_FINALIZER]
+            await admin.patch(PODS, meta["name"], {"metadata": {"finalizers": rest}}, namespace=namespace)
+
+
+# Module order matters: the first scenario starts from SPX and rolls to CPX; the others reach CPX themselves
+# (scenario.to_cpx) and then find it done.
+
+
+async def test_over_quota_waits_in_kueues_words_until_cpx_admits_it(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    await scenario.over_quota_waits_in_kueues_words_until_cpx(admin, namespace)
+
+
+async def test_lowering_the_quota_evicts_nothing(admin: HttpKubeClient, namespace: str) -> None:
+    await scenario.lowering_the_quota_evicts_nothing(admin, namespace)
+
+
+async def test_leaderworkerset_groups_are_admitted_whole(admin: HttpKubeClient, namespace: str) -> None:
+    await scenario.leaderworkerset_groups_are_admitted_whole(admin, namespace)
+
+
+async def test_a_modelinfer_group_over_quota_waits_in_kueues_words_until_cpx(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    await scenario.modelinfer_group_waits_in_kueues_words_until_cpx(admin, namespace)
+
+
+async def test_the_opt_out_annotation_keeps_a_modelinfer_out_of_the_queue(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    await scenario.modelinfer_opt_out_is_never_queued(admin, namespace)
+
+
+async def test_opt_out_is_never_queued(admin: HttpKubeClient, namespace: str) -> None:
+    await scenario.opt_out_is_never_queued(admin, namespace)
