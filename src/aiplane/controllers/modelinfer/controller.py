@@ -110,7 +110,7 @@ from aiplane.controllers.platform import decorate_template
 from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.children import ChildWriter, expectation_key
-from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
