@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiplane.api import kinds
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from aiplane.apimachinery import objects
@@ -54,8 +56,6 @@ from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_REVISI
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.node import node_partitionings_resource
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.demo.common import load_manifests
 from aiplane.demo.live import plan_to
 from aiplane.demo.serving import FloorWatch
@@ -69,7 +69,7 @@ from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANS = resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningPlan")
-NODE_PARTITIONINGS = node_partitionings_resource()
+NODE_PARTITIONINGS = kinds.NODEPARTITIONINGS
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 EXAMPLES = ROOT / "examples"
 #: The inference pool's profile on each leg: the example plan's (CPX), then back and forth.
@@ -288,7 +288,7 @@ async def one_run(
     started = time.monotonic()
     try:
         for doc in load_manifests(EXAMPLES / "partition-profiles.yaml"):
-            await client.create(profiles_resource(), doc)
+            await client.create(kinds.PARTITIONINGPROFILES, doc)
         mi = load_manifests(EXAMPLES / "modelinfer-1p2d.yaml")[0]
         namespace, name = mi["metadata"]["namespace"], mi["metadata"]["name"]
         mi["spec"]["template"]["restartGracePeriodSeconds"] = 1  # recover failures within the run

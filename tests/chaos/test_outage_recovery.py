@@ -11,10 +11,10 @@ import asyncio
 import time
 from typing import Any
 
+from aiplane.api import kinds
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NODES, resource_for
 from aiplane.sim.client import InMemoryKubeClient
@@ -70,7 +70,7 @@ async def test_a_held_node_returns_within_seconds_of_a_write_outage_ending() -> 
         await setup(manager)
     task = asyncio.create_task(manager.run())
     try:
-        await client.create(profiles_resource(), _profile())
+        await client.create(kinds.PARTITIONINGPROFILES, _profile())
 
         async def held() -> bool:
             node = await client.get(NODES, NODE)

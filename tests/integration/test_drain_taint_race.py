@@ -20,12 +20,11 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.node import node_partitionings_resource
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NAMESPACES, NODES, PDBS, PODS, resource_for
 from aiplane.sim.apiserver.store import Event
@@ -132,11 +131,11 @@ async def test_a_drain_on_a_lagging_pod_cache_asks_the_budget_instead_of_taintin
         await manager.cache_synced.wait()
         # Bound after the drain's cache was filled, and never delivered to it until caught_up.
         await _guarded_pod(client)
-        await client.create(profiles_resource(), profile("to-cpx", "cpx", "64"))
+        await client.create(kinds.PARTITIONINGPROFILES, profile("to-cpx", "cpx", "64"))
         await client.create(PLANS, plan("p", "to-cpx", max_parallel=1, max_unavailable=1))
 
         async def held() -> dict[str, Any] | None:
-            nps = (await client.list(node_partitionings_resource()))["items"]
+            nps = (await client.list(kinds.NODEPARTITIONINGS))["items"]
             for np in nps:
                 for c in objects.status(np).get("conditions") or []:
                     if c.get("type") == "DrainCompleted" and c.get("reason") == "EvictionBlocked":

@@ -17,12 +17,10 @@ import aiohttp
 import pytest
 from structlog.testing import capture_logs
 
+from aiplane.api import kinds
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.node import node_partitionings_resource
-from aiplane.controllers.partitioning.plan import plans_resource
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.forbidden import PERMISSION_DENIED
 from aiplane.kube.informer import Backoff
 from aiplane.kube.manager import Manager
@@ -155,7 +153,7 @@ async def start() -> AsyncIterator[Callable[..., Any]]:
 async def test_a_forbidden_write_names_the_permission_backs_off_and_recovers(start: Any) -> None:
     world = await start(_without("partitioningprofiles/status", GROUP), profile_controller.setup)
     with capture_logs() as logs:
-        await world.admin.create(profiles_resource(), _profile("p"))
+        await world.admin.create(kinds.PARTITIONINGPROFILES, _profile("p"))
         (event,) = await eventually(lambda: events(world.admin, "p", "Forbidden"), what="Forbidden Event")
         first = time.monotonic()
         assert event["type"] == "Warning"
@@ -170,10 +168,12 @@ async def test_a_forbidden_write_names_the_permission_backs_off_and_recovers(sta
     assert len(reports) == 1, reports  # once per interval, however many retries
     assert reports[0]["missing"] == missing
     assert reports[0]["user"] == "system:serviceaccount:aiplane-system:aiplane"
-    assert not await world.status(profiles_resource(), "p")
+    assert not await world.status(kinds.PARTITIONINGPROFILES, "p")
 
     world.restore()
-    await eventually(lambda: world.status(profiles_resource(), "p"), timeout=8, what="status after the fix")
+    await eventually(
+        lambda: world.status(kinds.PARTITIONINGPROFILES, "p"), timeout=8, what="status after the fix"
+    )
 
 
 async def test_a_forbidden_list_blocks_only_its_controllers_until_the_role_is_fixed(
@@ -189,12 +189,14 @@ async def test_a_forbidden_list_blocks_only_its_controllers_until_the_role_is_fi
         metrics_bind_address="127.0.0.1:0",
         health_probe_bind_address="127.0.0.1:0",
     )
-    await world.admin.create(profiles_resource(), _profile("p"))
-    await world.admin.create(plans_resource(), _plan("roll"))
+    await world.admin.create(kinds.PARTITIONINGPROFILES, _profile("p"))
+    await world.admin.create(kinds.PARTITIONINGPLANS, _plan("roll"))
     # The plan controller does not need ConfigMaps: it starts and reports on its plan.
-    await eventually(lambda: world.status(plans_resource(), "roll"), what="the plan controller ran")
+    await eventually(lambda: world.status(kinds.PARTITIONINGPLANS, "roll"), what="the plan controller ran")
     first = time.monotonic()
-    assert not await world.status(profiles_resource(), "p")  # the profile controller waits for its cache
+    assert not await world.status(
+        kinds.PARTITIONINGPROFILES, "p"
+    )  # the profile controller waits for its cache
     reports = [r.getMessage() for r in caplog.records if "forbidden" in r.getMessage()]
     assert len(reports) == 1, reports
     assert 'list on "configmaps" in API group ""' in reports[0]
@@ -219,7 +221,7 @@ async def test_a_forbidden_list_blocks_only_its_controllers_until_the_role_is_fi
 
     world.restore()
     await eventually(
-        lambda: world.status(profiles_resource(), "p"), timeout=5, what="profile status after the fix"
+        lambda: world.status(kinds.PARTITIONINGPROFILES, "p"), timeout=5, what="profile status after the fix"
     )
     assert await _get(manager.health_port, "/readyz") == (200, "ok")
     assert forbidden_metric.findall((await _get(manager.metrics_port, "/metrics"))[1]) == ["0.0"]
@@ -251,20 +253,20 @@ async def test_a_forbidden_node_update_shows_on_the_node_partitioning_until_the_
         node_controller.setup,
         cluster_kw={"fleet": fleet, "agents": True, "ready_delay": 0.0, "dcm_delay": 0.05},
     )
-    await world.admin.create(profiles_resource(), _profile("p", oam))
+    await world.admin.create(kinds.PARTITIONINGPROFILES, _profile("p", oam))
     plan = _plan("roll", oam)
     plan["spec"]["rollout"] = {"maxParallel": 2, "maxUnavailable": 2}
-    await world.admin.create(plans_resource(), plan)
+    await world.admin.create(kinds.PARTITIONINGPLANS, plan)
 
     async def denied() -> list[Obj]:
-        items = (await world.admin.list(node_partitionings_resource()))["items"]
+        items = (await world.admin.list(kinds.NODEPARTITIONINGS))["items"]
         return [c for c in map(_permission_denied, items) if c is not None and c["status"] == "True"]
 
     shown = await eventually(denied, timeout=15, what="PermissionDenied on a NodePartitioning")
     assert shown[0]["reason"] == "Forbidden"
     assert 'update on "nodes" in API group "" at the cluster scope' in shown[0]["message"]
     assert 'resources: ["nodes"], verbs: ["update"]' in shown[0]["message"]
-    items = (await world.admin.list(node_partitionings_resource()))["items"]
+    items = (await world.admin.list(kinds.NODEPARTITIONINGS))["items"]
     name = next(n["metadata"]["name"] for n in items if _permission_denied(n) is not None)
     (event, *_) = await eventually(lambda: events(world.admin, name, "Forbidden"), what="Forbidden Event")
     assert event["type"] == "Warning"
@@ -273,8 +275,8 @@ async def test_a_forbidden_node_update_shows_on_the_node_partitioning_until_the_
     world.restore()
 
     async def completed() -> bool:
-        phase = (await world.status(plans_resource(), "roll")).get("phase")
-        items = (await world.admin.list(node_partitionings_resource()))["items"]
+        phase = (await world.status(kinds.PARTITIONINGPLANS, "roll")).get("phase")
+        items = (await world.admin.list(kinds.NODEPARTITIONINGS))["items"]
         return phase == "Completed" and not any(_permission_denied(n) for n in items)
 
     await eventually(completed, timeout=20, what="the rollout completes and the condition is gone")

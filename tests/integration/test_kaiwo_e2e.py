@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from aiplane.api import kinds
 from aiplane.controllers.kaiwo import controller as kaiwo_controller
 from aiplane.controllers.kaiwo.controller import KAIWOCONFIGS
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CLUSTERQUEUES, EVENTS, LOCALQUEUES, NAMESPACES, NODES, RESOURCEFLAVORS
@@ -140,7 +140,7 @@ async def test_cpx_rollout_raises_the_queue_quota_without_a_dip(world: World) ->
     await client.patch(KAIWOCONFIGS, "kaiwo", {"spec": {"dynamicallyUpdateDefaultClusterQueue": True}})
 
     for p in (profile("mi300x-cpx", "cpx", "64"),):
-        await client.create(profiles_resource(), p)
+        await client.create(kinds.PARTITIONINGPROFILES, p)
     await client.create(PLANS, plan("roll", "mi300x-cpx", max_parallel=2, max_unavailable=2))
 
     async def done() -> bool:

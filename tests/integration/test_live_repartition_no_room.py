@@ -19,13 +19,12 @@ from typing import Any
 
 import pytest
 
+from aiplane.api import kinds
 from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.options import PartitioningOptions
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.demo.serving import FloorWatch
 from aiplane.kube.client import ApiError
 from aiplane.kube.manager import Manager
@@ -52,7 +51,7 @@ class World:
 
     async def np(self) -> dict[str, Any] | None:
         try:
-            return await self.client.get(node_partitionings_resource(), NP)
+            return await self.client.get(kinds.NODEPARTITIONINGS, NP)
         except ApiError as exc:
             if exc.not_found:
                 return None
@@ -88,7 +87,7 @@ async def world() -> AsyncIterator[World]:
         await setup(manager)
     task = asyncio.create_task(manager.run())
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    await client.create(profiles_resource(), profile("mi300x-cpx", "cpx", "64"))
+    await client.create(kinds.PARTITIONINGPROFILES, profile("mi300x-cpx", "cpx", "64"))
     floor = FloorWatch(namespace=NS)
     cluster.server.store.subscribe(floor)
     yield World(cluster, client, floor)

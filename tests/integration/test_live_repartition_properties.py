@@ -38,13 +38,12 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from aiplane.api import kinds
 from aiplane.controllers.modelinfer import controller as modelinfer_controller
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.node import node_partitionings_resource
 from aiplane.controllers.partitioning.options import PartitioningOptions
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.demo.serving import FloorWatch
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import NAMESPACES, NODES, resource_for
@@ -226,7 +225,7 @@ async def _plan_settled(client: InMemoryKubeClient, s: Scenario, generation: int
     status = plan.get("status") or {}
     if plan["metadata"]["generation"] != generation or status.get("observedGeneration") != generation:
         return None
-    nps = (await client.list(node_partitionings_resource()))["items"]
+    nps = (await client.list(kinds.NODEPARTITIONINGS))["items"]
     phases = {np["spec"]["nodeName"]: (np.get("status") or {}).get("phase") or "Pending" for np in nps}
     if len(phases) != s.nodes or any(p in IN_PROGRESS for p in phases.values()):
         return None
@@ -261,7 +260,7 @@ async def _run(s: Scenario) -> None:
     store = cluster.server.store
     try:
         for name, dcm in (("to-cpx", "cpx"), ("to-dpx", "dpx"), ("to-spx", "spx")):
-            await client.create(profiles_resource(), profile(name, dcm, str(GPUS[dcm])))
+            await client.create(kinds.PARTITIONINGPROFILES, profile(name, dcm, str(GPUS[dcm])))
         generation = 1
         if s.start != "spx":  # the fleet registers in SPX: partition the pool first, idle
             await client.create(PLANS, _plan(s, s.start))

@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
+from aiplane.api import kinds
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.node import node_partitionings_resource
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.client import ApiError
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS, resource_for
@@ -119,7 +118,7 @@ class World:
 
 async def np_phase(world: World, name: str) -> str | None:
     try:
-        np = await world.client.get(node_partitionings_resource(), name)
+        np = await world.client.get(kinds.NODEPARTITIONINGS, name)
     except ApiError as exc:
         if exc.not_found:
             return None
@@ -157,7 +156,7 @@ async def world() -> AsyncIterator[World]:
         await setup(manager)
     task = asyncio.create_task(manager.run())
     for p in (profile("mi300x-cpx", "cpx", "64"), profile("mi300x-spx", "spx", "8")):
-        await client.create(profiles_resource(), p)
+        await client.create(kinds.PARTITIONINGPROFILES, p)
     yield World(cluster, client, manager, limits)
     manager.stop()
     assert await task == 0
@@ -176,7 +175,7 @@ async def test_cpx_then_back_to_spx_under_limits_then_quiet(world: World) -> Non
     assert await world.cordoned_or_tainted() == []
     assert world.limits.worst["roll"][0] <= 3 and world.limits.worst["roll"][1] <= 3
     assert world.limits.worst["roll"][0] >= 2  # it did run in parallel
-    nps = (await client.list(node_partitionings_resource()))["items"]
+    nps = (await client.list(kinds.NODEPARTITIONINGS))["items"]
     assert {n["spec"]["nodeName"] for n in nps} == {f"mi300x-{i}" for i in range(12)}  # not control-0
 
     await client.patch(
@@ -214,7 +213,7 @@ async def test_a_failing_dcm_fails_one_node_and_the_plan_is_degraded(world: Worl
     await world.client.create(PLANS, plan("degraded", "mi300x-cpx", max_parallel=3, max_unavailable=4))
 
     async def settled() -> bool:
-        nps = (await world.client.list(node_partitionings_resource()))["items"]
+        nps = (await world.client.list(kinds.NODEPARTITIONINGS))["items"]
         phases = [(n.get("status") or {}).get("phase") for n in nps]
         return len(phases) == 12 and all(p in ("Succeeded", "Failed") for p in phases)
 
@@ -222,7 +221,7 @@ async def test_a_failing_dcm_fails_one_node_and_the_plan_is_degraded(world: Worl
     assert await world.plan_phase("degraded") == "Degraded"
     failed = [
         n
-        for n in (await world.client.list(node_partitionings_resource()))["items"]
+        for n in (await world.client.list(kinds.NODEPARTITIONINGS))["items"]
         if n["status"]["phase"] == "Failed"
     ]
     assert [n["spec"]["nodeName"] for n in failed] == ["mi300x-4"]
@@ -252,7 +251,7 @@ async def test_dry_run_touches_no_node(world: World) -> None:
     await world.client.create(PLANS, plan("dry", "mi300x-cpx", dryRun=True))
 
     async def skipped() -> bool:
-        nps = (await world.client.list(node_partitionings_resource()))["items"]
+        nps = (await world.client.list(kinds.NODEPARTITIONINGS))["items"]
         return len(nps) == 12 and all((n.get("status") or {}).get("phase") == "Skipped" for n in nps)
 
     await eventually(skipped)
@@ -288,7 +287,7 @@ async def test_a_pdb_holds_a_drain_until_relaxed(world: World) -> None:
     async def held() -> bool:
         if await np_phase(world, "pdb-mi300x-0") != "Draining":
             return False
-        np = await world.client.get(node_partitionings_resource(), "pdb-mi300x-0")
+        np = await world.client.get(kinds.NODEPARTITIONINGS, "pdb-mi300x-0")
         return (np.get("status") or {}).get("blockedBy") == "default/g"
 
     await eventually(held)
@@ -368,11 +367,11 @@ async def test_a_drain_held_by_a_pdb_names_the_budget_and_workload(world: World,
     async def blocked() -> bool:
         if await np_phase(world, np_name) != "Draining":
             return False
-        np = await world.client.get(node_partitionings_resource(), np_name)
+        np = await world.client.get(kinds.NODEPARTITIONINGS, np_name)
         return (np.get("status") or {}).get("blockedBy") == "default/llama-pdb"
 
     await eventually(blocked)
-    np = await world.client.get(node_partitionings_resource(), np_name)
+    np = await world.client.get(kinds.NODEPARTITIONINGS, np_name)
     drain = next(c for c in np["status"]["conditions"] if c["type"] == "DrainCompleted")
     assert (drain["status"], drain["reason"]) == ("False", "EvictionBlocked")
     assert drain["message"] == (
@@ -383,7 +382,7 @@ async def test_a_drain_held_by_a_pdb_names_the_budget_and_workload(world: World,
     # Retries change nothing: the same answer costs no NP write and no second Event.
     version = np["metadata"]["resourceVersion"]
     await asyncio.sleep(6)  # a measurement window spanning an eviction retry, not a wait for anything
-    assert (await world.client.get(node_partitionings_resource(), np_name))["metadata"][
+    assert (await world.client.get(kinds.NODEPARTITIONINGS, np_name))["metadata"][
         "resourceVersion"
     ] == version
     events = [
@@ -406,7 +405,7 @@ async def test_a_drain_held_by_a_pdb_names_the_budget_and_workload(world: World,
     await world.client.delete(PDBS, "llama-pdb", namespace="default")
 
     async def node_done() -> bool:
-        np = await world.client.get(node_partitionings_resource(), np_name)
+        np = await world.client.get(kinds.NODEPARTITIONINGS, np_name)
         status = np.get("status") or {}
         return status.get("phase") == "Succeeded" and "blockedBy" not in status
 
@@ -424,7 +423,7 @@ async def test_deleting_the_plan_mid_rollout_leaves_no_node_cordoned(world: Worl
     await world.client.delete(PLANS, "gone")
 
     async def released() -> bool:
-        nps = (await world.client.list(node_partitionings_resource()))["items"]
+        nps = (await world.client.list(kinds.NODEPARTITIONINGS))["items"]
         return not nps and not await world.cordoned_or_tainted()
 
     await eventually(released, timeout=60)
@@ -548,7 +547,7 @@ async def test_an_invalid_selector_is_a_spec_error_said_once_and_waits_for_a_fix
     ]
     assert len(warnings) == 1 and warnings[0]["type"] == "Warning" and warnings[0].get("count", 1) == 1
     assert "spec.rules[0].selector.matchExpressions[0].values" in warnings[0]["message"]
-    assert (await client.list(node_partitionings_resource()))["items"] == []
+    assert (await client.list(kinds.NODEPARTITIONINGS))["items"] == []
     assert await world.cordoned_or_tainted() == []
 
     fixed = {"matchExpressions": [{"key": "amd.com/gpu.product-name", "operator": "In", "values": [PRODUCT]}]}

@@ -23,11 +23,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from aiplane.api import kinds
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning import plan as plan_controller
 from aiplane.controllers.partitioning import profile as profile_controller
-from aiplane.controllers.partitioning.node import node_partitionings_resource
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.kube.manager import ControllerOptions, Manager
 from aiplane.kube.resources import NODES, resource_for
 from aiplane.sim.client import InMemoryKubeClient
@@ -136,7 +135,7 @@ def _blocked(plan: dict[str, Any]) -> bool:
 
 async def _settled(client: InMemoryKubeClient, s: Scenario, selected: set[str]) -> dict[str, str] | None:
     """Every selected node's phase once the rollout has come to rest, or None while it is still moving."""
-    nps = (await client.list(node_partitionings_resource()))["items"]
+    nps = (await client.list(kinds.NODEPARTITIONINGS))["items"]
     phases = {np["spec"]["nodeName"]: (np.get("status") or {}).get("phase") or "Pending" for np in nps}
     if set(phases) != selected or any(p in IN_PROGRESS for p in phases.values()):
         return None
@@ -158,7 +157,7 @@ async def _wait_settled(client: InMemoryKubeClient, s: Scenario, selected: set[s
         phases = await _settled(client, s, selected)
         if phases is None:
             await asyncio.sleep(0.02)
-    assert phases is not None, f"did not settle: {await client.list(node_partitionings_resource())}"
+    assert phases is not None, f"did not settle: {await client.list(kinds.NODEPARTITIONINGS)}"
     return phases
 
 
@@ -235,7 +234,7 @@ async def _run(s: Scenario) -> None:
     task = asyncio.create_task(manager.run())
     try:
         for name, dcm, gpus in (("to-cpx", "cpx", "64"), ("to-dpx", "dpx", "16"), ("to-spx", "spx", "8")):
-            await client.create(profiles_resource(), profile(name, dcm, gpus))
+            await client.create(kinds.PARTITIONINGPROFILES, profile(name, dcm, gpus))
         await client.create(PLANS, _plan(s))
         selected = {amd[i] for i, pool in enumerate(s.pools) if pool in {p for p, _ in s.rules}}
         phases = await _wait_settled(client, s, selected)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from aiplane.api import kinds
 from aiplane.api.base import AGE, ApiModel, Conditions, CrdInfo, PrinterColumn, Resource, conditions_field
 
 GROUP = "config.kaiwo.silogen.ai"
@@ -256,10 +257,7 @@ class KaiwoConfig(Resource):
     """KaiwoConfig manages the Kaiwo operator's configuration which can be modified during runtime."""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="KaiwoConfig",
-        plural="kaiwoconfigs",
-        scope="Cluster",
+        **kinds.serving(kinds.KAIWOCONFIGS),
         short_names=("kcfg",),
         categories=("kaiwo", "aiplane"),
         printer_columns=(
@@ -386,10 +384,7 @@ class AIMNamespaceConfig(Resource):
     It is namespaced and typically created by a tenant administrator."""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="AIMNamespaceConfig",
-        plural="aimnamespaceconfigs",
-        scope="Namespaced",
+        **kinds.serving(kinds.AIMNAMESPACECONFIGS),
         short_names=("aimns",),
         categories=("kaiwo", "aiplane"),
         printer_columns=(

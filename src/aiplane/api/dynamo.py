@@ -25,6 +25,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field
 
+from aiplane.api import kinds
 from aiplane.api.base import (
     AGE,
     ApiModel,
@@ -387,10 +388,7 @@ class DynamoComponentDeployment(Resource):
     """DynamoComponentDeployment is the Schema for the dynamocomponentdeployments API"""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="DynamoComponentDeployment",
-        plural="dynamocomponentdeployments",
-        scope="Namespaced",
+        **kinds.serving(kinds.DCDS),
         short_names=("dcd",),
         categories=CATEGORIES,
         printer_columns=(
@@ -511,10 +509,7 @@ class DynamoGraphDeployment(Resource):
     """DynamoGraphDeployment is the Schema for the dynamographdeployments API."""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="DynamoGraphDeployment",
-        plural="dynamographdeployments",
-        scope="Namespaced",
+        **kinds.serving(kinds.DGDS),
         short_names=("dgd",),
         categories=CATEGORIES,
         printer_columns=(
@@ -761,10 +756,7 @@ class DynamoGraphDeploymentRequest(Resource):
     specific performance and resource constraints, enabling SLA-driven deployments."""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="DynamoGraphDeploymentRequest",
-        plural="dynamographdeploymentrequests",
-        scope="Namespaced",
+        **kinds.serving(kinds.DGDRS),
         short_names=("dgdr",),
         categories=CATEGORIES,
         root_validations=(SPEC_FROZEN_RULE,),

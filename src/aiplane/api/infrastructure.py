@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from aiplane.api import kinds
 from aiplane.api.base import (
     AGE,
     ApiModel,
@@ -82,10 +83,7 @@ class PartitioningProfile(Resource):
     It defines a reusable GPU partition configuration that can be referenced by PartitioningPlans."""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="PartitioningProfile",
-        plural="partitioningprofiles",
-        scope="Cluster",
+        **kinds.serving(kinds.PARTITIONINGPROFILES),
         short_names=("gpuprofile", "pp"),
         categories=CATEGORIES,
         printer_columns=(
@@ -255,10 +253,7 @@ class PartitioningPlan(Resource):
     It orchestrates the application of partition profiles across a set of nodes."""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="PartitioningPlan",
-        plural="partitioningplans",
-        scope="Cluster",
+        **kinds.serving(kinds.PARTITIONINGPLANS),
         short_names=("gpuplan", "plan"),
         categories=CATEGORIES,
         printer_columns=(
@@ -338,10 +333,7 @@ class NodePartitioning(Resource):
     It represents a per-node work item for applying a partition profile."""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="NodePartitioning",
-        plural="nodepartitionings",
-        scope="Cluster",
+        **kinds.serving(kinds.NODEPARTITIONINGS),
         short_names=("nodepartition", "np"),
         categories=CATEGORIES,
         printer_columns=(

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
+from aiplane.api import kinds
 from aiplane.api.base import (
     AGE,
     ApiModel,
@@ -341,10 +342,7 @@ class ModelInfer(Resource):
     """ModelInfer is the Schema for the LLM infer API"""
 
     crd = CrdInfo(
-        group=GROUP,
-        kind="ModelInfer",
-        plural="modelinfers",
-        scope="Namespaced",
+        **kinds.serving(kinds.MODELINFERS),
         short_names=("mi",),
         categories=("all", "kthena", "aiplane"),
         printer_columns=(

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from aiplane.api import kinds
 from aiplane.api.config import KAIWO_CONFIG_NAME, AIMNamespaceConfigSpec, KaiwoConfigSpec
 from aiplane.apimachinery import objects
 from aiplane.controllers.platform import Platform, effective_namespace_config
@@ -22,26 +23,16 @@ from aiplane.kube.controller import ControllerBuilder, Request, generation_chang
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import READ, Permission
-from aiplane.kube.resources import CLUSTERQUEUES, NODES, SECRETS, WORKLOADS, Resource, resource_for
+from aiplane.kube.resources import CLUSTERQUEUES, NODES, SECRETS, WORKLOADS
 
 __all__ = [
     "PlatformSource",
     "advertised_resources",
-    "aimnamespaceconfigs_resource",
-    "kaiwoconfigs_resource",
     "platform_source",
     "watch_platform",
 ]
 
 Obj = dict[str, Any]
-
-
-def kaiwoconfigs_resource() -> Resource:
-    return resource_for("config.kaiwo.silogen.ai/v1alpha1", "KaiwoConfig")
-
-
-def aimnamespaceconfigs_resource() -> Resource:
-    return resource_for("config.kaiwo.silogen.ai/v1alpha1", "AIMNamespaceConfig")
 
 
 def advertised_resources(nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
@@ -122,7 +113,7 @@ PERMISSIONS: Final = (
 async def platform_source(manager: Manager) -> PlatformSource:
     """The shared informers, for the config APIs the cluster serves."""
     informers = manager.informers
-    kaiwo_res, ns_res = kaiwoconfigs_resource(), aimnamespaceconfigs_resource()
+    kaiwo_res, ns_res = kinds.KAIWOCONFIGS, kinds.AIMNAMESPACECONFIGS
     kaiwo = informers.informer(kaiwo_res) if await manager.client.served(kaiwo_res) else None
     nscfg = informers.informer(ns_res) if await manager.client.served(ns_res) else None
     kueue = await manager.client.served(WORKLOADS) and await manager.client.served(CLUSTERQUEUES)

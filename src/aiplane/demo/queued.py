@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.demo.common import DEMO_NAMESPACE, FIELD_MANAGER, DemoOptions, Feed, until_quiet
 from aiplane.demo.platform import QueueWatch
@@ -36,8 +37,8 @@ from aiplane.kube.resources import WORKLOADS, Resource, resource_for
 from aiplane.sim.apiserver.store import DELETED, Event
 
 NAME = "llama-batch"
-MODELINFERS = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
-DCDS = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
+MODELINFERS = kinds.MODELINFERS
+DCDS = kinds.DCDS
 PODGROUPS = resource_for("scheduling.volcano.sh/v1beta1", "PodGroup")
 MI_KEY = "workload.volcano.sh/modelinfers"
 DCD_KEY = "nvidia.com/dynamocomponentdeployments"

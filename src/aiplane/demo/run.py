@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console, Group
 from rich.live import Live
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
@@ -436,9 +437,7 @@ async def _gone(client: KubeClient, namespace: str, name: str) -> bool:
     pods = await client.list(
         PODS, namespace=namespace, label_selector=f"nvidia.com/dynamo-graph-deployment-name={name}"
     )
-    graphs = await client.list(
-        resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment"), namespace=namespace
-    )
+    graphs = await client.list(kinds.DGDS, namespace=namespace)
     return not pods["items"] and all(g["metadata"]["name"] != name for g in graphs["items"])
 
 
@@ -458,9 +457,7 @@ async def request_section(
     console.rule("[bold]5. An SLA-driven request: from a latency target to a running graph")
     # Make room on the H100 nodes: deleting a graph removes everything it created.
     try:
-        await client.delete(
-            resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment"), "llama-disagg", namespace=namespace
-        )
+        await client.delete(kinds.DGDS, "llama-disagg", namespace=namespace)
         deleted = "Deleted llama-disagg (its DCDs, Deployments, pods and PVC went with it). "
     except ApiError as exc:
         if not exc.not_found:  # the Dynamo section was skipped: nothing to make room from

@@ -61,6 +61,18 @@ Obj = dict[str, Any]
 _MODIFIED = "the object has been modified"
 
 
+def field_manager_for(name: str) -> str:
+    """The field manager of every write of the controller ``name`` (its own and the runtime's for it,
+    such as the PermissionDenied condition), so that an object's managedFields name one writer."""
+    return f"aiplane-{name}"
+
+
+def event_source_for(name: str) -> str:
+    """The Event source (``reportingController``/``source.component``) of the controller ``name``: its
+    own Events and the runtime's (``Forbidden``) come from one source."""
+    return f"{name}-controller"
+
+
 def expected_race(exc: ApiError) -> bool:
     """Whether ``exc`` is the routine outcome of acting on a cache a step behind the server.
 

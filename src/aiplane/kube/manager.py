@@ -62,7 +62,7 @@ from aiohttp import web
 
 from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock, SystemClock
-from aiplane.kube.controller import Controller
+from aiplane.kube.controller import Controller, event_source_for, field_manager_for
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.forbidden import PermissionConditions, accepts_permission_condition
 from aiplane.kube.informer import (
@@ -314,7 +314,7 @@ class Manager:
                     self.informers, observer=self.metrics.controllers, queue_metrics=self.metrics.workqueue
                 )
             if controller.recorder is None:
-                controller.recorder = EventRecorder(self.client, controller.name)
+                controller.recorder = EventRecorder(self.client, event_source_for(controller.name))
             primary = controller.primary
             if (
                 controller.permission_conditions is None
@@ -322,7 +322,7 @@ class Manager:
                 and accepts_permission_condition(primary)
             ):
                 controller.permission_conditions = PermissionConditions(
-                    self.client, primary, f"aiplane-{controller.name}", self.clock.now
+                    self.client, primary, field_manager_for(controller.name), self.clock.now
                 )
         if any(c.name == controller.name for c in self._controllers):
             raise ValueError(f"a controller named {controller.name!r} is already registered")

@@ -1,46 +1,53 @@
 """The resources controllers talk about, and how their URLs are built.
 
-A controller names a kind once (``PODS``, ``resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")``)
-and the client builds kube-apiserver paths from it; no discovery round trip is needed for the kinds we
+A controller names a kind once (``PODS`` here for a built-in kind, ``aiplane.api.kinds.MODELINFERS`` for
+one of ours: each of our kinds is defined there, once) and the client builds kube-apiserver paths from it; no discovery round trip is needed for the kinds we
 know, which is every kind aiplane reads or writes.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from urllib.parse import quote
 
+from aiplane.apimachinery.resource import Resource
 
-@dataclass(frozen=True)
-class Resource:
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def label(self) -> str:
-        """``plural.group`` as kube and kubectl name a resource."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{quote(name, safe='')}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
+__all__ = [
+    "CLUSTERQUEUES",
+    "CONFIGMAPS",
+    "CONTROLLERREVISIONS",
+    "CRDS",
+    "DAEMONSETS",
+    "DEPLOYMENTS",
+    "DEVICECONFIGS",
+    "EVENTS",
+    "EVENTS_V1",
+    "GATEWAYS",
+    "HPAS",
+    "HTTPROUTES",
+    "INGRESSES",
+    "JOBS",
+    "LEADERWORKERSETS",
+    "LEASES",
+    "LOCALQUEUES",
+    "NAMESPACES",
+    "NODES",
+    "PDBS",
+    "PODGROUPS",
+    "PODS",
+    "PVCS",
+    "PVS",
+    "RESOURCEFLAVORS",
+    "SECRETS",
+    "SERVICEACCOUNTS",
+    "SERVICES",
+    "STATEFULSETS",
+    "STORAGECLASSES",
+    "VIRTUALSERVICES",
+    "WORKLOADS",
+    "Resource",
+    "register",
+    "resource_for",
+]
 
 
 def _r(group: str, version: str, plural: str, kind: str, namespaced: bool = True) -> Resource:
@@ -126,13 +133,11 @@ _BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in
 
 @functools.cache
 def _ours() -> None:
-    """Add aiplane's own kinds, once, on the first lookup. Imported then, not at the top: the pydantic API
-    models cost more to import than the whole runtime, and most importers never look a kind up."""
-    from aiplane.api.registry import RESOURCES  # noqa: PLC0415
+    """Add aiplane's own kinds (``aiplane.api.kinds``, where each is defined once), on the first lookup:
+    a runtime that serves none of them (``aiplane run --controllers echo``) loads nothing of ``aiplane.api``."""
+    from aiplane.api import kinds  # noqa: PLC0415
 
-    for model in RESOURCES:
-        info = model.crd
-        res = Resource(info.group, info.version, info.plural, info.kind, info.scope == "Namespaced")
+    for res in kinds.OURS:
         _BY_KIND.setdefault((res.api_version, res.kind), res)
 
 

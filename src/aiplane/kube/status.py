@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import get_condition, set_condition, status_changed
+from aiplane.apimachinery.conditions import get_condition, semantic_equal, set_condition, status_changed
 from aiplane.apimachinery.mergepatch import create_merge_patch
 from aiplane.kube.client import KubeClient
 from aiplane.kube.events import EventRecorder
@@ -90,10 +90,28 @@ class StatusWriter:
         current = objects.status(obj)
         if not status_changed(current, desired):
             return None
-        body = {
-            "metadata": {"resourceVersion": objects.resource_version(obj)},
-            "status": create_merge_patch(dict(current), dict(desired)),
-        }
+        return await self._patch(obj, create_merge_patch(dict(current), dict(desired)))
+
+    async def write_keys(
+        self, obj: Mapping[str, Any], desired: Mapping[str, Any], *, hints: Mapping[str, bool]
+    ) -> Obj:
+        """Write the top-level status keys that differ from ``obj``'s, each whole; a key in ``hints``
+        is written when its hint says it changed, without comparing it. For a status with a large
+        list whose changes the caller already knows (the PartitioningPlan's one entry per node):
+        comparing it again on every write would cost the whole fleet each time."""
+        current = objects.status(obj)
+        patch: Obj = {}
+        for key in current.keys() | desired.keys():
+            if key in hints:
+                if hints[key]:
+                    patch[key] = desired.get(key)
+            elif not semantic_equal(current.get(key), desired.get(key)):
+                patch[key] = desired.get(key)
+        return await self._patch(obj, patch)
+
+    async def _patch(self, obj: Mapping[str, Any], status_patch: Obj) -> Obj:
+        """A merge patch of ``/status`` guarded by the observed resourceVersion."""
+        body = {"metadata": {"resourceVersion": objects.resource_version(obj)}, "status": status_patch}
         return await self.client.patch(
             self.resource,
             objects.name(obj),

@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
+from aiplane.api import kinds
 from aiplane.controllers.partitioning import node as node_controller
 from aiplane.controllers.partitioning.hashing import desired_hash
-from aiplane.controllers.partitioning.node import node_partitionings_resource
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.vocabulary import ADMITTED_ANNOTATION
 from aiplane.kube.controller import Request
 from aiplane.kube.manager import Manager
@@ -40,7 +39,7 @@ async def client() -> AsyncIterator[InMemoryKubeClient]:
 
 async def _ready_profile(client: InMemoryKubeClient) -> None:
     profile = await client.create(
-        profiles_resource(),
+        kinds.PARTITIONINGPROFILES,
         {
             "apiVersion": "infrastructure.silogen.ai/v1alpha1",
             "kind": "PartitioningProfile",
@@ -49,7 +48,7 @@ async def _ready_profile(client: InMemoryKubeClient) -> None:
         },
     )
     await client.patch(
-        profiles_resource(),
+        kinds.PARTITIONINGPROFILES,
         "cpx",
         {
             "status": {
@@ -96,7 +95,7 @@ def np_body(admitted: bool = True) -> dict[str, Any]:
 
 
 async def phase(client: InMemoryKubeClient) -> str | None:
-    np = await client.get(node_partitionings_resource(), "plan-mi300x-0")
+    np = await client.get(kinds.NODEPARTITIONINGS, "plan-mi300x-0")
     return (np.get("status") or {}).get("phase")
 
 
@@ -130,7 +129,7 @@ async def test_drain_apply_verify_and_give_the_node_back(
         },
     }
     await client.create(PODS, workload)
-    await client.create(node_partitionings_resource(), np_body())
+    await client.create(kinds.NODEPARTITIONINGS, np_body())
 
     async def cordoned_and_drained() -> bool:
         node = await client.get(NODES, "mi300x-0")
@@ -148,11 +147,11 @@ async def test_drain_apply_verify_and_give_the_node_back(
     node = await client.get(NODES, "mi300x-0")
     assert not node["spec"].get("unschedulable")
     assert not any(t.get("key") == "amd-dcm" for t in node["spec"].get("taints", []))
-    np = await client.get(node_partitionings_resource(), "plan-mi300x-0")
+    np = await client.get(kinds.NODEPARTITIONINGS, "plan-mi300x-0")
     assert np["status"]["currentHash"] == np["spec"]["desiredHash"]
     assert "infrastructure.silogen.ai/node-partitioning" not in (np["metadata"].get("finalizers") or [])
     client.reset_counts()
-    informer = manager.informers.informer(node_partitionings_resource())
+    informer = manager.informers.informer(kinds.NODEPARTITIONINGS)
     for key in list(informer.keys()):
         for controller in manager.controllers:
             controller.enqueue(Request(None, key))
@@ -167,7 +166,7 @@ async def _idle(manager: Manager) -> bool:
 async def test_a_pdb_holds_the_drain_until_relaxed(client: InMemoryKubeClient, manager: Manager) -> None:
     await _ready_pod(client, "guarded", "mi300x-0", app="g")
     await _budget(client, "g", 1)
-    await client.create(node_partitionings_resource(), np_body())
+    await client.create(kinds.NODEPARTITIONINGS, np_body())
 
     async def draining() -> bool:
         return await phase(client) == "Draining"
@@ -183,7 +182,7 @@ async def test_a_pdb_holds_the_drain_until_relaxed(client: InMemoryKubeClient, m
 
 
 async def test_not_admitted_stays_pending_and_untouched(client: InMemoryKubeClient, manager: Manager) -> None:
-    await client.create(node_partitionings_resource(), np_body(admitted=False))
+    await client.create(kinds.NODEPARTITIONINGS, np_body(admitted=False))
 
     async def pending() -> bool:
         return await phase(client) in (None, "Pending")
@@ -200,7 +199,7 @@ async def test_no_cordon_from_a_stale_node_view_until_it_is_fresh_again(
     nodes = manager.informers.informer(NODES)
     nodes.stale_after = -1.0  # the Node watch counts as silent for too long
     assert nodes.stale
-    await client.create(node_partitionings_resource(), np_body())
+    await client.create(kinds.NODEPARTITIONINGS, np_body())
     await asyncio.sleep(0.5)  # a measurement window: admitted, but the view it would cordon from is stale
     node = await client.get(NODES, "mi300x-0")
     assert not node["spec"].get("unschedulable") and not node["spec"].get("taints")
@@ -251,8 +250,8 @@ async def test_a_node_cache_behind_our_own_write_is_not_taken_for_dcms_answer(
     operator.thaw = asyncio.Event()
     try:
         async with running_operator(operator, operator.thaw) as m:
-            await client.create(node_partitionings_resource(), np_body())
-            nps = m.informers.informer(node_partitionings_resource())
+            await client.create(kinds.NODEPARTITIONINGS, np_body())
+            nps = m.informers.informer(kinds.NODEPARTITIONINGS)
 
             async def waiting_seen() -> bool:
                 np = nps.get("plan-mi300x-0")
@@ -350,7 +349,7 @@ async def test_a_pod_recreated_elsewhere_under_its_name_is_not_charged_to_its_bu
                 return status.get("currentHealthy") == 1 and not status.get("disruptedPods")
 
             await eventually(budget_settled)
-            await client.create(node_partitionings_resource(), np_body())
+            await client.create(kinds.NODEPARTITIONINGS, np_body())
 
             async def tainted() -> bool:
                 return _tainted(await client.get(NODES, "mi300x-0"))

@@ -19,17 +19,15 @@ from typing import Any, cast
 import pytest
 import yaml
 
+from aiplane.api import kinds
 from aiplane.apimachinery.conditions import get_condition
 from aiplane.controllers.partitioning import admission
 from aiplane.controllers.partitioning.hashing import desired_hash
 from aiplane.controllers.partitioning.plan import (
     PlanReconciler,
-    node_partitionings_resource,
-    plans_resource,
     setup,
     transition_events,
 )
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.views import node_partitioning_view, node_partitioning_views
 from aiplane.controllers.partitioning.vocabulary import ADMITTED_ANNOTATION, PLAN_LABEL
 from aiplane.kube.client import ApiError
@@ -59,9 +57,9 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 POOL = "aiplane.io/pool"
 PRODUCT = "amd.com/gpu.product-name"
 MI300X = "AMD_Instinct_MI300X_OAM"
-NPS = node_partitionings_resource()
-PLANS = plans_resource()
-PROFILES = profiles_resource()
+NPS = kinds.NODEPARTITIONINGS
+PLANS = kinds.PARTITIONINGPLANS
+PROFILES = kinds.PARTITIONINGPROFILES
 DEADLINE = 5.0
 
 _MI300X = GpuSpec(vendor="amd", product="MI300X", count=8)

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from aiplane.controllers.partitioning.profile import profile_status, profiles_resource, setup
+from aiplane.api import kinds
+from aiplane.controllers.partitioning.profile import profile_status, setup
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CONFIGMAPS, NAMESPACES
 from aiplane.sim.client import InMemoryKubeClient
@@ -92,7 +93,7 @@ async def test_controller_follows_profile_and_configmap_changes(client: InMemory
     await client.create(
         NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-amd-gpu"}}
     )
-    await client.create(profiles_resource(), profile())
+    await client.create(kinds.PARTITIONINGPROFILES, profile())
     manager = Manager(
         client,
         leader_election=None,
@@ -104,7 +105,7 @@ async def test_controller_follows_profile_and_configmap_changes(client: InMemory
     task = asyncio.create_task(manager.run())
 
     async def reason() -> str | None:
-        obj = await client.get(profiles_resource(), "mi300x-cpx")
+        obj = await client.get(kinds.PARTITIONINGPROFILES, "mi300x-cpx")
         conditions = (obj.get("status") or {}).get("conditions") or []
         return next((c["reason"] for c in conditions if c["type"] == "Ready"), None)
 
@@ -112,7 +113,7 @@ async def test_controller_follows_profile_and_configmap_changes(client: InMemory
         await _eventually(lambda: _is(reason(), "ConfigMapNotFound"))
         await client.create(CONFIGMAPS, configmap(PROFILES), namespace="kube-amd-gpu")
         await _eventually(lambda: _is(reason(), "ProfileFound"))
-        await client.patch(profiles_resource(), "mi300x-cpx", {"spec": {"dcmProfileName": "qpx"}})
+        await client.patch(kinds.PARTITIONINGPROFILES, "mi300x-cpx", {"spec": {"dcmProfileName": "qpx"}})
         await _eventually(lambda: _is(reason(), "ProfileNotFound"))
         client.reset_counts()
         events = (

@@ -12,19 +12,18 @@ Observe from caches (Secrets as keys only) → decide in :mod:`.logic` → write
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.controllers.aimns.logic import LABEL_ROUTE, decide_config, desired_routes, route_needs_update
-from aiplane.controllers.dynamo.component_controller import dgds_resource
-from aiplane.controllers.modelinfer.controller import modelinfers_resource
 from aiplane.controllers.platform import effective_namespace_config
-from aiplane.controllers.platform_source import aimnamespaceconfigs_resource
+from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import WARNING, EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
@@ -34,8 +33,10 @@ from aiplane.kube.status import StatusWriter
 
 __all__ = ["COMPONENT", "FIELD_MANAGER", "AIMNamespaceReconciler", "setup", "setup_controller"]
 
-FIELD_MANAGER: Final = "aiplane-aimnamespaceconfig"
-COMPONENT: Final = "aimnamespaceconfig-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "aimnamespaceconfig"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 
 log = structlog.get_logger("aiplane.aimns")
 Obj = dict[str, Any]
@@ -58,13 +59,15 @@ class AIMNamespaceReconciler:
     ) -> None:
         self.client: KubeClient = manager.client
         self.clock = manager.clock
-        self.configs = manager.informers.informer(aimnamespaceconfigs_resource())
+        self.configs = manager.informers.informer(kinds.AIMNAMESPACECONFIGS)
         self.secrets = manager.informers.informer(SECRETS)
         self.gateways = gateways
         self.routes = routes
         self.dgds = dgds
         self.modelinfers = modelinfers
-        self.status = StatusWriter(self.client, aimnamespaceconfigs_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(self.client, kinds.AIMNAMESPACECONFIGS, FIELD_MANAGER)
+        #: HTTPRoutes: created, replaced when they differ, deleted when no longer wanted.
+        self.writer = ChildWriter(self.client, FIELD_MANAGER)
         self.recorder = EventRecorder(self.client, COMPONENT)
 
     async def __call__(self, request: Request) -> Result | None:
@@ -100,20 +103,18 @@ class AIMNamespaceReconciler:
         for route in desired:
             name = objects.name(route)
             found = live.pop(name, None)
-            if found is None:
-                await self.client.create(HTTPROUTES, route, namespace=namespace, field_manager=FIELD_MANAGER)
-            elif route_needs_update(found, route):
-                body = {
-                    **route,
-                    "metadata": {**route["metadata"], "resourceVersion": objects.resource_version(found)},
-                }
-                await self.client.replace(HTTPROUTES, body, field_manager=FIELD_MANAGER)
-        for name, stale in live.items():
+            await self.writer.ensure(
+                HTTPROUTES, found, route, differs=route_needs_update, updated=_with_version_of, owner=None
+            )
+        for stale in live.values():
             if objects.labels(stale).get(LABEL_ROUTE) == "true" and not objects.is_deleting(stale):
-                await self.client.delete(
-                    HTTPROUTES, name, namespace=namespace, preconditions={"uid": objects.uid(stale)}
-                )
+                await self.writer.delete(HTTPROUTES, stale)
         return [objects.name(r) for r in desired]
+
+
+def _with_version_of(found: Mapping[str, Any], route: Mapping[str, Any]) -> dict[str, Any]:
+    """``route`` as a replacement of ``found`` (guarded by its resourceVersion)."""
+    return {**route, "metadata": {**route["metadata"], "resourceVersion": objects.resource_version(found)}}
 
 
 #: What this controller needs (kube/rbac.py; ``aiplane rbac`` and the chart's ClusterRole).
@@ -138,13 +139,13 @@ def setup_controller(
     optional: dict[str, tuple[Resource, str | None] | None] = {
         "gateways": (GATEWAYS, None) if gateway_api else None,
         "routes": (HTTPROUTES, LABEL_ROUTE) if gateway_api else None,
-        "dgds": (dgds_resource(), None) if dgds else None,
-        "modelinfers": (modelinfers_resource(), None) if modelinfers else None,
+        "dgds": (kinds.DGDS, None) if dgds else None,
+        "modelinfers": (kinds.MODELINFERS, None) if modelinfers else None,
     }
     got = {k: informers.informer(v[0], label_selector=v[1]) if v else None for k, v in optional.items()}
     reconciler = AIMNamespaceReconciler(manager, **got)
-    configs = aimnamespaceconfigs_resource()
-    builder = Controller.build("aimnamespaceconfig").for_(configs).watches(SECRETS, _namespace_request)
+    configs = kinds.AIMNAMESPACECONFIGS
+    builder = Controller.build(NAME).for_(configs).watches(SECRETS, _namespace_request)
     if gateway_api:
         gateways = reconciler.gateways
         assert gateways is not None
@@ -155,7 +156,7 @@ def setup_controller(
         builder = builder.watches(GATEWAYS, every_namespace).watches(
             HTTPROUTES, _namespace_request, label_selector=LABEL_ROUTE
         )
-    for flag, res in ((dgds, dgds_resource()), (modelinfers, modelinfers_resource())):
+    for flag, res in ((dgds, kinds.DGDS), (modelinfers, kinds.MODELINFERS)):
         if flag:
             builder = builder.watches(res, _namespace_request)
     # One worker: a config's own events arrive keyed by the config, the rest by namespace; both
@@ -186,7 +187,7 @@ async def setup(manager: Manager) -> None:
         setup_controller(
             manager,
             gateway_api=gateway_api,
-            dgds=await client.served(dgds_resource()),
-            modelinfers=await client.served(modelinfers_resource()),
+            dgds=await client.served(kinds.DGDS),
+            modelinfers=await client.served(kinds.MODELINFERS),
         )
     )

@@ -44,6 +44,7 @@ from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import (
     controller_of,
@@ -88,9 +89,10 @@ from aiplane.controllers.gang import VOLCANO, GangBackend, GangOptions
 from aiplane.controllers.platform import Platform
 from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
-from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.children import ChildWriter, expectation_key, key_of
+from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -109,14 +111,15 @@ from aiplane.kube.resources import (
     SERVICES,
     STORAGECLASSES,
     Resource,
-    resource_for,
 )
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-dynamo-component"
-COMPONENT: Final = "dynamocomponentdeployment-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "dynamocomponentdeployment"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 FINALIZER: Final = "nvidia.com/finalizer"
 #: ServiceAccounts with this label run component pods (upstream: the first one found).
 LABEL_COMPONENT_POD_SA: Final = "nvidia.com/dynamo-component-pod"
@@ -134,14 +137,6 @@ VIRTUALSERVICES_V1: Final = Resource("networking.istio.io", "v1", "virtualservic
 log = structlog.get_logger("aiplane.dynamo.component")
 
 
-def dcds_resource() -> Resource:
-    return resource_for("nvidia.com/v1alpha1", DCD_KIND)
-
-
-def dgds_resource() -> Resource:
-    return resource_for("nvidia.com/v1alpha1", DGD_KIND)
-
-
 def _by_dcd(obj: Mapping[str, Any]) -> list[str]:
     owner = controller_of(obj)
     if owner is None or owner.get("kind") != DCD_KIND or not owner.get("uid"):
@@ -149,8 +144,8 @@ def _by_dcd(obj: Mapping[str, Any]) -> list[str]:
     return [str(owner["uid"])]
 
 
-def _child_key(obj: Mapping[str, Any]) -> str:
-    return f"{obj.get('kind')}/{objects.namespace(obj)}/{objects.name(obj)}"
+def _dcd_key(dcd: Mapping[str, Any]) -> str:
+    return expectation_key(DCD_KIND, objects.namespace(dcd), objects.name(dcd))
 
 
 REASON_CHILD_NOT_CONTROLLED: Final = "ChildNotControlled"
@@ -263,8 +258,9 @@ class ComponentReconciler:
         self.clock = clock
         self.options = options
         self.missing_multinode_api = missing_multinode_api
-        self.status = StatusWriter(client, dcds_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(client, kinds.DCDS, FIELD_MANAGER)
         self.expectations = Expectations()
+        self.writer = ChildWriter(client, FIELD_MANAGER, self.expectations)
         #: The component pods (what holds them; with LeaderWorkerSets, multinode replica budgets).
         self.pods = pods
         #: Nodes (multinode replica budgets); None: LeaderWorkerSet is not served here.
@@ -279,7 +275,7 @@ class ComponentReconciler:
         for _, informer in self.children.values():
             informer.add_indexer(BY_DCD, _by_dcd)
             informer.add_handler(on_delete=self._child_deleted)
-        dcds.add_handler(on_delete=lambda obj: self.expectations.forget_owner(objects.key(obj)))
+        dcds.add_handler(on_delete=lambda obj: self.expectations.forget_owner(_dcd_key(obj)))
 
     def dcds_on_node(self, node: Obj) -> list[Request]:
         """The DCDs with pods on ``node`` (the Node watch's map)."""
@@ -289,7 +285,7 @@ class ComponentReconciler:
         return sorted(requests, key=lambda r: (r.namespace or "", r.name))
 
     def _child_deleted(self, obj: Obj) -> None:
-        self.expectations.deleted(_child_key(obj), obj)
+        self.expectations.deleted(key_of(obj), obj)
 
     async def __call__(self, request: Any) -> Result | None:
         return await self.reconcile(request.namespace or "", request.name)
@@ -298,7 +294,9 @@ class ComponentReconciler:
 
     def _view(self, kind: str, namespace: str, name: str) -> Obj | None:
         _, informer = self.children[kind]
-        return self.expectations.view(f"{kind}/{namespace}/{name}", informer.get(f"{namespace}/{name}"))
+        return self.expectations.view(
+            expectation_key(kind, namespace, name), informer.get(f"{namespace}/{name}")
+        )
 
     def _graph(self, dcd: Mapping[str, Any]) -> Obj | None:
         for ref in objects.meta(dcd).get("ownerReferences") or []:
@@ -367,7 +365,7 @@ class ComponentReconciler:
 
     async def reconcile(self, namespace: str, name: str) -> Result | None:
         key = f"{namespace}/{name}"
-        dcd = self.expectations.view(f"{DCD_KIND}/{key}", self.dcds.get(key))
+        dcd = self.expectations.view(expectation_key(DCD_KIND, namespace, name), self.dcds.get(key))
         if dcd is None:
             return None
         if objects.is_deleting(dcd):
@@ -376,14 +374,14 @@ class ComponentReconciler:
         if self.options.etcd_endpoints and not has_finalizer(dcd, FINALIZER):
             before = dcd
             dcd = await self.client.patch(
-                dcds_resource(),
+                kinds.DCDS,
                 name,
                 finalizer_patch_add(dcd, FINALIZER),
                 namespace=namespace,
                 patch_type="json",
                 field_manager=FIELD_MANAGER,
             )
-            self.expectations.wrote(f"{DCD_KIND}/{key}", before, dcd, conditional=True)
+            self.expectations.wrote(expectation_key(DCD_KIND, namespace, name), before, dcd, conditional=True)
         # No status write before the children exist (upstream writes Unknown first): the first status
         # is written once they are, Unknown/Reconciling until the Deployment controller has observed
         # them — one write fewer per new component, and the same first answer.
@@ -464,7 +462,7 @@ class ComponentReconciler:
             kind = str(body["kind"])
             if kind not in self.children:
                 continue
-            wanted.add(_child_key(body))
+            wanted.add(key_of(body))
             live = self._view(kind, namespace, objects.name(body))
             if live is None:
                 await self._create(key, body)
@@ -479,7 +477,7 @@ class ComponentReconciler:
                 await self._replace(key, live, updated(live, body, keep_replicas=keep))
         for kind, (_, informer) in self.children.items():
             for cached in informer.by_index(BY_DCD, uid):
-                child = _child_key(cached)
+                child = key_of(cached)
                 if child in wanted or objects.is_deleting(cached):
                     continue
                 if self._view(kind, namespace, objects.name(cached)) is not None:
@@ -503,38 +501,19 @@ class ComponentReconciler:
             message = f"Protected replica budget {ref} again (minAvailable {pods}): no pod of it stands on a cordoned node"
             self.recorder.emit(dcd, NORMAL, cdis.REASON_PROTECTED, message)
 
+    # ``owner`` is the DCD's ``namespace/name``; its writes are recorded under its expectation key.
+
     async def _create(self, owner: str, body: Obj) -> None:
         res, _ = self.children[str(body["kind"])]
-        try:
-            created = await self.client.create(
-                res, body, namespace=objects.namespace(body), field_manager=FIELD_MANAGER
-            )
-        except ApiError as exc:
-            if exc.already_exists:
-                return  # the cache will show it; the next reconcile decides on it
-            raise
-        self.expectations.wrote(_child_key(created), None, created, conditional=True, owner=owner)
+        await self.writer.create(res, body, owner=f"{DCD_KIND}/{owner}")
 
     async def _replace(self, owner: str, live: Obj, body: Obj) -> None:
         res, _ = self.children[str(body["kind"])]
-        written = await self.client.replace(res, body, field_manager=FIELD_MANAGER)
-        self.expectations.wrote(_child_key(written), live, written, conditional=True, owner=owner)
+        await self.writer.replace(res, live, body, owner=f"{DCD_KIND}/{owner}")
 
     async def _delete(self, owner: str, obj: Obj) -> None:
         res, _ = self.children[str(obj["kind"])]
-        try:
-            result = await self.client.delete(
-                res,
-                objects.name(obj),
-                namespace=objects.namespace(obj),
-                preconditions={"uid": objects.uid(obj)},
-            )
-        except ApiError as exc:
-            if exc.not_found or exc.conflict:
-                return
-            raise
-        after = result if result.get("kind") == obj.get("kind") else None
-        self.expectations.wrote(_child_key(obj), obj, after, conditional=True, owner=owner)
+        await self.writer.delete(res, obj, owner=f"{DCD_KIND}/{owner}")
 
     async def _finalize(self, dcd: Obj) -> None:
         """Delete the component's etcd keys, then let the DCD go."""
@@ -546,7 +525,7 @@ class ComponentReconciler:
                 self.options.etcd_endpoints, dynamo_namespace(as_dcd(dcd)), service
             )
         await self.client.patch(
-            dcds_resource(),
+            kinds.DCDS,
             objects.name(dcd),
             finalizer_patch_remove(dcd, FINALIZER),
             namespace=objects.namespace(dcd),
@@ -592,7 +571,7 @@ class ComponentReconciler:
         written = await self.status.write(dcd, status)
         if written is None:
             return dcd
-        self.expectations.wrote(f"{DCD_KIND}/{objects.key(dcd)}", dcd, written, conditional=True)
+        self.expectations.wrote(_dcd_key(dcd), dcd, written, conditional=True)
         emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, status)
         causes.emit_new(self.recorder, dcd, old.get("waitingFor"), waiting)
         return written
@@ -647,15 +626,15 @@ def build(
     """The controller, watching only the child kinds the cluster serves (see the module docstring)."""
     options = manager.options(DynamoOptions)
     informers = manager.informers
-    kinds: list[Resource] = [DEPLOYMENTS, PDBS, SERVICES, INGRESSES, HPAS]
+    child_kinds: list[Resource] = [DEPLOYMENTS, PDBS, SERVICES, INGRESSES, HPAS]
     if lws:
-        kinds.append(LEADERWORKERSETS)
+        child_kinds.append(LEADERWORKERSETS)
     if podgroups:
-        kinds.append(gang.resource)
+        child_kinds.append(gang.resource)
     if virtual_services and options.istio_gateway:
-        kinds.append(VIRTUALSERVICES_V1)
-    children = {res.kind: (res, informers.informer(res)) for res in kinds}
-    dcds = informers.informer(dcds_resource())
+        child_kinds.append(VIRTUALSERVICES_V1)
+    children = {res.kind: (res, informers.informer(res)) for res in child_kinds}
+    dcds = informers.informer(kinds.DCDS)
     # Every component pod (what holds it goes into the status); replica budgets also need the Nodes,
     # and without LWS there are none.
     pods = informers.informer(PODS, label_selector=LABEL_SELECTOR)
@@ -664,7 +643,7 @@ def build(
         manager.client,
         dcds,
         children,
-        informers.informer(dgds_resource()),
+        informers.informer(kinds.DGDS),
         informers.informer(SERVICEACCOUNTS, label_selector=f"{LABEL_COMPONENT_POD_SA}=true"),
         EventRecorder(manager.client, COMPONENT),
         manager.clock,
@@ -677,8 +656,8 @@ def build(
         storage_classes=informers.informer(STORAGECLASSES),
         gang=gang,
     )
-    builder = Controller.build("dynamocomponentdeployment").for_(dcds_resource())
-    for res in kinds:
+    builder = Controller.build(NAME).for_(kinds.DCDS)
+    for res in child_kinds:
         builder = builder.owns(res)
     builder = builder.watches(PODS, _dcd_of_pod, predicates=[pod_changed], label_selector=LABEL_SELECTOR)
     if lws:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import (
     controller_of,
@@ -62,40 +63,40 @@ from aiplane.controllers.dynamo.graph_sync import (
     planner_service_account,
     wanted_dcd,
 )
-from aiplane.controllers.dynamo.naming import API_VERSION, DCD_KIND, DGD_KIND, PLANNER_SERVICE_ACCOUNT
+from aiplane.controllers.dynamo.naming import DCD_KIND, DGD_KIND, PLANNER_SERVICE_ACCOUNT
 from aiplane.controllers.dynamo.options import DynamoOptions
-from aiplane.controllers.platform_source import PlatformSource, kaiwoconfigs_resource
+from aiplane.controllers.platform_source import PlatformSource
+from aiplane.kube.children import ChildWriter, expectation_key, key_of
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, TerminalError
+from aiplane.kube.controller import (
+    Controller,
+    Request,
+    Result,
+    TerminalError,
+    event_source_for,
+    field_manager_for,
+)
 from aiplane.kube.events import NORMAL, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import LEADERWORKERSETS, PVCS, SERVICEACCOUNTS, Resource, resource_for
+from aiplane.kube.resources import LEADERWORKERSETS, PVCS, SERVICEACCOUNTS
 from aiplane.kube.status import StatusWriter
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-dynamographdeployment"
-COMPONENT: Final = "dynamographdeployment-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "dynamographdeployment"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 FINALIZER: Final = "nvidia.com/finalizer"
 #: How long a "LeaderWorkerSet is (not) served" answer is trusted; a graph refused for want of LWS
 #: is looked at again after this long, so installing LWS later is noticed without a restart.
 LWS_RECHECK_SECONDS: Final = 60.0
-#: How long to serve our own DCD writes in place of a cache that has not shown them.
-EXPECTATIONS_TIMEOUT: Final = 30.0
 BY_OWNER: Final = "dgd-owner"
 BY_PVC: Final = "dgd-pvc"
-
-
-def dgd_resource() -> Resource:
-    return resource_for(API_VERSION, DGD_KIND)
-
-
-def dcd_resource() -> Resource:
-    return resource_for(API_VERSION, DCD_KIND)
 
 
 def _by_owner(obj: Mapping[str, Any]) -> list[str]:
@@ -161,12 +162,19 @@ class GraphReconciler:
         self.clock = clock
         self.options = options
         self.lws = lws
-        self.status = StatusWriter(client, dgd_resource(), FIELD_MANAGER)
-        self.expectations = Expectations(timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic)
+        self.status = StatusWriter(client, kinds.DGDS, FIELD_MANAGER)
+        # Our own DGD and DCD writes, served in place of the cache until it shows them (or the
+        # object's delete event comes; a re-list also shows a newer version). No timeout: a view is
+        # dropped only when the cache has caught up, never because a watch event is late.
+        self.expectations = Expectations(clock=clock.monotonic)
+        #: DCDs: recorded, so the next reconcile decides on what we wrote.
+        self.children = ChildWriter(client, FIELD_MANAGER, self.expectations)
+        #: The planner ServiceAccount and PVCs: created once, never read back through expectations.
+        self.creates = ChildWriter(client, FIELD_MANAGER)
         dcds.add_indexer(BY_OWNER, _by_owner)
         dgds.add_indexer(BY_PVC, _by_pvc)
         for informer in (dcds, dgds):
-            informer.add_handler(on_delete=lambda obj: self.expectations.deleted(objects.key(obj), obj))
+            informer.add_handler(on_delete=lambda obj: self.expectations.deleted(key_of(obj), obj))
 
     async def __call__(self, request: Request) -> Result | None:
         return await self.reconcile(request.namespace or "", request.name)
@@ -178,10 +186,9 @@ class GraphReconciler:
     # --- reconcile --------------------------------------------------------------------------------
 
     async def reconcile(self, namespace: str, name: str) -> Result | None:
-        key = f"{namespace}/{name}"
         # Our own finalizer and status writes overlay the cache until it shows them, so the next
         # reconcile neither repeats them nor sends a write guarded by a stale resourceVersion.
-        dgd = self.expectations.view(key, self.dgds.get(key))
+        dgd = self.expectations.view(_dgd_key(namespace, name), self.dgds.get(f"{namespace}/{name}"))
         if dgd is None:
             return None
         if objects.is_deleting(dgd):
@@ -216,7 +223,7 @@ class GraphReconciler:
     async def _patch_finalizer(self, dgd: Obj, patch: list[dict[str, Any]]) -> Obj:
         try:
             patched = await self.client.patch(
-                dgd_resource(),
+                kinds.DGDS,
                 objects.name(dgd),
                 patch,
                 namespace=objects.namespace(dgd),
@@ -228,7 +235,7 @@ class GraphReconciler:
                 raise  # races (a failed JSON-patch test is a 422) and outages: the runtime retries
             await self._report(dgd, [], {}, Failure(REASON_FINALIZER, f"finalizer {FINALIZER}: {exc}"))
             raise
-        self.expectations.wrote(objects.key(dgd), dgd, patched, conditional=True)
+        self.expectations.wrote(_dgd_key_of(dgd), dgd, patched, conditional=True)
         return patched
 
     async def _ensure_finalizer(self, dgd: Obj) -> Obj:
@@ -242,35 +249,21 @@ class GraphReconciler:
         finalizer and let owner references take the DCDs and PVCs."""
         if has_finalizer(dgd, FINALIZER):
             await self._patch_finalizer(dgd, finalizer_patch_remove(dgd, FINALIZER))
-        for key in self.expectations.keys(objects.key(dgd)):
-            self.expectations.forget(key)
+        self.expectations.forget_owner(_dgd_key_of(dgd))
 
     # --- planner ServiceAccount and PVCs ----------------------------------------------------------
 
     async def _ensure_planner_account(self, namespace: str) -> None:
         if self.accounts.get(f"{namespace}/{PLANNER_SERVICE_ACCOUNT}") is not None:
             return
-        try:
-            await self.client.create(
-                SERVICEACCOUNTS,
-                planner_service_account(namespace),
-                namespace=namespace,
-                field_manager=FIELD_MANAGER,
-            )
-        except ApiError as exc:
-            if not exc.already_exists:
-                raise
+        await self.creates.create(SERVICEACCOUNTS, planner_service_account(namespace), namespace=namespace)
 
     async def _sync_pvcs(self, dgd: Obj) -> list[str]:
         """Create the claims the graph may create; return the entries naming a missing claim."""
         namespace = objects.namespace(dgd)
         plan = plan_pvcs(dgd, lambda pvc: self.pvcs.get(f"{namespace}/{pvc}"), self._default_storage_class())
         for body in plan.create:
-            try:
-                await self.client.create(PVCS, body, namespace=namespace, field_manager=FIELD_MANAGER)
-            except ApiError as exc:
-                if not exc.already_exists:
-                    raise
+            if await self.creates.create(PVCS, body, namespace=namespace) is None:
                 continue
             self.recorder.emit(
                 dgd, NORMAL, "PVCCreated", f"Created PersistentVolumeClaim {body['metadata']['name']}"
@@ -289,7 +282,7 @@ class GraphReconciler:
                 found[dcd_name] = cached
         observed: dict[str, Obj] = {}
         for dcd_name in sorted(set(found) | set(desired)):
-            view = self.expectations.view(f"{namespace}/{dcd_name}", found.get(dcd_name))
+            view = self.expectations.view(expectation_key(DCD_KIND, namespace, dcd_name), found.get(dcd_name))
             if view is not None:
                 observed[dcd_name] = view
         return observed
@@ -299,18 +292,14 @@ class GraphReconciler:
         decided on (a DCD just written is judged by what the write returned: its new generation is
         not yet observed, so it is not ready — the #3567 fix)."""
         uid = objects.uid(dgd)
-        owner_key = objects.key(dgd)
         observed = self._observed(dgd, desired)
         for dcd_name, body in desired.items():
             write = plan_dcd(body, observed.get(dcd_name), uid)
             if write is None:
                 continue
-            key = f"{objects.namespace(dgd)}/{dcd_name}"
-            before = observed.get(dcd_name)
-            after = await self._write_dcd(dgd, write.verb, write.body)
+            after = await self._write_dcd(dgd, write.verb, observed.get(dcd_name), write.body)
             if after is None:
                 continue
-            self.expectations.wrote(key, before, after, conditional=True, owner=owner_key)
             observed[dcd_name] = after
             if write.overrode_replicas is not None:
                 self.recorder.emit(
@@ -325,18 +314,17 @@ class GraphReconciler:
             await self._delete_dcd(dgd, observed[stale])
         return {n: dcd_view(o, uid) for n, o in observed.items() if n in desired}
 
-    async def _write_dcd(self, dgd: Obj, verb: str, body: Obj) -> Obj | None:
+    async def _write_dcd(self, dgd: Obj, verb: str, before: Obj | None, body: Obj) -> Obj | None:
         """Create (AlreadyExists: the cache will show it) or replace one DCD. A DCD the API server
         rejects stops the graph as failed until the graph changes; races propagate."""
+        owner = _dgd_key_of(dgd)
         try:
-            if verb == "create":
-                return await self.client.create(
-                    dcd_resource(), body, namespace=objects.namespace(dgd), field_manager=FIELD_MANAGER
+            if verb == "create" or before is None:
+                return await self.children.create(
+                    kinds.DCDS, body, namespace=objects.namespace(dgd), owner=owner
                 )
-            return await self.client.replace(dcd_resource(), body, field_manager=FIELD_MANAGER)
+            return await self.children.replace(kinds.DCDS, before, body, owner=owner)
         except ApiError as exc:
-            if verb == "create" and exc.already_exists:
-                return None
             if exc.invalid or exc.status == 400:
                 message = f"DynamoComponentDeployment {objects.name(body)}: {exc}"
                 await self._report(dgd, [], {}, Failure(REASON_FAILED, message))
@@ -344,16 +332,7 @@ class GraphReconciler:
             raise
 
     async def _delete_dcd(self, dgd: Obj, dcd: Obj) -> None:
-        try:
-            await self.client.delete(
-                dcd_resource(),
-                objects.name(dcd),
-                namespace=objects.namespace(dcd),
-                preconditions={"uid": objects.uid(dcd)},
-            )
-        except ApiError as exc:
-            if not (exc.not_found or exc.conflict):
-                raise
+        if not await self.children.delete(kinds.DCDS, dcd, owner=_dgd_key_of(dgd)):
             return
         self.recorder.emit(
             dgd,
@@ -372,9 +351,17 @@ class GraphReconciler:
         status = status_of(report, objects.generation(dgd) or 0, before, self.clock.now())
         written = await self.status.write(dgd, status)
         if written is not None:
-            self.expectations.wrote(objects.key(dgd), dgd, written, conditional=True)
+            self.expectations.wrote(_dgd_key_of(dgd), dgd, written, conditional=True)
             for type_, reason, message in graph_events(before, status):
                 self.recorder.emit(dgd, type_, reason, message)
+
+
+def _dgd_key(namespace: str, name: str) -> str:
+    return expectation_key(DGD_KIND, namespace, name)
+
+
+def _dgd_key_of(dgd: Mapping[str, Any]) -> str:
+    return _dgd_key(objects.namespace(dgd), objects.name(dgd))
 
 
 def _to_dgds(dgds: Informer) -> Any:
@@ -415,30 +402,25 @@ PERMISSIONS: Final = (
 
 def setup_controller(manager: Manager, *, kaiwo: bool = False) -> Controller:
     informers = manager.informers
-    dgds = informers.informer(dgd_resource())
+    dgds = informers.informer(kinds.DGDS)
     reconciler = GraphReconciler(
         manager.client,
         dgds,
-        informers.informer(dcd_resource()),
+        informers.informer(kinds.DCDS),
         informers.informer(PVCS),
         informers.informer(SERVICEACCOUNTS, field_selector=f"metadata.name={PLANNER_SERVICE_ACCOUNT}"),
         EventRecorder(manager.client, COMPONENT),
         manager.clock,
         manager.options(DynamoOptions),
         LwsProbe(manager.client, manager.clock),
-        informers.informer(kaiwoconfigs_resource()) if kaiwo else None,
+        informers.informer(kinds.KAIWOCONFIGS) if kaiwo else None,
     )
-    builder = (
-        Controller.build("dynamographdeployment")
-        .for_(dgd_resource())
-        .owns(dcd_resource())
-        .watches(PVCS, _to_dgds(dgds))
-    )
+    builder = Controller.build(NAME).for_(kinds.DGDS).owns(kinds.DCDS).watches(PVCS, _to_dgds(dgds))
     # Four workers by default: graphs are independent; --max-concurrent-reconciles overrides it.
     return builder.workers(4).reconcile(reconciler)
 
 
 async def setup(manager: Manager) -> None:
     """``aiplane run --controllers dynamographdeployment`` (also part of ``all``)."""
-    kaiwo = await manager.client.served(kaiwoconfigs_resource())
+    kaiwo = await manager.client.served(kinds.KAIWOCONFIGS)
     manager.add_controller(setup_controller(manager, kaiwo=kaiwo))

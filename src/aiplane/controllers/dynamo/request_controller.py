@@ -30,9 +30,9 @@ from typing import Any, Final
 import yaml
 from pydantic import ValidationError
 
+from aiplane.api import kinds
 from aiplane.api.dynamo import DynamoGraphDeploymentRequestSpec
 from aiplane.apimachinery import boundedyaml, objects
-from aiplane.controllers.dynamo.naming import API_VERSION, DGD_KIND
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.dynamo.request_graph import (
     LABEL_DGDR_NAME,
@@ -52,15 +52,16 @@ from aiplane.controllers.dynamo.request_job import (
 from aiplane.controllers.dynamo.request_state import DgdSeen, Observed, Profile, RequestView, decide
 from aiplane.controllers.dynamo.request_target import Target, find_target
 from aiplane.controllers.dynamo.request_templates import base_graph
+from aiplane.kube.children import ChildWriter, expectation_key
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, PODS, Resource, resource_for
+from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, PODS
 from aiplane.kube.status import StatusWriter
 from aiplane.planner import report
 from aiplane.planner.api import plan
@@ -73,18 +74,11 @@ Systems = Callable[[str], SystemSpec]
 
 #: The key of the profiling ConfigMap that may hold the model's Hugging Face ``config.json``.
 MODEL_CONFIG_KEY: Final = "config.json"
-FIELD_MANAGER: Final = "aiplane-dynamographdeploymentrequest"
-COMPONENT: Final = "dynamographdeploymentrequest-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "dynamographdeploymentrequest"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 DGDR_KIND: Final = "DynamoGraphDeploymentRequest"
-EXPECTATIONS_TIMEOUT: Final = 30.0
-
-
-def dgdr_resource() -> Resource:
-    return resource_for(API_VERSION, DGDR_KIND)
-
-
-def dgd_resource() -> Resource:
-    return resource_for(API_VERSION, DGD_KIND)
 
 
 def default_plan(request: PlanRequest) -> PlanResult:
@@ -163,8 +157,13 @@ class RequestReconciler:
         self.options = options
         self.planner: Planner = planner or default_plan
         self.canonical = canonical(systems or default_systems)
-        self.status = StatusWriter(client, dgdr_resource(), FIELD_MANAGER)
-        self.expectations = Expectations(timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic)
+        self.status = StatusWriter(client, kinds.DGDRS, FIELD_MANAGER)
+        # Our own status writes, served in place of the cache until it shows them (no timeout: a view
+        # is dropped when the cache catches up or the request's delete event comes).
+        self.expectations = Expectations(clock=clock.monotonic)
+        #: The profiling Job, the output ConfigMap and the DGD: created (or replaced) when they
+        #: differ, never read back through expectations.
+        self.writer = ChildWriter(client, FIELD_MANAGER)
         #: Offline plans in flight or done, by (uid, generation).
         self.plans: dict[tuple[str, int], asyncio.Task[Profile]] = {}
         #: The output ConfigMap of each finished offline plan, written when its result is reported.
@@ -178,7 +177,7 @@ class RequestReconciler:
 
     async def reconcile(self, namespace: str, name: str) -> Result | None:
         key = f"{namespace}/{name}"
-        dgdr = self.expectations.view(key, self.dgdrs.get(key))
+        dgdr = self.expectations.view(expectation_key(DGDR_KIND, namespace, name), self.dgdrs.get(key))
         if dgdr is None:
             self._forget(key)
             return None
@@ -205,15 +204,17 @@ class RequestReconciler:
                 await self._create_dgd(decision.status.get("generatedDeployment") or {})
         written = await self.status.write(dgdr, decision.status)
         if written is not None:
-            self.expectations.wrote(key, dgdr, written, conditional=True)
+            self.expectations.wrote(
+                expectation_key(DGDR_KIND, namespace, name), dgdr, written, conditional=True
+            )
             for type_, reason, message in decision.events:
                 self.recorder.emit(dgdr, type_, reason, message)
         return None
 
     def _forget(self, key: str) -> None:
         """The request is gone: drop what was kept for it (its plans and output bodies)."""
-        self.expectations.forget(key)
         namespace, _, name = key.partition("/")
+        self.expectations.forget(expectation_key(DGDR_KIND, namespace, name))
         uids = {u for (u, _g) in self.plans} | {u for (u, _g) in self.output_bodies}
         for uid in uids:
             if self.dgdrs.get(key) is None and self._plan_of(uid, namespace, name):
@@ -385,7 +386,7 @@ class RequestReconciler:
         if dgd is None:
             try:  # the cache may not show a DGD created a moment ago: ask before calling it deleted
                 dgd = await self.client.get(
-                    dgd_resource(), str(deployment.get("name")), str(deployment.get("namespace"))
+                    kinds.DGDS, str(deployment.get("name")), str(deployment.get("namespace"))
                 )
             except ApiError as exc:
                 if exc.not_found:
@@ -400,13 +401,7 @@ class RequestReconciler:
 
     async def _create_job(self, dgdr: Obj, spec: DynamoGraphDeploymentRequestSpec) -> None:
         body = profiling_job(dgdr, spec, self.options.profiler_image)
-        try:
-            await self.client.create(
-                JOBS, body, namespace=objects.namespace(dgdr), field_manager=FIELD_MANAGER
-            )
-        except ApiError as exc:
-            if not exc.already_exists:
-                raise
+        await self.writer.create(JOBS, body, namespace=objects.namespace(dgdr))
 
     def _start_plan(
         self,
@@ -543,33 +538,21 @@ class RequestReconciler:
         body = {**body, "metadata": {**body["metadata"], "namespace": namespace}}
         current = self.outputs.get(f"{namespace}/{objects.name(body)}")
         if current is None:
-            try:
-                await self.client.create(CONFIGMAPS, body, namespace=namespace, field_manager=FIELD_MANAGER)
+            if await self.writer.create(CONFIGMAPS, body, namespace=namespace) is not None:
                 return
-            except ApiError as exc:
-                if not exc.already_exists:
-                    raise
-                current = await self.client.get(CONFIGMAPS, objects.name(body), namespace)
+            # It exists, the cache does not show it yet: compare with the server's.
+            current = await self.client.get(CONFIGMAPS, objects.name(body), namespace)
         if current.get("data") != body["data"]:
-            await self.client.replace(
-                CONFIGMAPS,
-                {
-                    **body,
-                    "metadata": {**body["metadata"], "resourceVersion": objects.resource_version(current)},
-                },
-                field_manager=FIELD_MANAGER,
-            )
+            replaced = {
+                **body,
+                "metadata": {**body["metadata"], "resourceVersion": objects.resource_version(current)},
+            }
+            await self.writer.replace(CONFIGMAPS, current, replaced)
 
     async def _create_dgd(self, generated: Mapping[str, Any]) -> None:
         """Create the DGD (no owner reference: it outlives the request); AlreadyExists is fine."""
         namespace = str((generated.get("metadata") or {}).get("namespace") or "")
-        try:
-            await self.client.create(
-                dgd_resource(), dict(generated), namespace=namespace, field_manager=FIELD_MANAGER
-            )
-        except ApiError as exc:
-            if not exc.already_exists:
-                raise
+        await self.writer.create(kinds.DGDS, dict(generated), namespace=namespace)
 
 
 def sla_miss(plan: Plan, ttft_ms: float, itl_ms: float) -> str:
@@ -614,10 +597,10 @@ def setup_controller(
     informers = manager.informers
     reconciler = RequestReconciler(
         manager.client,
-        informers.informer(dgdr_resource()),
+        informers.informer(kinds.DGDRS),
         informers.informer(JOBS, label_selector="app=dynamo-profiler"),
         informers.informer(CONFIGMAPS, label_selector=LABEL_DGDR_NAME),
-        informers.informer(dgd_resource(), label_selector=LABEL_DGDR_NAME),
+        informers.informer(kinds.DGDS, label_selector=LABEL_DGDR_NAME),
         informers.informer(NODES),
         EventRecorder(manager.client, COMPONENT),
         manager.clock,
@@ -627,11 +610,11 @@ def setup_controller(
         informers.informer(PODS),
     )
     controller = (
-        Controller.build("dynamographdeploymentrequest")
-        .for_(dgdr_resource())
+        Controller.build(NAME)
+        .for_(kinds.DGDRS)
         .owns(JOBS)
         .watches(CONFIGMAPS, _labelled_requests, label_selector=LABEL_DGDR_NAME)
-        .watches(dgd_resource(), _labelled_requests, label_selector=LABEL_DGDR_NAME)
+        .watches(kinds.DGDS, _labelled_requests, label_selector=LABEL_DGDR_NAME)
         .workers(4)
         .reconcile(reconciler)
     )

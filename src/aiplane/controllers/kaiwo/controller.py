@@ -34,8 +34,9 @@ from aiplane.controllers.kaiwo import kueue
 from aiplane.controllers.kaiwo.fleet import Fleet
 from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION, node_patch
 from aiplane.controllers.kaiwo.pools import Pool, current_quotas, held_quota
+from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
@@ -45,8 +46,10 @@ from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-kaiwoconfig"
-COMPONENT: Final = "kaiwoconfig-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "kaiwoconfig"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 READY: Final = "Ready"
 KAIWOCONFIGS: Final = Resource("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "KaiwoConfig", False)
 AIMNAMESPACECONFIGS: Final = Resource(
@@ -97,6 +100,8 @@ class KaiwoConfigReconciler:
         self.topologies: Informer | None = factory.informer(TOPOLOGIES) if topology_served else None
         self.recorder = EventRecorder(self.client, COMPONENT)
         self.status = StatusWriter(self.client, KAIWOCONFIGS, FIELD_MANAGER)
+        #: Kueue objects: created when absent, deleted (and recreated) when ours differ.
+        self.writer = ChildWriter(self.client, FIELD_MANAGER)
 
     async def __call__(self, request: Request) -> Result | None:
         config = self.configs.get(request.name)
@@ -230,7 +235,7 @@ class KaiwoConfigReconciler:
         namespace = meta.get("namespace")
         actual = informer.get(f"{namespace}/{meta['name']}" if namespace else meta["name"])
         if actual is None:
-            await self.client.create(resource, desired, field_manager=FIELD_MANAGER)
+            await self.writer.create(resource, desired)
             return
         if not kueue.is_ours(actual, uid):
             conflicts.append(f"{resource.kind} {meta['name']}")
@@ -244,19 +249,12 @@ class KaiwoConfigReconciler:
             }
             await self.client.patch(resource, meta["name"], body, field_manager=FIELD_MANAGER)
             return
-        await self.client.delete(
-            resource, meta["name"], namespace=namespace, preconditions={"uid": objects.uid(actual)}
-        )
+        await self.writer.delete(resource, actual)
 
     async def _prune(self, resource: Resource, informer: Informer, wanted: set[str], uid: str) -> None:
         for obj in informer.list():
             if objects.key(obj) not in wanted and kueue.is_ours(obj, uid) and not objects.is_deleting(obj):
-                await self.client.delete(
-                    resource,
-                    objects.name(obj),
-                    namespace=objects.namespace(obj) or None,
-                    preconditions={"uid": objects.uid(obj)},
-                )
+                await self.writer.delete(resource, obj)
 
     # --- report -----------------------------------------------------------------------------------
 
@@ -304,7 +302,7 @@ async def ensure_singleton(client: KubeClient) -> None:
 
 def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
     reconciler = KaiwoConfigReconciler(manager, kueue_served=kueue_served, topology_served=topology_served)
-    builder = Controller.build("kaiwoconfig").for_(KAIWOCONFIGS).watches(NODES, _singleton)
+    builder = Controller.build(NAME).for_(KAIWOCONFIGS).watches(NODES, _singleton)
     for resource in WORKLOAD_KINDS:
         builder = builder.watches(resource, _singleton)
     if kueue_served:

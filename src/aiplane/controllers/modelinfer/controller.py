@@ -40,6 +40,7 @@ from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
@@ -61,6 +62,7 @@ from aiplane.controllers.modelinfer.disruption import (
     CONDITION as DISRUPTION_HELD,
 )
 from aiplane.controllers.modelinfer.naming import (
+    KIND,
     LABEL_GROUP_NAME,
     LABEL_NAME,
     LABEL_REVISION,
@@ -107,9 +109,10 @@ from aiplane.controllers.modelinfer.validation import (
 from aiplane.controllers.platform import decorate_template
 from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
-from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.children import ChildWriter, expectation_key
+from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -124,14 +127,15 @@ from aiplane.kube.resources import (
     PODS,
     SERVICES,
     Resource,
-    resource_for,
 )
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
 
-FIELD_MANAGER: Final = "aiplane-modelinfer"
-COMPONENT: Final = "modelinfer-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "modelinfer"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 #: How long to wait for the cache to show our own creates/deletes before deciding anyway.
 EXPECTATIONS_TIMEOUT: Final = 30.0
 #: Unused ControllerRevisions kept for rollback archaeology (as a StatefulSet's revisionHistoryLimit).
@@ -142,12 +146,14 @@ BY_MODELINFER: Final = "modelinfer"
 log = structlog.get_logger("aiplane.modelinfer")
 
 
-def modelinfers_resource() -> Resource:
-    return resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
-
-
 def _key(namespace: Any, name: Any) -> str:
     return f"{namespace}/{name}"
+
+
+def _owner(key: str) -> str:
+    """The expectation key of the ModelInfer ``namespace/name``: what its children's writes are grouped by."""
+    namespace, _, name = key.partition("/")
+    return expectation_key(KIND, namespace, name)
 
 
 def _by_modelinfer(obj: Mapping[str, Any]) -> list[str]:
@@ -187,11 +193,15 @@ class ModelInferReconciler:
         self.recorder = recorder
         self.clock = clock
         self.platform = platform
-        self.status = StatusWriter(client, modelinfers_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(client, kinds.MODELINFERS, FIELD_MANAGER)
         # Keyed "Kind/namespace/name", owned by the ModelInfer's key (see the module docstring).
         self.expectations = Expectations(
             timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic, keep_objects=False
         )
+        #: Pods and Services: recorded, the next decision waits for the cache to show them.
+        self.writer = ChildWriter(client, FIELD_MANAGER, self.expectations)
+        #: ControllerRevisions and PodGroups: guarded by "does it differ" alone, nobody waits for them.
+        self.untracked = ChildWriter(client, FIELD_MANAGER)
         self.nodes = nodes
         self.pdbs = pdbs
         # PodDisruptionBudget writes, with the objects: decisions read our own release back (view).
@@ -209,8 +219,9 @@ class ModelInferReconciler:
         modelinfers.add_handler(on_delete=self._forget)
 
     def _forget(self, obj: Obj) -> None:
-        self.expectations.forget_owner(objects.key(obj))
-        self.budgets.expectations.forget_owner(objects.key(obj))
+        owner = _owner(objects.key(obj))
+        self.expectations.forget_owner(owner)
+        self.budgets.expectations.forget_owner(owner)
 
     def modelinfers_on_node(self, node: Obj) -> list[Request]:
         """The ModelInfers with a pod on ``node`` (for cordon and uncordon)."""
@@ -266,7 +277,8 @@ class ModelInferReconciler:
             # New ModelInfer, or the old revision's record is gone: nothing older to rebuild on.
             current_revision = update_revision
 
-        decided = not self.expectations.pending(key, self._cached_child) and not self.budgets.pending(key)
+        owner = _owner(key)
+        decided = not self.expectations.pending(owner, self._cached_child) and not self.budgets.pending(owner)
         decision, the_plan, live_budgets, cordoned_nodes = self._decide(
             mi, key, pods, services, roles, revisions, update_revision, current_revision, now
         )
@@ -393,11 +405,7 @@ class ModelInferReconciler:
                 log.warning("unreadable ControllerRevision ignored", name=objects.name(cr))
         if revision not in known:
             body = controller_revision(mi, revision, roles, next_revision_number(owned))
-            try:
-                await self.client.create(CONTROLLERREVISIONS, body, namespace=objects.namespace(mi))
-            except ApiError as exc:
-                if not exc.already_exists:
-                    raise
+            await self.untracked.create(CONTROLLERREVISIONS, body, namespace=objects.namespace(mi))
         known[revision] = [dict(r) for r in roles]
         return known
 
@@ -421,34 +429,12 @@ class ModelInferReconciler:
         """Delete ``obj`` (UID precondition); with ``owner``, wait for the cache to show it going."""
         if objects.is_deleting(obj):
             return False
-        try:
-            result = await self.client.delete(
-                res,
-                objects.name(obj),
-                namespace=objects.namespace(obj),
-                preconditions={"uid": objects.uid(obj)},
-            )
-        except ApiError as exc:
-            if exc.not_found or exc.conflict:  # gone, or replaced by a new object of the same name
-                return False
-            raise
-        if owner is not None:
-            after = result if result.get("kind") == obj.get("kind") else None
-            self.expectations.wrote(_child(obj), obj, after, conditional=True, owner=owner)
-        return True
+        if owner is None:
+            return await self.untracked.delete(res, obj)
+        return await self.writer.delete(res, obj, owner=_owner(owner))
 
     async def _create(self, res: Resource, key: str, body: Obj) -> bool:
-        meta = body["metadata"]
-        try:
-            created = await self.client.create(
-                res, body, namespace=meta.get("namespace"), field_manager=FIELD_MANAGER
-            )
-        except ApiError as exc:
-            if exc.already_exists:
-                return False
-            raise
-        self.expectations.wrote(_child(created), None, created, conditional=True, owner=key)
-        return True
+        return await self.writer.create(res, body, owner=_owner(key)) is not None
 
     async def _act(
         self,
@@ -648,11 +634,6 @@ def _labels_match(group: str, rid: str | None = None) -> Callable[[Mapping[str, 
     return match
 
 
-def _child(obj: Mapping[str, Any]) -> str:
-    """The expectation key of a Pod or Service: ``Kind/namespace/name``."""
-    return f"{obj.get('kind')}/{objects.namespace(obj)}/{objects.name(obj)}"
-
-
 #: Events for the conditions a human watches flipping (Available, UpdateInProgress).
 TRANSITION_EVENTS: Final = (
     ConditionEvent("Available", "True", NORMAL, reason="Available"),
@@ -705,7 +686,7 @@ def setup_controller(
     (informers filtered server-side by that label's existence, as upstream does)."""
     client = manager.client
     informers = manager.informers
-    mis = informers.informer(modelinfers_resource())
+    mis = informers.informer(kinds.MODELINFERS)
     pods = informers.informer(PODS, label_selector=LABEL_NAME)
     services = informers.informer(SERVICES, label_selector=LABEL_NAME)
     podgroups = informers.informer(gang.resource, label_selector=LABEL_NAME) if with_podgroups else None
@@ -727,8 +708,8 @@ def setup_controller(
         gang=gang,
     )
     builder = (
-        Controller.build("modelinfer")
-        .for_(modelinfers_resource())
+        Controller.build(NAME)
+        .for_(kinds.MODELINFERS)
         .watches(PODS, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(SERVICES, _to_modelinfer, label_selector=LABEL_NAME)
         .watches(CONTROLLERREVISIONS, _to_modelinfer, label_selector=LABEL_NAME)

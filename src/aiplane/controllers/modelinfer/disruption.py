@@ -42,7 +42,13 @@ from aiplane.controllers.disruption import (
     group_budget,
     is_released,
 )
-from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, group_name, group_ordinal
+from aiplane.controllers.modelinfer.naming import (
+    KIND,
+    LABEL_GROUP_NAME,
+    LABEL_NAME,
+    group_name,
+    group_ordinal,
+)
 from aiplane.controllers.modelinfer.plan_types import (
     DeleteGroup,
     DeletePods,
@@ -50,7 +56,8 @@ from aiplane.controllers.modelinfer.plan_types import (
     GroupSummary,
     Plan,
 )
-from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.children import ChildWriter, expectation_key
+from aiplane.kube.client import KubeClient
 from aiplane.kube.events import NORMAL, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -365,29 +372,28 @@ class GroupBudgets:
         self.recorder = recorder
         self.expectations = expectations
         self.field_manager = field_manager
-
-    @staticmethod
-    def _child(namespace: str, name: str) -> str:
-        return f"PodDisruptionBudget/{namespace}/{name}"
+        self.writer = ChildWriter(client, field_manager, expectations)
 
     def _lookup(self, child: str) -> Obj | None:
         return self.pdbs.get(child.partition("/")[2])
 
-    def pending(self, key: str) -> bool:
-        return self.expectations.pending(key, self._lookup)
+    def pending(self, owner: str) -> bool:
+        """Does the ModelInfer (its expectation key) have a budget write its cache does not show?"""
+        return self.expectations.pending(owner, self._lookup)
 
     def live(self, mi: Mapping[str, Any], owned: Iterable[Obj]) -> dict[str, Obj]:
         """Our budgets by name, as our latest writes left them."""
         namespace = objects.namespace(mi)
         out: dict[str, Obj] = {}
         names = {objects.name(p) for p in owned} | {
-            k.rsplit("/", 1)[1] for k in self.expectations.keys(f"{namespace}/{objects.name(mi)}")
+            k.rsplit("/", 1)[1]
+            for k in self.expectations.keys(expectation_key(KIND, namespace, objects.name(mi)))
         }
         for name in names:
             cached = self.pdbs.get(f"{namespace}/{name}")
             if cached is not None and not _controlled(cached, mi):
                 continue
-            viewed = self.expectations.view(self._child(namespace, name), cached)
+            viewed = self.expectations.view(expectation_key("PodDisruptionBudget", namespace, name), cached)
             if viewed is not None:
                 out[name] = viewed
         return out
@@ -405,38 +411,19 @@ class GroupBudgets:
     ) -> None:
         desired, keep = desired_budgets(mi, groups, decision.released)
         namespace = objects.namespace(mi)
+        owner = expectation_key(KIND, namespace, objects.name(mi))
         serving = _serving_before(decision)
         for write in budget_writes(live, desired, keep):
-            child = self._child(namespace, write.name)
             if write.op == "create":
                 assert write.body is not None
-                try:
-                    created = await self.client.create(
-                        PDBS, write.body, namespace=namespace, field_manager=self.field_manager
-                    )
-                except ApiError as exc:
-                    if exc.already_exists:
-                        continue
-                    raise
-                self.expectations.wrote(child, None, created, conditional=True, owner=key)
+                await self.writer.create(PDBS, write.body, namespace=namespace, owner=owner)
             elif write.op == "update":
                 assert write.body is not None and write.live is not None
-                after = await self.client.replace(
-                    PDBS, _updated(write.live, write.body), field_manager=self.field_manager
-                )
-                self.expectations.wrote(child, write.live, after, conditional=True, owner=key)
+                await self.writer.replace(PDBS, write.live, _updated(write.live, write.body), owner=owner)
                 self._event(mi, write, decision, serving)
             else:
                 assert write.live is not None
-                try:
-                    await self.client.delete(
-                        PDBS, write.name, namespace=namespace, preconditions={"uid": objects.uid(write.live)}
-                    )
-                except ApiError as exc:
-                    if exc.not_found or exc.conflict:
-                        continue
-                    raise
-                self.expectations.wrote(child, write.live, None, conditional=True, owner=key)
+                await self.writer.delete(PDBS, write.live, owner=owner)
 
     def _event(self, mi: Obj, write: BudgetWrite, decision: Decision, serving: int) -> None:
         ordinal = group_ordinal(decision.mi_name, write.name)

@@ -29,6 +29,7 @@ from typing import Any, Final
 import aiohttp
 import structlog
 
+from aiplane.api import kinds
 from aiplane.api.config import KAIWO_CONFIG_NAME, KaiwoConfigSpec
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
@@ -51,7 +52,7 @@ from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import PODS, Resource, resource_for
+from aiplane.kube.resources import PODS
 from aiplane.kube.status import StatusWriter, emit_transitions
 
 __all__ = ["NAME", "ResourceMonitor", "setup"]
@@ -68,22 +69,6 @@ LABEL_GRAPH: Final = "nvidia.com/dynamo-graph-deployment-name"
 log = structlog.get_logger("aiplane.resourcemonitor")
 
 Obj = dict[str, Any]
-
-
-def modelinfer_resource() -> Resource:
-    return resource_for("workload.volcano.sh/v1alpha1", MODELINFER)
-
-
-def dgd_resource() -> Resource:
-    return resource_for("nvidia.com/v1alpha1", DGD)
-
-
-def dcd_resource() -> Resource:
-    return resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
-
-
-def kaiwoconfig_resource() -> Resource:
-    return resource_for("config.kaiwo.silogen.ai/v1alpha1", "KaiwoConfig")
 
 
 def thresholds_of(config: Mapping[str, Any] | None) -> Thresholds:
@@ -159,8 +144,8 @@ class ResourceMonitor:
         self.recorder = recorder
         self.clock = clock
         self.status = {
-            MODELINFER: StatusWriter(client, modelinfer_resource(), FIELD_MANAGER),
-            DGD: StatusWriter(client, dgd_resource(), FIELD_MANAGER),
+            MODELINFER: StatusWriter(client, kinds.MODELINFERS, FIELD_MANAGER),
+            DGD: StatusWriter(client, kinds.DGDS, FIELD_MANAGER),
         }
         self._session: aiohttp.ClientSession | None = None
         self._failing = False
@@ -260,7 +245,7 @@ class ResourceMonitor:
                 **patch.get("metadata", {}),
                 "resourceVersion": objects.resource_version(obj),
             }
-            resource = modelinfer_resource() if kind == MODELINFER else dgd_resource()
+            resource = kinds.MODELINFERS if kind == MODELINFER else kinds.DGDS
             obj = await self.client.patch(
                 resource, view.name, patch, namespace=view.namespace, field_manager=FIELD_MANAGER
             )
@@ -308,14 +293,14 @@ def build(manager: Manager, options: MonitoringOptions) -> ResourceMonitor:
     return ResourceMonitor(
         manager.client,
         options,
-        modelinfers=informers.informer(modelinfer_resource()),
-        dgds=informers.informer(dgd_resource()),
-        dcds=informers.informer(dcd_resource()),
+        modelinfers=informers.informer(kinds.MODELINFERS),
+        dgds=informers.informer(kinds.DGDS),
+        dcds=informers.informer(kinds.DCDS),
         pods=(
             informers.informer(PODS, label_selector=LABEL_MODELINFER),
             informers.informer(PODS, label_selector=LABEL_DCD),
         ),
-        configs=informers.informer(kaiwoconfig_resource()),
+        configs=informers.informer(kinds.KAIWOCONFIGS),
         recorder=EventRecorder(manager.client, COMPONENT),
         clock=manager.clock,
     )

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.apimachinery.selectors import compile_selector
@@ -23,7 +24,6 @@ from aiplane.controllers.partitioning.node_actions import Cordon, Evict, Taint, 
 from aiplane.controllers.partitioning.node_machine import NodeObservation, decide
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.views import (
     BlockedEviction,
     NodePartitioningView,
@@ -46,17 +46,19 @@ from aiplane.controllers.partitioning.vocabulary import (
 )
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import InformerFactory, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS, Resource, resource_for
+from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS
 from aiplane.kube.status import StatusWriter
 
-FIELD_MANAGER: Final = "aiplane-nodepartitioning"
-COMPONENT: Final = "nodepartitioning-controller"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "nodepartitioning"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 BY_NODE = "spec.nodeName"
 BY_PROFILE = "spec.profileRef.name"
 BY_PHASE = "status.phase"
@@ -64,10 +66,6 @@ BY_PHASE = "status.phase"
 _BUDGET_CAUSE: Final = re.compile(
     r"The disruption budget (?P<name>\S+) (?P<detail>needs \d+ healthy pods and has \d+)"
 )
-
-
-def node_partitionings_resource() -> Resource:
-    return resource_for("infrastructure.silogen.ai/v1alpha1", "NodePartitioning")
 
 
 def _node_name(obj: Mapping[str, Any]) -> list[str]:
@@ -139,20 +137,20 @@ class NodePartitioningExecutor:
         self.client = client
         self.config = config
         self.clock = clock
-        self.nps = informers.informer(node_partitionings_resource())
+        self.nps = informers.informer(kinds.NODEPARTITIONINGS)
         self.nps.add_indexer(BY_NODE, _node_name)
         self.nps.add_indexer(BY_PROFILE, _profile_name)
         self.nps.add_indexer(BY_PHASE, _phase)
         self.nodes = informers.informer(NODES)
         self.pods = informers.informer(PODS, transform=pod_for_drain)
         self.pods.add_indexer(BY_NODE, _node_name)
-        self.profiles = informers.informer(profiles_resource())
+        self.profiles = informers.informer(kinds.PARTITIONINGPROFILES)
         self.events = informers.informer(
             EVENTS, field_selector=f"source={DCM_EVENT_SOURCE}", transform=dcm_event_for_cache
         )
         self.events.add_indexer("node", _event_node)
         self.recorder = EventRecorder(client, COMPONENT)
-        self.status = StatusWriter(client, node_partitionings_resource(), FIELD_MANAGER)
+        self.status = StatusWriter(client, kinds.NODEPARTITIONINGS, FIELD_MANAGER)
         # Our own latest write of each NP: the informer lags behind it, and deciding on the older
         # cached copy would replay a step already done (re-tainting a node after the operator step).
         self.writes = Expectations()
@@ -314,9 +312,7 @@ class NodePartitioningExecutor:
         """Apply a guarded finalizer JSON patch (nothing when it is empty); the object it returned."""
         if not patch:
             return np
-        written = await self.client.patch(
-            node_partitionings_resource(), objects.name(np), patch, patch_type="json"
-        )
+        written = await self.client.patch(kinds.NODEPARTITIONINGS, objects.name(np), patch, patch_type="json")
         self.writes.wrote(key, np, written, conditional=True)
         return written
 
@@ -391,11 +387,11 @@ def setup_controller(manager: Manager) -> Controller:
     config = NodeLogicConfig(drain_timeout=drain, operator_timeout=operator, verify_timeout=verify)
     executor = NodePartitioningExecutor(manager.client, manager.informers, config, manager.clock)
     return (
-        Controller.build("nodepartitioning")
-        .for_(node_partitionings_resource())
+        Controller.build(NAME)
+        .for_(kinds.NODEPARTITIONINGS)
         .watches(NODES, executor.node_requests)
         .watches(PODS, executor.pod_requests)
-        .watches(profiles_resource(), executor.profile_requests)
+        .watches(kinds.PARTITIONINGPROFILES, executor.profile_requests)
         .watches(PDBS, executor.budget_requests)
         .watches(EVENTS, executor.event_requests, field_selector=f"source={DCM_EVENT_SOURCE}")
         .workers(4)

@@ -51,14 +51,13 @@ from typing import Any, Final
 
 import structlog
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import semantic_equal
 from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.admission import admit_from
 from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
 from aiplane.controllers.partitioning.plan_logic import (
-    API_VERSION,
     NODE_PARTITIONING_KIND,
     NODES_EXCLUDED,
     PAUSED,
@@ -74,7 +73,6 @@ from aiplane.controllers.partitioning.plan_logic import (
     stale_node_partitionings,
 )
 from aiplane.controllers.partitioning.plan_status import status_of
-from aiplane.controllers.partitioning.profile import profiles_resource
 from aiplane.controllers.partitioning.selection import Selection
 from aiplane.controllers.partitioning.views import (
     NodePartitioningView,
@@ -88,14 +86,21 @@ from aiplane.controllers.partitioning.views import (
 from aiplane.controllers.partitioning.vocabulary import RETRY_BACKOFF_CAP, STALE_RECHECK
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, labels_changed
+from aiplane.kube.controller import (
+    Controller,
+    Request,
+    Result,
+    event_source_for,
+    field_manager_for,
+    labels_changed,
+)
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import NODES, Resource, resource_for
-from aiplane.kube.status import ConditionEvent, emit_transitions
+from aiplane.kube.resources import NODES
+from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 from aiplane.kube.status import transition_events as status_events
 
 __all__ = [
@@ -103,8 +108,6 @@ __all__ = [
     "COMPONENT",
     "FIELD_MANAGER",
     "PlanReconciler",
-    "node_partitionings_resource",
-    "plans_resource",
     "setup",
     "setup_controller",
     "transition_events",
@@ -113,22 +116,16 @@ __all__ = [
 Obj = dict[str, Any]
 
 #: Server-side apply manager of the NodePartitionings' spec, plan label and owner reference.
-FIELD_MANAGER: Final = "aiplane-partitioningplan"
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "partitioningplan"
+FIELD_MANAGER: Final = field_manager_for(NAME)
 #: Manager of the admission annotation (merge patches). Kept apart from :data:`FIELD_MANAGER` so an
 #: apply, which deletes fields its manager owns but omits, can never remove an admission.
 ADMISSION_FIELD_MANAGER: Final = "aiplane-partitioningplan-admission"
 #: The Event source component.
-COMPONENT: Final = "partitioningplan-controller"
+COMPONENT: Final = event_source_for(NAME)
 
 log = structlog.get_logger("aiplane.partitioningplan")
-
-
-def plans_resource() -> Resource:
-    return resource_for(API_VERSION, "PartitioningPlan")
-
-
-def node_partitionings_resource() -> Resource:
-    return resource_for(API_VERSION, NODE_PARTITIONING_KIND)
 
 
 # --- events --------------------------------------------------------------------------------------
@@ -185,6 +182,7 @@ class PlanReconciler:
         self.nps = nps
         self.recorder = recorder
         self.clock = clock
+        self.status = StatusWriter(client, kinds.PARTITIONINGPLANS, FIELD_MANAGER)
         self.plan_writes = Expectations()
         self.np_writes = Expectations()
         self.profile_views = ViewMemo(profile_view)
@@ -306,7 +304,7 @@ class PlanReconciler:
     async def _apply(self, body: Obj, existing: Mapping[str, Any] | None) -> None:
         name = body["metadata"]["name"]
         result = await self.client.apply(
-            node_partitionings_resource(), body, field_manager=FIELD_MANAGER, force=True
+            kinds.NODEPARTITIONINGS, body, field_manager=FIELD_MANAGER, force=True
         )
         before = existing if existing is not None and objects.name(existing) == name else None
         self.np_writes.wrote(name, before, result, conditional=False)
@@ -315,7 +313,7 @@ class PlanReconciler:
         name = objects.name(np)
         try:
             result = await self.client.delete(
-                node_partitionings_resource(), name, preconditions={"uid": objects.uid(np)}
+                kinds.NODEPARTITIONINGS, name, preconditions={"uid": objects.uid(np)}
             )
         except ApiError as exc:
             if not exc.not_found:
@@ -328,32 +326,18 @@ class PlanReconciler:
 
     async def _annotate(self, np: Mapping[str, Any], patch: Obj) -> None:
         result = await self.client.patch(
-            node_partitionings_resource(), objects.name(np), patch, field_manager=ADMISSION_FIELD_MANAGER
+            kinds.NODEPARTITIONINGS, objects.name(np), patch, field_manager=ADMISSION_FIELD_MANAGER
         )
         self.np_writes.wrote(objects.name(np), np, result, conditional=True)
 
     async def _write_status(self, plan: Obj, status: Obj, *, list_changed: bool) -> Obj:
-        """A merge patch of the status keys that changed, guarded by the plan's resourceVersion.
+        """The status keys that changed, through the status writer, guarded by the plan's resourceVersion.
 
         ``nodeStatuses`` (one entry per node) goes in only when ``list_changed`` says so: the index
         knows which entries changed, and comparing a thousand entries to find out again (as
         ``StatusWriter.write`` would) was a fleet-wide cost on every status write.
         """
-        current = objects.status(plan)
-        patch: Obj = {}
-        for key in current.keys() | status.keys():
-            if key == "nodeStatuses":
-                if list_changed:
-                    patch[key] = status.get(key)
-            elif not semantic_equal(current.get(key), status.get(key)):
-                patch[key] = status.get(key)
-        result = await self.client.patch(
-            plans_resource(),
-            objects.name(plan),
-            {"metadata": {"resourceVersion": objects.resource_version(plan)}, "status": patch},
-            subresource="status",
-            field_manager=FIELD_MANAGER,
-        )
+        result = await self.status.write_keys(plan, status, hints={"nodeStatuses": list_changed})
         self.plan_writes.wrote(objects.name(plan), plan, result, conditional=True)
         return result
 
@@ -527,10 +511,10 @@ def setup_controller(manager: Manager) -> Controller:
     """
     client = manager.client
     informers = manager.informers
-    plans = informers.informer(plans_resource())
+    plans = informers.informer(kinds.PARTITIONINGPLANS)
     nodes = informers.informer(NODES)
-    profiles = informers.informer(profiles_resource())
-    nps = informers.informer(node_partitionings_resource())
+    profiles = informers.informer(kinds.PARTITIONINGPROFILES)
+    nps = informers.informer(kinds.NODEPARTITIONINGS)
     reconciler = PlanReconciler(
         client,
         plans,
@@ -541,12 +525,12 @@ def setup_controller(manager: Manager) -> Controller:
         manager.clock,
     )
     return (
-        Controller.build("partitioningplan")
-        .for_(plans_resource())
-        .owns(node_partitionings_resource())
-        .watches(node_partitionings_resource(), _every_plan(plans), predicates=[_np_identity_changed])
+        Controller.build(NAME)
+        .for_(kinds.PARTITIONINGPLANS)
+        .owns(kinds.NODEPARTITIONINGS)
+        .watches(kinds.NODEPARTITIONINGS, _every_plan(plans), predicates=[_np_identity_changed])
         .watches(NODES, _every_plan(plans), predicates=[labels_changed])
-        .watches(profiles_resource(), _plans_using_profile(plans))
+        .watches(kinds.PARTITIONINGPROFILES, _plans_using_profile(plans))
         .workers(1, fixed="the plan controller is the single admission point (one admitting actor)")
         .max_backoff(RETRY_BACKOFF_CAP)
         .reconcile(reconciler)

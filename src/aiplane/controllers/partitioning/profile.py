@@ -18,23 +18,22 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Final
 
+from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.controllers.partitioning.options import PartitioningOptions
-from aiplane.kube.controller import Controller, Request, Result
+from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
 from aiplane.kube.events import WARNING, EventRecorder
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
-from aiplane.kube.resources import CONFIGMAPS, Resource, resource_for
+from aiplane.kube.resources import CONFIGMAPS
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 READY: Final = "Ready"
-FIELD_MANAGER: Final = "aiplane-partitioningprofile"
-COMPONENT: Final = "partitioningprofile-controller"
-
-
-def profiles_resource() -> Resource:
-    return resource_for("infrastructure.silogen.ai/v1alpha1", "PartitioningProfile")
+#: The controller's name; its field manager and Event source follow from it (kube.controller).
+NAME: Final = "partitioningprofile"
+FIELD_MANAGER: Final = field_manager_for(NAME)
+COMPONENT: Final = event_source_for(NAME)
 
 
 def dcm_profiles(configmap: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str, str]:
@@ -101,12 +100,12 @@ def setup_controller(manager: Manager) -> Controller:
     """Observe the profile and DCM's ConfigMap → :func:`profile_status` → write it if changed → Events."""
     dcm_config = manager.options(PartitioningOptions).dcm_config
     namespace, _, cm_name = dcm_config.partition("/")
-    profiles = manager.informers.informer(profiles_resource())
+    profiles = manager.informers.informer(kinds.PARTITIONINGPROFILES)
     configmaps = manager.informers.informer(
         CONFIGMAPS, namespace=namespace, field_selector=f"metadata.name={cm_name}"
     )
     recorder = EventRecorder(manager.client, COMPONENT)
-    writer = StatusWriter(manager.client, profiles_resource(), FIELD_MANAGER)
+    writer = StatusWriter(manager.client, kinds.PARTITIONINGPROFILES, FIELD_MANAGER)
     clock = manager.clock
 
     def all_profiles(_: dict[str, Any]) -> Iterable[Request]:
@@ -123,8 +122,8 @@ def setup_controller(manager: Manager) -> Controller:
         return None
 
     return (
-        Controller.build("partitioningprofile")
-        .for_(profiles_resource())
+        Controller.build(NAME)
+        .for_(kinds.PARTITIONINGPROFILES)
         .watches(CONFIGMAPS, all_profiles, namespace=namespace, field_selector=f"metadata.name={cm_name}")
         .workers(1)
         .reconcile(reconcile)

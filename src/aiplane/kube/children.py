@@ -1,0 +1,129 @@
+"""Writes of the objects a controller owns: the one executor every controller uses.
+
+Creating, replacing and deleting a child is the same few rules whoever owns it:
+
+* **create if absent**: AlreadyExists is not an error (an earlier reconcile or a lagging cache; the
+  informer will show the object and the next reconcile decides on it);
+* **replace if it differs**: only when the caller's "does it differ" check says so, guarded by the
+  live object's resourceVersion (a conflict propagates: the runtime requeues);
+* **delete what we own**: with a uid precondition, so a new object of the same name is never deleted;
+  NotFound (already gone) and Conflict (replaced by a new incarnation) are not errors;
+* every write that succeeded is recorded in the controller's :class:`Expectations` under **one key
+  scheme**, ``Kind/namespace/name`` (:func:`expectation_key`), so objects of two kinds that share a
+  name never share a record.
+
+Errors a decision depends on (a DCD the API server rejects, a ConfigMap that is missing) are the
+caller's to catch; everything else propagates to the runtime, which requeues with backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aiplane.apimachinery import objects
+from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.expectations import Expectations
+from aiplane.kube.resources import Resource
+
+__all__ = ["ChildWriter", "expectation_key", "key_of"]
+
+Obj = dict[str, Any]
+
+
+def expectation_key(kind: str, namespace: str | None, name: str) -> str:
+    """The one key of an object in :class:`Expectations`: ``Kind/namespace/name``."""
+    return f"{kind}/{namespace or ''}/{name}"
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """:func:`expectation_key` of an object (its ``kind``: informers fill it in on cached objects)."""
+    return expectation_key(str(obj.get("kind") or ""), objects.namespace(obj), objects.name(obj))
+
+
+class ChildWriter:
+    """Create, replace and delete children as ``field_manager``, recording each write.
+
+    ``expectations``: where the writes are recorded (``None``: the controller does not wait for its
+    cache, its writes are guarded by "does it differ" alone). ``owner`` (an expectation key, see
+    :func:`key_of`) groups the writes for :meth:`Expectations.pending` and ``forget_owner``.
+    """
+
+    def __init__(
+        self, client: KubeClient, field_manager: str, expectations: Expectations | None = None
+    ) -> None:
+        self.client = client
+        self.field_manager = field_manager
+        self.expectations = expectations
+
+    def _wrote(
+        self, key: str, before: Mapping[str, Any] | None, after: Obj | None, owner: str | None
+    ) -> None:
+        if self.expectations is not None:
+            self.expectations.wrote(key, before, after, conditional=True, owner=owner)
+
+    async def create(
+        self,
+        res: Resource,
+        body: Mapping[str, Any],
+        *,
+        namespace: str | None = None,
+        owner: str | None = None,
+    ) -> Obj | None:
+        """Create ``body``; ``None`` when an object of that name exists already."""
+        try:
+            created = await self.client.create(
+                res,
+                body,
+                namespace=namespace or objects.namespace(body) or None,
+                field_manager=self.field_manager,
+            )
+        except ApiError as exc:
+            if exc.already_exists:
+                return None
+            raise
+        self._wrote(key_of(created), None, created, owner)
+        return created
+
+    async def replace(
+        self, res: Resource, live: Mapping[str, Any], body: Mapping[str, Any], *, owner: str | None = None
+    ) -> Obj:
+        """Replace ``live`` with ``body`` (which carries the resourceVersion it was based on)."""
+        written = await self.client.replace(res, body, field_manager=self.field_manager)
+        self._wrote(key_of(written), live, written, owner)
+        return written
+
+    async def ensure(
+        self,
+        res: Resource,
+        live: Mapping[str, Any] | None,
+        desired: Mapping[str, Any],
+        *,
+        differs: Callable[[Mapping[str, Any], Mapping[str, Any]], bool],
+        updated: Callable[[Mapping[str, Any], Mapping[str, Any]], Mapping[str, Any]],
+        owner: str | None = None,
+    ) -> Obj | None:
+        """Create ``desired`` when ``live`` is absent, replace ``live`` with ``updated(live, desired)``
+        when ``differs(live, desired)``; the object written, or ``None`` when nothing was."""
+        if live is None:
+            return await self.create(res, desired, owner=owner)
+        if not differs(live, desired):
+            return None
+        return await self.replace(res, live, updated(live, desired), owner=owner)
+
+    async def delete(self, res: Resource, obj: Mapping[str, Any], *, owner: str | None = None) -> bool:
+        """Delete ``obj`` (uid precondition); ``False`` when it was gone or replaced by a new object."""
+        try:
+            result = await self.client.delete(
+                res,
+                objects.name(obj),
+                namespace=objects.namespace(obj) or None,
+                preconditions={"uid": objects.uid(obj)},
+            )
+        except ApiError as exc:
+            if exc.not_found or exc.conflict:
+                return False
+            raise
+        # A delete returns the object when finalizers keep it (now terminating), else a Status.
+        self._wrote(key_of(obj), obj, result if result.get("kind") == obj.get("kind") else None, owner)
+        return True
