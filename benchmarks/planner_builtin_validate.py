@@ -26,10 +26,14 @@ import argparse
 import itertools
 import json
 import statistics
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiplane.planner import aic_search, latency
 from aiplane.planner import calibration as cal
@@ -40,57 +44,16 @@ from aiplane.planner.models import resolve_model
 from aiplane.planner.report import layout
 from aiplane.planner.search import DECODE_LATENCY_CORRECTION, PREFILL_LATENCY_CORRECTION
 from aiplane.planner.systems import resolve_system
-from aiplane.planner.types import Backend, Plan, PlanRequest
+from aiplane.planner.types import Plan
+from benchmarks.planner_aic_compare import CASES as COMPARED
+from benchmarks.planner_aic_compare import Case
 
 STORE = Path(__file__).with_name("builtin_reference.json")
 
 
-@dataclass(frozen=True)
-class Case:
-    model: str
-    system: str
-    backend: Backend
-    gpus: int
-    isl: int
-    osl: int
-    ttft_ms: float
-    itl_ms: float
-
-    @property
-    def key(self) -> str:
-        return (
-            f"{self.model} {self.system} {self.backend} {self.gpus}g {self.isl}/{self.osl} "
-            f"ttft{self.ttft_ms:g} itl{self.itl_ms:g}"
-        )
-
-    def request(self, latency_model: str) -> PlanRequest:
-        return PlanRequest(
-            model=self.model,
-            backend=self.backend,
-            system=self.system,
-            isl=self.isl,
-            osl=self.osl,
-            ttft_ms=self.ttft_ms,
-            itl_ms=self.itl_ms,
-            total_gpus=self.gpus,
-            latency_model=latency_model,  # type: ignore[arg-type]
-        )
-
-
 #: The cases the constants were chosen on (benchmarks/planner_aic_compare.py's twelve).
 CALIBRATION = (
-    Case("Qwen/Qwen3-32B-FP8", "h200_sxm", "vllm", 8, 4000, 500, 600, 20),
-    Case("Qwen/Qwen3-32B-FP8", "h200_sxm", "vllm", 32, 4000, 500, 300, 10),
-    Case("Qwen/Qwen3-8B", "h200_sxm", "vllm", 8, 4000, 1000, 300, 10),
-    Case("meta-llama/Llama-3.1-70B", "h100_sxm", "vllm", 16, 2000, 500, 1000, 30),
-    Case("Qwen/Qwen3-32B", "b200_sxm", "trtllm", 8, 8000, 500, 1000, 15),
-    Case("meta-llama/Llama-3.1-8B", "a100_sxm", "sglang", 8, 2000, 256, 500, 25),
-    Case("Qwen/Qwen3-30B-A3B", "h200_sxm", "vllm", 8, 4000, 500, 600, 20),
-    Case("Qwen/Qwen3-30B-A3B", "h100_sxm", "sglang", 8, 2000, 500, 600, 20),
-    Case("Qwen/Qwen3-30B-A3B", "h200_sxm", "trtllm", 8, 4000, 500, 600, 20),
-    Case("Qwen/Qwen3-235B-A22B-FP8", "h200_sxm", "vllm", 16, 4000, 500, 1000, 30),
-    Case("openai/gpt-oss-120b", "h200_sxm", "vllm", 8, 2000, 500, 600, 20),
-    Case("deepseek-ai/DeepSeek-V3", "h200_sxm", "trtllm", 16, 4000, 500, 2000, 50),
+    *COMPARED,
     # Added after the first held-out run showed no Blackwell MoE among the cases above.
     Case("Qwen/Qwen3-30B-A3B", "b200_sxm", "trtllm", 8, 2000, 500, 600, 20),
     Case("deepseek-ai/DeepSeek-R1", "b200_sxm", "trtllm", 16, 4000, 1000, 2000, 50),
