@@ -42,6 +42,7 @@ from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration import operator_rbac
 from tests.polling import eventually
+from tests.settle import events_written
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or "kubectl"
 DCD = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
@@ -93,6 +94,7 @@ class World:
     operator: InMemoryKubeClient
     #: (observedGeneration, status, reason) of every Available condition the DCDs were written with.
     seen: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    manager: Manager | None = None
 
     def record(self, event: Event) -> None:
         if event.obj.get("kind") != "DynamoComponentDeployment":
@@ -136,6 +138,7 @@ async def _start(
     cluster.server.store.subscribe(world.record)
     manager = Manager(operator, leader_election=None, handle_signals=False)
     manager.set_options(options)
+    world.manager = manager
     await component_controller.setup(manager)
     task = asyncio.create_task(manager.run())
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
@@ -346,7 +349,8 @@ async def test_zero_writes_after_convergence(world: World) -> None:
     await world.client.create(DCD, worker(nodes=2, replicas=1), namespace=NS)
     await eventually(lambda: world.available("fe"), 30, "frontend Available")
     await eventually(lambda: world.available("dec"), 60, "multinode Available")
-    await asyncio.sleep(0.5)  # let in-flight events (aggregated Events) land before counting
+    assert world.manager is not None
+    await events_written(world.manager)
     world.operator.reset_counts()
     end = time.monotonic() + 5
     while time.monotonic() < end:

@@ -24,6 +24,7 @@ from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration import operator_rbac
 from tests.polling import eventually
+from tests.settle import events_written
 
 DGD = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment")
 DCD = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
@@ -53,6 +54,7 @@ class World:
     cluster: EmbeddedCluster
     client: InMemoryKubeClient
     operator: InMemoryKubeClient
+    manager: Manager
 
     async def dgd(self, name: str = "g") -> dict[str, Any]:
         return await self.client.get(DGD, name, NS)
@@ -105,7 +107,7 @@ async def world() -> AsyncIterator[World]:
     manager = Manager(operator, leader_election=None, handle_signals=False)
     await graph_controller.setup(manager)
     task = asyncio.create_task(manager.run())
-    yield World(cluster, client, operator)
+    yield World(cluster, client, operator, manager)
     manager.stop()
     assert await task == 0
     await client.close()
@@ -409,7 +411,7 @@ async def test_zero_writes_after_convergence(world: World) -> None:
     await _scale(world, "g-frontend", 2)
     await world.all_available()
     await eventually(world.ready, 10, "successful")
-    await asyncio.sleep(0.5)  # let in-flight Events land before counting
+    await events_written(world.manager)
     world.operator.reset_counts()
     before = copy.deepcopy(await world.dgd())
     end = time.monotonic() + 3

@@ -26,7 +26,6 @@ import yaml
 from aiplane.controllers.dynamo import component_controller, graph_controller
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.demo.dynamo import GraphWatch
-from aiplane.kube.events import EventRecorder
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import (
     DEPLOYMENTS,
@@ -45,6 +44,7 @@ from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.cluster import EmbeddedCluster
 from tests.integration import operator_rbac
 from tests.polling import eventually
+from tests.settle import events_written
 
 DGD = resource_for("nvidia.com/v1alpha1", "DynamoGraphDeployment")
 DCD = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
@@ -70,15 +70,6 @@ class World:
     operator: InMemoryKubeClient
     watch: GraphWatch
     manager: Manager
-
-    async def events_recorded(self) -> None:
-        """Wait for the Events the controllers have scheduled: an Event is written after the status
-        write it reports (as client-go's broadcaster does), so a transition just seen in status may
-        still have its Event on the way."""
-        for controller in self.manager.controllers:
-            for recorder in (controller.recorder, getattr(controller.reconciler, "recorder", None)):
-                if isinstance(recorder, EventRecorder):
-                    await recorder.flush()
 
     async def names(self, res: Resource) -> list[str]:
         listed = await self.client.list(res, namespace=NS, label_selector=f"{GRAPH_LABEL}={NAME}")
@@ -263,7 +254,7 @@ async def test_the_hpa_carries_behavior_and_owns_the_workers_replicas(world: Wor
     await eventually(counts_reported, 30, "the decode worker's DCD reports 2 ready replicas")
     # The HPA's scale-up may take the graph through not ready and back; the Event of that last
     # transition can still be on its way (seen under CPU load): it belongs to the change, not to rest.
-    await world.events_recorded()
+    await events_written(world.manager)
     world.operator.reset_counts()
     await asyncio.sleep(1.0)
     assert (await world.client.get(DEPLOYMENTS, "llama-disagg-vllmdecodeworker", NS))["spec"]["replicas"] == 2
@@ -390,7 +381,7 @@ async def test_kubectl_get_dgd_dcd_shows_state_readiness_and_age(world: World, t
 async def test_zero_writes_in_the_ten_seconds_after_convergence(world: World) -> None:
     await world.client.create(DGD, example(), namespace=NS)
     await eventually(world.successful, 30, "graph successful")
-    await world.events_recorded()  # the Events of the last status write belong to the change
+    await events_written(world.manager)  # the Events of the last status write belong to the change
     world.operator.reset_counts()
     await asyncio.sleep(10.0)
     assert world.operator.writes == 0, dict(world.operator.requests_by_resource)

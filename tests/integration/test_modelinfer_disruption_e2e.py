@@ -30,6 +30,7 @@ from tests.integration.test_modelinfer_e2e import (
     running_world,
 )
 from tests.polling import eventually
+from tests.settle import events_written
 
 FIRST = "mi300x-0"
 
@@ -152,7 +153,7 @@ async def test_kubectl_drain_takes_one_group_at_a_time(world: World, tmp_path: P
     await eventually(released_both, 10, "DisruptionAllowed Events for pd-0 and pd-1")
     await eventually(lambda: events(world, "DisruptionProtected"), 10, "a DisruptionProtected Event")
     # Steady state with the node still cordoned: no write at all.
-    await asyncio.sleep(0.5)  # let in-flight Events land before counting
+    await events_written(world.manager)
     world.operator.reset_counts()
     end = time.monotonic() + 3
     while time.monotonic() < end:

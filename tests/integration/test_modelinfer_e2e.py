@@ -30,6 +30,7 @@ from aiplane.sim.cluster import EmbeddedCluster
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
 from tests.integration import operator_rbac
 from tests.polling import eventually
+from tests.settle import events_written
 
 MI = resource_for("workload.volcano.sh/v1alpha1", "ModelInfer")
 NS = "serving"
@@ -154,6 +155,7 @@ class World:
     cluster: EmbeddedCluster
     client: InMemoryKubeClient
     operator: InMemoryKubeClient
+    manager: Manager
 
     async def mi(self, name: str = "pd") -> dict[str, Any]:
         return await self.client.get(MI, name, NS)
@@ -214,7 +216,7 @@ async def running_world(nodes: int) -> AsyncIterator[World]:
     await modelinfer_controller.setup(manager)
     task = asyncio.create_task(manager.run())
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-    yield World(cluster, client, operator)
+    yield World(cluster, client, operator, manager)
     manager.stop()
     assert await task == 0
     await client.close()
@@ -271,7 +273,7 @@ async def test_zero_writes_after_convergence(world: World) -> None:
         return sorted(p["metadata"]["name"] for p in items) == ["pd-0", "pd-1"]
 
     await eventually(budgets, 10, "one PodDisruptionBudget per group")
-    await asyncio.sleep(0.5)  # let in-flight events (aggregated Events) land before counting
+    await events_written(world.manager)
     world.operator.reset_counts()
     end = time.monotonic() + 10
     while time.monotonic() < end:
