@@ -31,6 +31,7 @@ from aiplane.kube.resources import (
     Resource,
     resource_for,
 )
+from tests.integration.test_partitioning_e2e import profile
 from tests.polling import eventually
 
 Obj = dict[str, Any]
@@ -78,19 +79,6 @@ def component(name: str, namespace: str, gpus: int, *, replicas: int = 1, skip: 
             "replicas": replicas,
             "resources": {"limits": {"gpu": str(gpus)}},
             "extraPodSpec": {"mainContainer": {"image": "vllm:v1"}},
-        },
-    }
-
-
-def profile(name: str, dcm: str, gpus: str) -> Obj:
-    return {
-        "apiVersion": "infrastructure.silogen.ai/v1alpha1",
-        "kind": "PartitioningProfile",
-        "metadata": {"name": name},
-        "spec": {
-            "dcmProfileName": dcm,
-            "targetSelector": {"matchLabels": {"amd.com/gpu.product-name": PRODUCT}},
-            "expectedResources": {"amd.com/gpu": gpus},
         },
     }
 

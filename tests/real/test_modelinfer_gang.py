@@ -10,7 +10,6 @@ watch delivers: one moment with fewer available groups than ``replicas - maxUnav
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +19,10 @@ import pytest
 from aiplane.kube.client import HttpKubeClient
 from aiplane.kube.resources import COSCHEDULING_PODGROUPS, NODES, PDBS, PODS
 from aiplane.realcluster import RealCluster
-from tests.conformance.conftest import KUBECTL
 from tests.integration.test_modelinfer_e2e import GROUP_LABEL, MI, NAME_LABEL, PODS_PER_GROUP, modelinfer
 from tests.polling import eventually
 from tests.real import operator as op
+from tests.real.test_serving_drain import kubectl
 from tests.real.watching import apply, following
 
 pytestmark = pytest.mark.real
@@ -126,19 +125,6 @@ async def _amd_gpus(admin: HttpKubeClient) -> dict[str, int]:
         for n in nodes
         if AMD in n["status"].get("allocatable", {}) and not n["spec"].get("unschedulable")
     }
-
-
-async def kubectl(cluster: RealCluster, *args: str) -> str:
-    process = await asyncio.create_subprocess_exec(
-        KUBECTL,
-        f"--kubeconfig={cluster.kubeconfig}",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
-    assert process.returncode == 0, f"kubectl {' '.join(args)}: {err.decode()}"
-    return out.decode()
 
 
 async def test_a_gang_is_placed_all_or_nothing_and_the_status_says_why_it_waits(
