@@ -114,6 +114,38 @@ async def test_the_scheduler_places_whole_node_gpu_pods_on_distinct_mi300x_nodes
     assert deployment.status.available_replicas == 3
 
 
+async def test_a_deleted_pod_held_by_a_finalizer_is_reported_failed_as_a_kubelet_would(
+    api: client.ApiClient, namespace: str
+) -> None:
+    """A controller's finalizer (Kueue's on pods it admits) waits for the pod to finish: kwok plays the
+    kubelet that stops the containers and reports the pod Failed, then the finalizer can go."""
+    core = client.CoreV1Api(api)
+    pod = {
+        "metadata": {"name": "held", "finalizers": ["example.com/wait-for-finish"]},
+        "spec": {"containers": [{"name": "c", "image": "registry.example/server:1"}]},
+    }
+    core.create_namespaced_pod(namespace, pod)
+    await eventually(lambda: _ready(core.read_namespaced_pod("held", namespace)), 60, "the pod Ready")
+    core.delete_namespaced_pod("held", namespace)
+    failed = await eventually(
+        lambda: (p := core.read_namespaced_pod("held", namespace)).status.phase == "Failed" and p,
+        timeout=30,
+        what="the deleted pod reported Failed",
+        interval=0.2,
+    )
+    assert failed.metadata.deletion_timestamp is not None
+    core.patch_namespaced_pod("held", namespace, {"metadata": {"finalizers": None}})
+
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod("held", namespace)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    await eventually(gone, timeout=30, what="the pod gone once its finalizer is", interval=0.2)
+
+
 async def test_an_eviction_that_breaks_the_disruption_budget_is_refused_and_one_within_it_proceeds(
     api: client.ApiClient, namespace: str
 ) -> None:
