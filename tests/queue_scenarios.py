@@ -494,3 +494,148 @@ async def modelinfer_opt_out_is_never_queued(client: Client, namespace: str) -> 
     pods = await mi_pods(client, namespace, "free")
     assert not any(QUEUE_LABEL in p["metadata"]["labels"] for p in pods)
     assert await mi_condition(client, namespace, "free", "QuotaReserved") is None
+
+
+# --- a queued ModelInfer's groups replaced: rolling update and recovery ---------------------------------
+
+GROUP_NAME_LABEL = "modelinfer.volcano.sh/group-name"
+#: The rolling ModelInfer's shape (tests/integration/test_modelinfer_e2e.py's: prefill 1 x 2 pods, decode
+#: 2 x 2 pods, one GPU each, gang scheduled), three groups, one unavailable at a time.
+ROLL_REPLICAS = 3
+ROLL_PODS_PER_GROUP = 6
+ROLL_FLOOR = ROLL_REPLICAS - 1
+
+
+def _ready(pod: Obj) -> bool:
+    return "deletionTimestamp" not in pod["metadata"] and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or []
+    )
+
+
+class GroupFloor:
+    """The ModelInfer's pods after every change a watch delivers: the fewest fully ready groups once
+    armed, and every pod that was ever Terminating (``deletionTimestamp`` set)."""
+
+    def __init__(self, mi: str) -> None:
+        self.mi = mi
+        self.pods: dict[str, Obj] = {}
+        self.fewest: int | None = None
+        self.changes = 0
+
+    def __call__(self, kind: str, pod: Obj) -> None:
+        if pod["metadata"].get("labels", {}).get("modelinfer.volcano.sh/name") != self.mi:
+            return
+        self.changes += 1
+        if kind == "DELETED":
+            self.pods.pop(pod["metadata"]["name"], None)
+        else:
+            self.pods[pod["metadata"]["name"]] = pod
+        if self.fewest is not None:
+            self.fewest = min(self.fewest, self.available())
+
+    def available(self) -> int:
+        groups: dict[str, list[Obj]] = {}
+        for pod in self.pods.values():
+            groups.setdefault(pod["metadata"]["labels"][GROUP_NAME_LABEL], []).append(pod)
+        return sum(1 for m in groups.values() if len(m) == ROLL_PODS_PER_GROUP and all(map(_ready, m)))
+
+    def arm(self) -> None:
+        self.fewest = self.available()
+
+
+async def _all_mi_pods(client: Client, namespace: str, name: str) -> list[Obj]:
+    """Every pod of the ModelInfer, Terminating ones included."""
+    listed = (await client.list(PODS, namespace=namespace))["items"]
+    return [p for p in listed if p["metadata"].get("labels", {}).get("modelinfer.volcano.sh/name") == name]
+
+
+async def queued_converged(client: Client, namespace: str, name: str) -> list[Obj]:
+    """Every group updated and available, ``QuotaReserved=True``, and the pods agree: the right number,
+    none Terminating (a pod Kueue's finalizer holds counts), every one Running, Ready and ungated, and
+    Kueue's Workloads exactly the groups' pod groups, each admitted. Returns the pods."""
+
+    async def done() -> list[Obj] | None:
+        mi = await client.get(MI, name, namespace=namespace)
+        status = mi.get("status") or {}
+        conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+        pods = await _all_mi_pods(client, namespace, name)
+        groups = {p["metadata"]["labels"].get(POD_GROUP_LABEL) for p in pods}
+        if not (
+            status.get("observedGeneration") == mi["metadata"]["generation"]
+            and status.get("availableReplicas") == status.get("updatedReplicas") == ROLL_REPLICAS
+            and conditions.get("Available") == "True"
+            and conditions.get("UpdateInProgress") != "True"
+            and conditions.get("QuotaReserved") == "True"
+            and len(pods) == ROLL_REPLICAS * ROLL_PODS_PER_GROUP
+            and all(_ready(p) and not gated(p) for p in pods)
+            and len(groups) == ROLL_REPLICAS
+            and await admitted_workloads(client, namespace) == sorted(str(g) for g in groups)
+        ):
+            return None
+        workloads = {
+            w["metadata"]["name"] for w in (await client.list(WORKLOADS, namespace=namespace))["items"]
+        }
+        return pods if workloads == groups else None
+
+    try:
+        found: list[Obj] = await eventually(
+            done, TIMEOUT, f"ModelInfer {name} converged, its groups admitted"
+        )
+    except AssertionError as exc:
+        pods = await _all_mi_pods(client, namespace, name)
+        held = sorted(p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp"))
+        workloads = sorted(
+            w["metadata"]["name"] for w in (await client.list(WORKLOADS, namespace=namespace))["items"]
+        )
+        raise AssertionError(
+            f"{exc}: Terminating {held}; Workloads {workloads}, admitted {await admitted_workloads(client, namespace)}"
+        ) from None
+    return found
+
+
+async def queued_modelinfer_groups_are_replaced(client: Client, namespace: str, follow: Any) -> None:
+    """A queued, gang-scheduled ModelInfer of three groups (its groups Kueue pod groups) rolls to a new
+    image: every group is replaced by a new pod group on the new revision, never fewer than
+    ``replicas - maxUnavailable`` groups available on any pod change the watch delivers, and it ends
+    with no pod Terminating and every group admitted and Running. Then a deleted pod's role replica is
+    recreated into its group, which Kueue keeps admitted. ``follow(client, PODS, callback)`` is the tier's
+    watch (an async context manager calling back on every pod change)."""
+    from tests.integration.test_modelinfer_e2e import modelinfer as build
+
+    await to_cpx(client)
+    body = build("roll", replicas=ROLL_REPLICAS, max_unavailable=1)
+    body["metadata"]["namespace"] = namespace
+    await client.create(MI, body, namespace=namespace)
+    pods = await queued_converged(client, namespace, "roll")
+    assert all(p["metadata"]["labels"][QUEUE_LABEL] == QUEUE for p in pods)
+    before = {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods}
+
+    watch = GroupFloor("roll")
+    async with follow(client, PODS, watch):
+        await eventually(lambda: watch.available() == ROLL_REPLICAS, TIMEOUT, "the watch sees every group")
+        watch.arm()
+        for role in body["spec"]["template"]["roles"]:
+            for which in ("entryTemplate", "workerTemplate"):
+                role[which]["spec"]["containers"][0]["image"] = "vllm:v2"
+        await client.patch(MI, "roll", {"spec": {"template": body["spec"]["template"]}}, namespace=namespace)
+        pods = await queued_converged(client, namespace, "roll")
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {"vllm:v2"}
+    after = {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods}
+    assert not after & before, f"every group replaced by a new pod group: {sorted(before)} -> {sorted(after)}"
+    assert watch.fewest is not None and watch.fewest >= ROLL_FLOOR, (
+        f"fewest available groups {watch.fewest} over {watch.changes} pod changes"
+    )
+
+    # A pod deleted: RoleRecreate replaces its role replica (same names), which rejoins its pod group.
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    await client.delete(PODS, "roll-1-decode-0-1", namespace=namespace)
+
+    async def replaced() -> bool:
+        now = {
+            p["metadata"]["name"]: p["metadata"]["uid"] for p in await _all_mi_pods(client, namespace, "roll")
+        }
+        return all(now.get(n) not in (None, uids[n]) for n in ("roll-1-decode-0-0", "roll-1-decode-0-1"))
+
+    await eventually(replaced, TIMEOUT, "role replica decode-0 of roll-1 recreated")
+    pods = await queued_converged(client, namespace, "roll")
+    assert {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods} == after, "the same pod groups"

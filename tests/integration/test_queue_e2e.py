@@ -31,6 +31,7 @@ from tests import queue_scenarios as scenario
 from tests.integration import operator_rbac
 from tests.integration.test_kaiwo_e2e import gpu_quota
 from tests.polling import eventually
+from tests.real.watching import following
 
 DCD = resource_for("nvidia.com/v1alpha1", "DynamoComponentDeployment")
 NS = "serving"
@@ -97,6 +98,10 @@ async def world() -> AsyncIterator[World]:
 
 async def test_a_modelinfer_group_over_quota_waits_in_kueues_words_until_cpx(world: World) -> None:
     await scenario.modelinfer_group_waits_in_kueues_words_until_cpx(world.client, NS)
+
+
+async def test_a_queued_modelinfers_groups_are_replaced_and_admitted(world: World) -> None:
+    await scenario.queued_modelinfer_groups_are_replaced(world.client, NS, following)
 
 
 async def test_the_opt_out_annotation_keeps_a_modelinfer_out_of_the_queue(world: World) -> None:

@@ -91,7 +91,7 @@ def neighbour_cluster(kube_bin: Path, tmp_path_factory: pytest.TempPathFactory) 
         tmp_path_factory.mktemp("neighbours") / "cluster",
         bin_dir=kube_bin,
         fleet=fleet,
-        neighbours=("lws", "kueue", "gateway"),
+        neighbours=("lws", "kueue", "gateway", "coscheduling"),
         neighbours_dir=realtier.neighbours_dir(),
         tie_to_parent=True,
     )

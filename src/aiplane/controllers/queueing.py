@@ -8,7 +8,9 @@ DynamoGraphDeployment), through the Kueue integration that fits it:
 
 * a ModelInfer group is a **plain pod group**: every pod gets the label
   ``kueue.x-k8s.io/queue-name``, the label ``kueue.x-k8s.io/pod-group-name`` (the group and its
-  revision, see :func:`pod_group_name`) and the annotation ``kueue.x-k8s.io/pod-group-total-count``;
+  revision, see :func:`pod_group_name`), the annotation ``kueue.x-k8s.io/pod-group-total-count``, and
+  ``kueue.x-k8s.io/pod-group-serving: "true"`` (a serving group: Kueue never declares it finished, and
+  keeps its admission while members are replaced; see :data:`KUEUE_FINALIZER` for the other half);
 * a multinode Dynamo component's LeaderWorkerSet, and a single-node component's Deployment, get the
   queue label on the object; Kueue's webhooks carry it to the pods.
 
@@ -42,7 +44,9 @@ from aiplane.controllers.platform import Platform
 __all__ = [
     "CONDITION",
     "GATE",
+    "KUEUE_FINALIZER",
     "POD_GROUP_LABEL",
+    "POD_GROUP_SERVING",
     "POD_GROUP_TOTAL_COUNT",
     "QUEUE_LABEL",
     "REASON_PENDING",
@@ -64,6 +68,16 @@ Obj = dict[str, Any]
 QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 POD_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 POD_GROUP_TOTAL_COUNT: Final = "kueue.x-k8s.io/pod-group-total-count"
+#: A serving pod group (Kueue's ``pod-group-serving``): never finished, its admission kept across replacements.
+POD_GROUP_SERVING: Final = "kueue.x-k8s.io/pod-group-serving"
+#: The finalizer Kueue's pod webhook puts on every pod it queues by its own label (not on pods of a
+#: Deployment or LeaderWorkerSet, whose webhooks mark them suspended by their parent). Kueue removes it
+#: from a member of a pod group only once a replacement for it exists in the same group, or when the
+#: group finishes or its Workload is deleted; a serving group never finishes. Our replacements reuse
+#: the deleted pods' names (kthena's naming), so they cannot exist while the old pod does: the
+#: ModelInfer controller removes Kueue's finalizer from its own pods once they are being deleted, as
+#: Kueue's StatefulSet and LeaderWorkerSet integrations do for theirs (docs/kaiwo.md).
+KUEUE_FINALIZER: Final = "kueue.x-k8s.io/managed"
 #: The scheduling gate Kueue's pod webhook adds and removes at admission.
 GATE: Final = "kueue.x-k8s.io/admission"
 #: ``"true"`` on a ModelInfer, DynamoGraphDeployment or DynamoComponentDeployment: not queued.
@@ -112,7 +126,7 @@ def queue_pod(pod: Obj, queue: str, group: str, total: int) -> Obj:
     """``pod`` (changed in place, and returned) as a member of Kueue pod group ``group`` of ``total``."""
     meta = pod.setdefault("metadata", {})
     meta.setdefault("labels", {}).update({QUEUE_LABEL: queue, POD_GROUP_LABEL: group})
-    meta.setdefault("annotations", {})[POD_GROUP_TOTAL_COUNT] = str(total)
+    meta.setdefault("annotations", {}).update({POD_GROUP_TOTAL_COUNT: str(total), POD_GROUP_SERVING: "true"})
     return pod
 
 

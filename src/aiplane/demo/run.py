@@ -27,7 +27,6 @@ from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
-from aiplane.controllers.queueing import SKIP_QUEUE_ANNOTATION
 from aiplane.demo import queued as queued_demo
 from aiplane.demo.common import (
     DEMO_NAMESPACE,
@@ -250,11 +249,6 @@ async def modelinfer_section(
     console: Console,
 ) -> bool:
     doc = load_manifests(opts.examples / "modelinfer-1p2d.yaml")[0]
-    if opts.real:
-        # Upstream Kueue keeps its finalizer on the pods of a replaced pod group (failed pods of a group
-        # are retriable unless marked otherwise), which the ModelInfer controller does not mark yet: on
-        # the real control plane the example stays out of the queue, or its rollout would never end.
-        doc["metadata"].setdefault("annotations", {})[SKIP_QUEUE_ANNOTATION] = "true"
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     rolling = (doc["spec"].get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
     max_unavailable, max_surge = int(rolling.get("maxUnavailable", 1)), int(rolling.get("maxSurge", 0))

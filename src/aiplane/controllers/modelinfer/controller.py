@@ -89,7 +89,12 @@ from aiplane.controllers.modelinfer.planner import (
     plan,
 )
 from aiplane.controllers.modelinfer.podgroups import sync_podgroups
-from aiplane.controllers.modelinfer.queued import modelinfers_of_workload, queue_of_group, queue_view
+from aiplane.controllers.modelinfer.queued import (
+    modelinfers_of_workload,
+    queue_of_group,
+    queue_view,
+    release_deleted,
+)
 from aiplane.controllers.modelinfer.revision import (
     controller_revision,
     next_revision_number,
@@ -260,7 +265,9 @@ class ModelInferReconciler:
         key = _key(namespace, name)
         mi = self.modelinfers.get(key)
         if mi is None or objects.is_deleting(mi):
-            return None  # owner references cascade the deletion
+            # Owner references cascade the deletion; Kueue would keep our queued pods Terminating.
+            await release_deleted(self.client, self.pods.by_index(BY_MODELINFER, key), FIELD_MANAGER)
+            return None
         now = self.clock.now()
         problems = validate(mi)
         if problems:
@@ -268,6 +275,7 @@ class ModelInferReconciler:
             return None
 
         pods = self._owned(self.pods, mi, key)
+        await release_deleted(self.client, pods, FIELD_MANAGER)
         services = self._owned(self.services, mi, key)
         roles = self._decorated_roles(namespace, list(deep_get(mi, "spec.template.roles") or []))
         update_revision = revision_hash(roles)
@@ -658,8 +666,10 @@ PERMISSIONS: Final = (
     Permission("workload.volcano.sh", ("modelinfers",), READ),
     Permission("workload.volcano.sh", ("modelinfers/status",), ("patch",)),
     Permission("workload.volcano.sh", ("modelinfers/finalizers",), ("update",)),
-    # Children: pods, services and revisions are created and deleted, never updated.
-    Permission("", ("pods", "services"), ("list", "watch", "create", "delete")),
+    # Children: pods, services and revisions are created and deleted, never updated; a pod being deleted
+    # is patched once, to remove Kueue's finalizer (queued.release_deleted).
+    Permission("", ("pods",), ("list", "watch", "create", "delete", "patch")),
+    Permission("", ("services",), ("list", "watch", "create", "delete")),
     Permission("apps", ("controllerrevisions",), ("list", "watch", "create", "delete")),
     # Gang scheduling (when the gang scheduler's API is served; Volcano's or scheduler-plugins'
     # Coscheduling, --gang-scheduler): one PodGroup per group, resized in place.

@@ -3,6 +3,12 @@
 Each group on one revision is a Kueue plain pod group named ``<mi>-<g>-<revision>``; Kueue names the
 group's Workload after it, so the Workload of a group is found by name, and a Workload leads back to
 its ModelInfer through the pods that own it.
+
+A replaced group (rolling update), a lost pod's role replica, a deleted ModelInfer: each ends with our
+pods being deleted, and Kueue keeps its finalizer on a deleted member of a serving pod group until a
+replacement joins the group, which ours cannot before the old pod is gone (the same name).
+:func:`release_deleted` removes that finalizer from our pods being deleted, one write per pod, none
+at rest (controllers/queueing.py, ``KUEUE_FINALIZER``).
 """
 
 from __future__ import annotations
@@ -12,11 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import finalizer_patch_remove
 from aiplane.controllers import queueing
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, group_name
 from aiplane.controllers.platform_source import PlatformSource
+from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Request
 from aiplane.kube.informer import Informer
+from aiplane.kube.resources import PODS
 
 Obj = dict[str, Any]
 
@@ -81,3 +90,31 @@ def modelinfers_of_workload(workload: Mapping[str, Any], pods: Informer) -> list
         if name:
             out.add(str(name))
     return [Request(ns or None, name) for name in sorted(out)]
+
+
+def held_by_kueue(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Our pods being deleted that Kueue's finalizer still holds."""
+    return [
+        p
+        for p in pods
+        if objects.is_deleting(p) and queueing.KUEUE_FINALIZER in (objects.meta(p).get("finalizers") or ())
+    ]
+
+
+async def release_deleted(client: KubeClient, pods: Iterable[Mapping[str, Any]], field_manager: str) -> None:
+    """Remove Kueue's finalizer from our pods being deleted (see the module docstring). The patch tests
+    the finalizer list it saw: a pod changed meanwhile (422) or gone (404) is looked at again on its
+    next watch event."""
+    for pod in held_by_kueue(pods):
+        try:
+            await client.patch(
+                PODS,
+                objects.name(pod),
+                finalizer_patch_remove(pod, queueing.KUEUE_FINALIZER),
+                namespace=objects.namespace(pod),
+                patch_type="json",
+                field_manager=field_manager,
+            )
+        except ApiError as exc:
+            if not (exc.not_found or exc.invalid):
+                raise

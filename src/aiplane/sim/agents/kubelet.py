@@ -18,7 +18,9 @@ node is. Containers never exit on their own. Deleted pods go at once (the GC mod
 termination of every bound pod, which stays Terminating (``deletionTimestamp`` set) for
 ``min(termination_delay, grace period)`` seconds before the kubelet removes it (a DELETE with grace 0),
 as a real kubelet does once the containers stopped. Clients that act on a pod by name while it
-terminates (``kubectl drain``'s eviction retries) need that window.
+terminates (``kubectl drain``'s eviction retries) need that window. A deleted pod whose finalizer keeps
+it in the API (Kueue's ``kueue.x-k8s.io/managed``) is reported ``phase: Failed`` once its containers
+stopped, as the kubelet reports it (for a pod never bound, kube-controller-manager's pod GC does).
 
 **Faults** (for tests; also over HTTP at ``/_sim/faults/…``): :meth:`Kubelet.restart_container` (the
 container exits and is restarted: ``restartCount`` + 1, ``lastState.terminated``, container, pod
@@ -203,6 +205,8 @@ class Kubelet(AgentLoop):
                 self.cancel(restart)
             return
         node = objects.spec(pod).get("nodeName")
+        if _held_after_stop(pod, self.termination_delay):
+            self.enqueue(("ended", meta["namespace"], meta["name"], uid))
         if not node:
             return
         if objects.is_deleting(pod) and self.termination_delay is not None:
@@ -231,6 +235,8 @@ class Kubelet(AgentLoop):
             self._evict_check(work[1], work[2], work[3])
         elif kind == "recover":
             self._recover(work[1], work[2], work[3], work[4])
+        elif kind == "ended":
+            self._ended(work[1], work[2], work[3])
         elif kind == "terminate":
             self._terminating.pop(work[3], None)
             self._terminate(work[1], work[2], work[3])
@@ -322,6 +328,21 @@ class Kubelet(AgentLoop):
         host = self._next_ip.get(node_name, 1) % 253 + 1
         self._next_ip[node_name] = host
         return f"10.{244 + index // 256}.{index % 256}.{host}"
+
+    def _ended(self, namespace: str, name: str, uid: str) -> None:
+        """A deleted pod a finalizer still holds, its containers stopped: ``phase: Failed``, as the kubelet
+        reports it (or, for a pod never bound, kube-controller-manager's pod GC). A controller waiting
+        for the pod to end (Kueue's pod group) then sees it end."""
+        pod = self.store.get(PODS, namespace, name)
+        if pod is None or objects.uid(pod) != uid or not _held_after_stop(pod, self.termination_delay):
+            return
+        status = {
+            **objects.status(pod),
+            "phase": "Failed",
+            "reason": "Terminated",
+            "message": "the pod was deleted and its containers stopped",
+        }
+        self._write_status(pod, status)
 
     def _write_status(self, pod: Obj, status: dict[str, Any], manager: str = FIELD_MANAGER) -> Obj | None:
         try:
@@ -608,3 +629,13 @@ __all__ = [
     "with_container_readiness",
     "with_ready",
 ]
+
+
+def _held_after_stop(pod: Obj, termination_delay: float | None) -> bool:
+    """Deleted, its containers stopped (at once, or the graceful termination over: grace 0 now), not
+    ended yet, and a finalizer keeps it in the API."""
+    meta = objects.meta(pod)
+    if not objects.is_deleting(pod) or not meta.get("finalizers") or pod_terminal(pod):
+        return False
+    bound = bool(objects.spec(pod).get("nodeName"))
+    return not bound or termination_delay is None or int(meta.get("deletionGracePeriodSeconds") or 0) == 0

@@ -5,7 +5,9 @@ What our controllers and the users see of Kueue, played for the three integratio
 * **Webhooks** (``pkg/controller/jobs/{pod,deployment,leaderworkerset}/*_webhook.go``), as mutating hooks
   of the in-process API (``Api.mutating_hooks``): a Pod with ``kueue.x-k8s.io/queue-name`` (or whose
   parent's webhook marked it with ``kueue.x-k8s.io/pod-suspending-parent``) gets the scheduling gate
-  ``kueue.x-k8s.io/admission`` and the label ``kueue.x-k8s.io/managed: "true"``; a Deployment or
+  ``kueue.x-k8s.io/admission`` and the annotation ``kueue.x-k8s.io/role-hash``; one queued by its own label
+  also the label and the finalizer ``kueue.x-k8s.io/managed`` (released as :mod:`.kueue_finalizers`
+  says: a pod group's deleted member only once its replacement is there); a Deployment or
   LeaderWorkerSet with the queue label gets the queue label, the managed label and the
   suspending-parent annotation on its pod templates (LeaderWorkerSets also
   ``kueue.x-k8s.io/pod-group-serving``). Namespaces ``kube-system`` and ``kueue-system`` are left out
@@ -23,8 +25,8 @@ What our controllers and the users see of Kueue, played for the three integratio
   missing LocalQueue or ClusterQueue) and a Warning Event of that reason on the Workload when the
   message changes. Admitted workloads are never evicted.
 
-Differences from Kueue (docs/sim.md, "Kueue"): no pod finalizer (``kueue.x-k8s.io/managed``), no
-cohorts/borrowing, preemption, priorities, admission checks, fair sharing, topology-aware scheduling,
+Differences from Kueue (docs/sim.md, "Kueue"): no ``WaitingForReplacementPods`` condition, no excess
+pods deleted, no cohorts/borrowing, preemption, priorities, admission checks, fair sharing, topology-aware scheduling,
 ``waitForPodsReady``, partial admission, no ClusterQueue/LocalQueue status; a pod group's shape is
 read from its pods once, when its Workload is created.
 """
@@ -38,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiplane.apimachinery import objects
+from aiplane.sim.agents import kueue_finalizers as finalizers
 from aiplane.sim.agents import kueue_rules as rules
 from aiplane.sim.agents.base import AgentLoop, Obj, Work, record_event, write_status
 from aiplane.sim.apiserver.errors import ApiError
@@ -61,6 +64,7 @@ TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
 SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 GATE = "kueue.x-k8s.io/admission"
+ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 UNMANAGED_NAMESPACES = ("kube-system", "kueue-system")
 LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -93,10 +97,14 @@ def default_pod(pod: Obj) -> None:
         return
     if labels.get(QUEUE_LABEL):
         meta.setdefault("labels", {})[MANAGED_LABEL] = "true"
+    if not by_parent and finalizers.FINALIZER not in (meta.get("finalizers") or []):
+        meta["finalizers"] = [*(meta.get("finalizers") or []), finalizers.FINALIZER]
     spec = pod.setdefault("spec", {})
     gates = list(spec.get("schedulingGates") or [])
     if not any(g.get("name") == GATE for g in gates):
         spec["schedulingGates"] = [*gates, {"name": GATE}]
+    # The pod set a member belongs to, fixed before admission adds a flavor's node labels to its spec.
+    meta.setdefault("annotations", {})[ROLE_HASH_ANNOTATION] = _shape_hash(spec)
 
 
 def _default_template(template: Obj, queue: str, parent: str, *, serving: bool = False) -> None:
@@ -185,6 +193,11 @@ def _shape_hash(spec: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def role_of(pod: Mapping[str, Any]) -> str:
+    """``getRoleHash``: the webhook's annotation, else the hash of the spec as it is."""
+    return str(objects.annotations(pod).get(ROLE_HASH_ANNOTATION) or _shape_hash(objects.spec(pod)))
+
+
 def _condition(wl: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
     for cond in objects.status(wl).get("conditions") or []:
         if cond.get("type") == type_:
@@ -195,6 +208,11 @@ def _condition(wl: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
 def is_admitted(wl: Mapping[str, Any]) -> bool:
     cond = _condition(wl, "QuotaReserved")
     return cond is not None and cond.get("status") == "True" and bool(objects.status(wl).get("admission"))
+
+
+def is_finished(wl: Mapping[str, Any]) -> bool:
+    cond = _condition(wl, "Finished")
+    return cond is not None and cond.get("status") == "True"
 
 
 def _gated(pod: Mapping[str, Any]) -> bool:
@@ -262,6 +280,7 @@ class KueueController(AgentLoop):
         self._create_workloads(wl_rt, workloads)
         self._admit(wl_rt, list(workloads.values()))
         self._ungate(wl_rt)
+        self._finalize(wl_rt)
 
     # --- Workloads --------------------------------------------------------------------------------
 
@@ -377,7 +396,7 @@ class KueueController(AgentLoop):
     def _group(self, ns: str, group: str, pods: list[Obj]) -> Obj:
         sets: dict[str, Obj] = {}
         for pod in pods:
-            role = _shape_hash(objects.spec(pod))
+            role = role_of(pod)
             if role in sets:
                 sets[role]["count"] += 1
             else:
@@ -445,12 +464,14 @@ class KueueController(AgentLoop):
         lqs, cqs, rfs = self._queues()
         usage: dict[str, rules.Usage] = {}
         for wl in workloads:
-            if is_admitted(wl):
+            if is_admitted(wl) and not is_finished(wl):
                 admission = objects.status(wl).get("admission") or {}
                 cq_usage = usage.setdefault(str(admission.get("clusterQueue")), {})
                 for (flavor, res), amount in rules.usage_of([admission]).items():
                     cq_usage[(flavor, res)] = cq_usage.get((flavor, res), 0) + amount
-        pending = [w for w in workloads if not is_admitted(w) and not objects.is_deleting(w)]
+        pending = [
+            w for w in workloads if not is_admitted(w) and not is_finished(w) and not objects.is_deleting(w)
+        ]
         pending.sort(key=lambda w: (objects.meta(w).get("creationTimestamp") or "", objects.name(w)))
         for wl in pending:
             ns = objects.namespace(wl)
@@ -593,8 +614,71 @@ class KueueController(AgentLoop):
         if labels.get(LWS_NAME_LABEL) is not None:
             wanted = "leader" if labels.get(LWS_WORKER_LABEL, "0") == "0" else "worker"
         elif labels.get(POD_GROUP_LABEL):
-            wanted = _shape_hash(objects.spec(pod))
+            wanted = role_of(pod)
         else:
             wanted = "main"
         chosen = [a for a in assignments if a.get("name") == wanted] or assignments[:1]
         return sorted({str(f) for a in chosen for f in (a.get("flavors") or {}).values()})
+
+    # --- finalizers (:mod:`.kueue_finalizers`) -----------------------------------------------------
+
+    def _finalize(self, wl_rt: ResourceType) -> None:
+        workloads = {(objects.namespace(w), objects.name(w)): w for w in self.store.items(wl_rt.storage_key)}
+        groups: dict[tuple[str, str], list[Obj]] = {}
+        for (ns, _name), pod in list(self._pods.items()):
+            group = objects.labels(pod).get(POD_GROUP_LABEL)
+            if group:
+                groups.setdefault((ns, group), []).append(pod)
+            elif finalizers.lone_pod_released(pod):
+                self._release(pod)
+        for (ns, group), pods in groups.items():
+            wl = workloads.get((ns, group))
+            verdict = finalizers.group_verdict(pods, wl, role_of)
+            if verdict.finished and wl is not None and not is_finished(wl):
+                self._finish(wl_rt, wl, pods)
+            by_name = {objects.name(p): p for p in pods}
+            for name in verdict.delete:
+                self._delete_pod(by_name[name])
+            for name in verdict.release:
+                self._release(by_name[name])
+
+    def _finish(self, wl_rt: ResourceType, wl: Obj, pods: list[Obj]) -> None:
+        """``workload.Finish``: ``Finished=True`` (the group's quota is free again)."""
+        total = objects.annotations(pods[0]).get(finalizers.TOTAL_COUNT_ANNOTATION, "")
+        succeeded = sum(1 for p in pods if objects.status(p).get("phase") == "Succeeded")
+        status = dict(objects.status(wl))
+        status["conditions"] = upsert_condition(
+            status.get("conditions") or [],
+            {
+                "type": "Finished",
+                "status": "True",
+                "reason": "Succeeded",
+                "message": f"Pods succeeded: {succeeded}/{total}.",
+                "lastTransitionTime": rfc3339(self.api.clock()),
+            },
+        )
+        self._write(wl_rt, wl, status)
+
+    def _delete_pod(self, pod: Obj) -> None:
+        try:
+            self.api.delete(self.api.resource("v1", "Pod"), objects.namespace(pod), objects.name(pod))
+        except ApiError as err:
+            if err.code != 404:
+                raise
+
+    def _release(self, pod: Obj) -> None:
+        """``removePodFinalizers``: the pod without Kueue's finalizer (a pod being deleted then goes)."""
+        meta = objects.meta(pod)
+        rest = [f for f in meta.get("finalizers") or [] if f != finalizers.FINALIZER]
+        try:
+            self.api.update(
+                self.api.resource("v1", "Pod"),
+                objects.namespace(pod),
+                objects.name(pod),
+                {**pod, "metadata": {**meta, "finalizers": rest}},
+                WriteOptions(field_manager=FIELD_MANAGER),
+            )
+        except ApiError as err:
+            if err.code not in (404, 409, 422):
+                raise
+            self.enqueue(("sync",))
