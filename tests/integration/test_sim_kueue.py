@@ -244,17 +244,63 @@ async def test_a_deployments_pods_are_queued_one_by_one(client: InMemoryKubeClie
 
 
 async def test_a_replaced_member_joins_its_admitted_group(client: InMemoryKubeClient) -> None:
-    await submit(client, "r", total=2)
+    """As Kueue v0.17: a deleted member is held by Kueue's finalizer (reported Failed) until its
+    replacement is in the group; the replacement is ungated by the admitted Workload, then the old one
+    goes."""
+    pods = await submit(client, "r", total=2)
+    assert all(p["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"] for p in pods)
     await until(lambda: running(client, "r"), "the group running")
     uid = (await workload(client, "r") or {})["metadata"]["uid"]
     for i in range(2):  # every member replaced, one at a time (a recovery)
         await client.delete(PODS, f"r-{i}", namespace=NS)
 
-        async def gone(name: str = f"r-{i}") -> bool:
-            return all(p["metadata"]["name"] != name for p in await group_pods(client, "r"))
+        async def held(name: str = f"r-{i}") -> bool:
+            pod = next((p for p in await group_pods(client, "r") if p["metadata"]["name"] == name), None)
+            return pod is not None and pod["status"].get("phase") == "Failed"
 
-        await until(gone, "the old member gone")
-        await client.create(PODS, group_pod("r", i, 2), namespace=NS)
-        await until(lambda: running(client, "r"), "the replacement ungated by the admitted Workload")
+        await until(held, "the old member held, Failed")
+        replacement = group_pod("r", i, 2)
+        replacement["metadata"]["name"] = f"r-{i}-b"
+        await client.create(PODS, replacement, namespace=NS)
+
+        async def replaced(name: str = f"r-{i}") -> bool:
+            gone = all(p["metadata"]["name"] != name for p in await group_pods(client, "r"))
+            return gone and await running(client, "r")
+
+        await until(replaced, "the replacement ungated by the admitted Workload, the old member let go")
     wl = await workload(client, "r")
     assert wl is not None and wl["metadata"]["uid"] == uid, "the same Workload, owned by the new members"
+
+
+async def test_a_pod_group_deleted_whole_stays_terminating(client: InMemoryKubeClient) -> None:
+    """No replacement ever joins, and the group is not finished (retriable, or serving): Kueue keeps its
+    finalizer on every member (what a rolled ModelInfer group would hit if its controller did not let
+    its own deleted pods go)."""
+    await submit(client, "w", total=2)
+    await until(lambda: running(client, "w"), "the group running")
+    for i in range(2):
+        await client.delete(PODS, f"w-{i}", namespace=NS)
+
+    async def failed() -> bool:
+        pods = await group_pods(client, "w")
+        return len(pods) == 2 and all(p["status"].get("phase") == "Failed" for p in pods)
+
+    await until(failed, "both members Failed")
+    pods = await group_pods(client, "w")
+    assert all(p["metadata"].get("deletionTimestamp") for p in pods)
+    assert all(p["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"] for p in pods)
+    # Unretriable now (Kueue's documented way out): the group finishes and its members go.
+    await client.patch(
+        PODS,
+        "w-0",
+        {"metadata": {"annotations": {"kueue.x-k8s.io/retriable-in-group": "false"}}},
+        namespace=NS,
+    )
+
+    async def finished() -> bool:
+        wl = await workload(client, "w")
+        return not await group_pods(client, "w") and (
+            wl is None or (condition(wl, "Finished") or {}).get("status") == "True"
+        )
+
+    await until(finished, "the group finished, its members gone")

@@ -57,14 +57,17 @@ def test_pod_group_names_fit_a_label_and_keep_the_revision(group: str) -> None:
     assert len(name) <= 63 and name.endswith("-bcdfghjklm")
 
 
-def test_a_queued_pod_carries_the_group_and_its_size() -> None:
+def test_a_queued_pod_carries_the_group_its_size_and_that_it_serves() -> None:
     pod = queueing.queue_pod({"metadata": {"labels": {"app": "x"}}}, "kaiwo", "mi-0-rev", 6)
     assert pod["metadata"]["labels"] == {
         "app": "x",
         "kueue.x-k8s.io/queue-name": "kaiwo",
         "kueue.x-k8s.io/pod-group-name": "mi-0-rev",
     }
-    assert pod["metadata"]["annotations"] == {"kueue.x-k8s.io/pod-group-total-count": "6"}
+    assert pod["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/pod-group-total-count": "6",
+        "kueue.x-k8s.io/pod-group-serving": "true",
+    }
     assert queueing.sibling_queue([pod]) == ("kaiwo", True)
     assert queueing.sibling_queue([{"metadata": {"labels": {}}}]) == (None, True)
     assert queueing.sibling_queue([]) == (None, False)
