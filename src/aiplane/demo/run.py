@@ -252,9 +252,9 @@ async def modelinfer_section(
     doc = load_manifests(opts.examples / "modelinfer-1p2d.yaml")[0]
     if opts.real:
         # Rollouts of a queued ModelInfer run under upstream Kueue, but section 3's drains do not yet: a
-        # group whose evicted pods are recreated rejoins its still admitted Kueue pod group, whose
-        # topology-aware placement names the drained node, and stays Unschedulable (README, "not done
-        # yet"). On the real control plane the example stays out of the queue until that is solved.
+        # group whose evicted pods are recreated rejoins its still admitted Kueue pod group and stayed
+        # Unschedulable (README, "not done yet"). On the real control plane the example stays out of
+        # the queue until that is solved.
         doc["metadata"].setdefault("annotations", {})[SKIP_QUEUE_ANNOTATION] = "true"
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     rolling = (doc["spec"].get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
