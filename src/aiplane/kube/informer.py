@@ -111,6 +111,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+#: The watch timeouts' jitter: a generator of our own, so the process-wide ``random`` state (which
+#: tests seed and property-based tests watch) is not drawn from by a background watch.
+_JITTER = random.Random()
 
 Obj = dict[str, Any]
 AddHandler = Callable[[Obj], None]
@@ -497,7 +500,7 @@ class Informer:
     async def _watch(self) -> bool:
         """One watch stream until it ends; whether it was healthy (delivered something or ran a while)."""
         loop = asyncio.get_running_loop()
-        timeout = max(1, int(self.watch_timeout * (1.0 + random.random())))
+        timeout = max(1, int(self.watch_timeout * (1.0 + _JITTER.random())))
         self.stats.watches += 1
         started = loop.time()
         received = 0
