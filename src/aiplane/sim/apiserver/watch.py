@@ -50,9 +50,9 @@ from aiplane.sim.apiserver.table import TableOptions
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-#: kube-apiserver's default ``--min-request-timeout``.
 #: The timeouts' jitter, from a generator of our own (not the process-wide ``random`` state).
 _JITTER = random.Random()
+#: kube-apiserver's default ``--min-request-timeout``.
 MIN_REQUEST_TIMEOUT = 1800.0
 #: How often the cacher sends a watcher a bookmark (``bookmarkFrequency``).
 BOOKMARK_FREQUENCY = 60.0
