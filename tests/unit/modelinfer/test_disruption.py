@@ -1,11 +1,12 @@
 """ModelInfer disruption: the group views, the arbiter's verdict in ordinals, the budget writes, the
-condition, and the planner's released/held/surge rules."""
+condition, and the decision's released/held/surge rules."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+from aiplane.controllers.modelinfer.decide import CreateRoleReplica, DeleteGroup, GroupSummary, plan
 from aiplane.controllers.modelinfer.disruption import (
     budget_writes,
     cordoned_groups,
@@ -17,8 +18,7 @@ from aiplane.controllers.modelinfer.disruption import (
     unschedulable_changed,
 )
 from aiplane.controllers.modelinfer.plan_types import Plan
-from aiplane.controllers.modelinfer.planner import CreateRoleReplica, DeleteGroup, GroupSummary, plan
-from tests.unit.modelinfer.test_planner import cluster, inp
+from tests.unit.modelinfer.test_decide import cluster, inp
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MI = {"metadata": {"name": "mi", "namespace": "ns", "uid": "u1"}}
@@ -139,7 +139,7 @@ def test_condition_appears_only_once_something_waited() -> None:
     assert [(c["status"], c["reason"]) for c in again] == [("False", "NoDisruptionHeld")]
 
 
-# --- the planner's side ------------------------------------------------------------------------------
+# --- the decision's side ------------------------------------------------------------------------------
 
 
 def test_a_released_group_is_spent_capacity_for_the_rolling_update() -> None:

@@ -614,7 +614,7 @@ PERMISSIONS: Final = (
 )
 
 
-def build(
+def setup_controller(
     manager: Manager,
     *,
     lws: bool = True,
@@ -694,7 +694,7 @@ async def setup(manager: Manager) -> None:
         log.warning("an Istio gateway is configured but the VirtualService API is not served")
     platform = await platform_source(manager)
     manager.add_controller(
-        build(
+        setup_controller(
             manager,
             lws=lws,
             podgroups=podgroups,

@@ -1,4 +1,4 @@
-"""ModelInfer controller: the executor around :mod:`planner` (what to do) and :mod:`objects` (what to build).
+"""ModelInfer controller: the executor around :mod:`decide` (what to do) and :mod:`objects` (what to build).
 
 ::
 
@@ -7,7 +7,7 @@
               ``modelinfer.volcano.sh/name`` label, as upstream does; only objects *controlled* by
               this ModelInfer's uid count), and the Nodes under its pods (cordoned or not)
     decide    validation.validate → revision_hash → disruption.decide (which groups a drain may
-              take) → planner.plan (scaling, rolling update, recovery) → status.compute_status
+              take) → decide.plan (scaling, rolling update, recovery) → status.compute_status
     act       ControllerRevision for a new revision; PodGroups before pods (a gang member without its
               PodGroup stays pending in Volcano); PodDisruptionBudgets before any pod delete;
               creates (entry → Service → workers, AlreadyExists ignored) and deletes with UID
@@ -17,14 +17,14 @@
 
 Why the pieces are the way they are:
 
-* **Expectations.** The planner assumes its view is complete: a pod it does not see is a pod that
+* **Expectations.** The decision assumes its view is complete: a pod it does not see is a pod that
   was deleted out from under us, which triggers recovery. Right after our own creates the cache
   has not caught up, so deciding then would "recover" pods we just made. Each ModelInfer therefore
   records the pods and Services it created and the pods it deleted in the shared
   :class:`~aiplane.kube.expectations.Expectations`; until the cache shows all of them (or
   ``EXPECTATIONS_TIMEOUT`` passes, for a watch event that never comes) the reconcile only
   refreshes status. The watch events of our own writes bring the ModelInfer back.
-* **Deletion completion** is recomputed from the cache on every reconcile (the planner waits for a
+* **Deletion completion** is recomputed from the cache on every reconcile (the decision waits for a
   unit's pods and Services to be gone before rebuilding it), and Service deletions are watched too,
   so a lost delete event never stalls a recreate (upstream issues #517, #716).
 * **Zero writes at steady state**: every write is guarded by a "does it differ" check
@@ -46,6 +46,16 @@ from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers import causes, queueing
 from aiplane.controllers.gang import VOLCANO, GangBackend, GangOptions
+from aiplane.controllers.modelinfer.decide import (
+    CreateRoleReplica,
+    DeleteGroup,
+    DeletePods,
+    DeleteRoleReplica,
+    Plan,
+    PlanInput,
+    group_availability,
+    plan,
+)
 from aiplane.controllers.modelinfer.disruption import (
     BY_NODE,
     Decision,
@@ -78,16 +88,6 @@ from aiplane.controllers.modelinfer.objects import (
     label_selector,
 )
 from aiplane.controllers.modelinfer.observe import controlled_by, shape_of, shapes_of, views
-from aiplane.controllers.modelinfer.planner import (
-    CreateRoleReplica,
-    DeleteGroup,
-    DeletePods,
-    DeleteRoleReplica,
-    Plan,
-    PlanInput,
-    group_availability,
-    plan,
-)
 from aiplane.controllers.modelinfer.podgroups import sync_podgroups
 from aiplane.controllers.modelinfer.queued import modelinfers_of_workload, queue_of_group, queue_view
 from aiplane.controllers.modelinfer.revision import (
@@ -531,7 +531,7 @@ class ModelInferReconciler:
         return modelinfers_of_workload(workload, self.pods)
 
     async def _delete_pods(self, mi: Obj, key: str, action: DeletePods, pods: list[Obj]) -> None:
-        """Delete the listed pods still in the cache under the uid the planner saw."""
+        """Delete the listed pods still in the cache under the uid the decision saw."""
         by_uid = {objects.uid(p): p for p in pods}
         gone = []
         for pod_name, uid in action.pods:

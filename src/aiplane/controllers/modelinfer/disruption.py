@@ -8,11 +8,11 @@ module feeds it the ModelInfer's groups and carries out its verdict:
 ::
 
     observe   cordoned nodes (Node informer) under the group's live pods; each group's availability
-              as the planner sees it *before* acting (so a drain wins over the template rollout:
+              as the decision sees it *before* acting (so a drain wins over the template rollout:
               the arbiter spends the budget first, the rolling update gets what is left); what each
               group's budget says (the cached PDB, or our own write the cache does not show yet)
-    decide    :func:`decide` → released ordinals (fed to the planner: spent capacity) and held
-              ordinals (waiting; with maxSurge the planner builds replacements for them)
+    decide    :func:`decide` → released ordinals (fed to the decision: spent capacity) and held
+              ordinals (waiting; with maxSurge the decision builds replacements for them)
     act       :class:`GroupBudgets.sync`, before any pod delete of the plan: creates and
               protections first, then releases, then budgets of ordinals that are gone; each write
               only when :func:`~aiplane.controllers.disruption.budget_differs` (zero at steady state)

@@ -1,7 +1,7 @@
-"""The planner's vocabulary: what the executor hands :func:`~.planner.plan` and what it gets back.
+"""the decision's vocabulary: what the executor hands :func:`~.decide.plan` and what it gets back.
 
-Kept apart from the decisions in :mod:`.planner` so the executor, the status computation and the
-views built in :mod:`.observe` depend on plain records, not on how the planner reaches its verdict.
+Kept apart from the decisions in :mod:`.decide` so the executor, the status computation and the
+views built in :mod:`.observe` depend on plain records, not on how the decision reaches its verdict.
 Every record is frozen: a plan is a value, compared and replayed by the tests.
 """
 
@@ -61,7 +61,7 @@ class RoleShape:
 
 @dataclass(frozen=True)
 class PodView:
-    """What the planner needs of one pod of the ModelInfer (from its labels and status).
+    """What the decision needs of one pod of the ModelInfer (from its labels and status).
 
     ``restarted``: any container or init container has ``restartCount > 0``. ``not_ready_since``:
     epoch seconds of the ``Ready`` condition's ``lastTransitionTime`` while the pod is not ready

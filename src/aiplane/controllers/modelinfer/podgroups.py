@@ -14,8 +14,8 @@ from typing import Any
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.gang import GangBackend
+from aiplane.controllers.modelinfer.decide import CreateRoleReplica, DeleteGroup, Plan
 from aiplane.controllers.modelinfer.objects import build_podgroup, podgroup_needs_update, updated_podgroup
-from aiplane.controllers.modelinfer.planner import CreateRoleReplica, DeleteGroup, Plan
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.events import WARNING, EventRecorder
 

@@ -1,6 +1,6 @@
-"""ModelInfer ``status``, computed from the planner's group summaries: :func:`compute_status`.
+"""ModelInfer ``status``, computed from the decision's group summaries: :func:`compute_status`.
 
-Pure, like :mod:`.planner`: the executor passes the :attr:`~.planner.Plan.groups` of the plan it just
+Pure, like :mod:`.decide`: the executor passes the :attr:`~.decide.Plan.groups` of the plan it just
 carried out, the spec numbers it planned with, the status it read from the cache and ``now``, and
 writes the result through ``/status`` only when :func:`~aiplane.apimachinery.conditions.status_changed` says
 it differs. On a steady state the result equals the stored status exactly (same values, same

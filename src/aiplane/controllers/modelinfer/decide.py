@@ -3,12 +3,12 @@
 The executor observes a ModelInfer's pods and Services from informer caches, turns them into
 :class:`PodView`/:class:`ServiceView` records, calls :func:`plan` with the spec (as :class:`PlanInput`)
 and ``now``, and carries out the :class:`Plan`. Nothing here does I/O or reads a clock, so every rule
-below is table-tested (``tests/unit/modelinfer/test_planner.py``) and checked by a hypothesis step
-simulator (``test_planner_properties.py``). Upstream's behaviour (volcano-sh/kthena,
+below is table-tested (``tests/unit/modelinfer/test_decide.py``) and checked by a hypothesis step
+simulator (``test_decide_properties.py``). Upstream's behaviour (volcano-sh/kthena,
 ``pkg/infer-controller/controller/modelinfer_controller.go``), the bugs fixed here and the design notes
-are in docs/modelinfer-planner.md.
+are in docs/modelinfer-decide.md.
 
-The planner is stateless: everything it knows comes from the observation. Whatever happened before
+The decision is stateless: everything it knows comes from the observation. Whatever happened before
 (a lost event, a crashed executor, a half-done deletion) the next call decides from what is there,
 which is why it can be re-run on every reconcile and why a lost delete event never stalls anything.
 
@@ -76,8 +76,8 @@ on at once.
 A pod that merely turns NotReady (no restart) makes its group unavailable and triggers nothing.
 Outdated groups get no recovery: if unavailable, the rolling update replaces them whole.
 
-Rollout limits hold across calls because availability only drops when the planner deletes
-something (step 4 spends exactly the budget there is) or something fails (which the planner cannot
+Rollout limits hold across calls because availability only drops when the decision deletes
+something (step 4 spends exactly the budget there is) or something fails (which the decision cannot
 prevent), and creations never take the number of groups in existence above ``replicas +
 max_surge``. With ``max_unavailable == 0`` the rollout moves on surge groups becoming available,
 with ``max_surge == 0`` on the unavailability budget; the validator rejects both at 0.
@@ -85,12 +85,12 @@ with ``max_surge == 0`` on the unavailability budget; the validator rejects both
 What the executor must respect
 ------------------------------
 * **Expectations.** Call :func:`plan` only when the cache shows the executor's own recent creates and
-  deletes (as created / terminating or gone). The planner takes the observation as complete; on a
+  deletes (as created / terminating or gone). The decision takes the observation as complete; on a
   stale cache it would create again what was just created (harmless: AlreadyExists) or delete more
   than the budget allows (not harmless).
 * **Deletes skip terminating objects.** ``DeleteGroup`` and ``DeleteRoleReplica`` mean "delete the
   pods and Services of this group / role replica that are not terminating yet", each pod with a UID
-  precondition; the planner never emits one for a unit that has nothing left to delete, so the same
+  precondition; the decision never emits one for a unit that has nothing left to delete, so the same
   delete is never issued twice.
 * **Creates.** ``CreateRoleReplica`` creates exactly the listed pods (entry first), and the Service
   when ``service`` is true, from the template of ``revision``; AlreadyExists is success.
@@ -231,7 +231,7 @@ def _is_ready(pod: PodView, revision: str) -> bool:
     return not pod.terminating and pod.phase == AVAILABLE_PHASE and pod.ready and pod.revision == revision
 
 
-class _Planner:
+class _Decider:
     def __init__(self, inp: PlanInput) -> None:
         self.inp = inp
         self.current_roles = {r.name: r for r in inp.roles}
@@ -494,10 +494,10 @@ class _Groups:
     """One call's group-level decisions over the observed groups: ``deletes`` (ordinal → reason)
     and ``new`` accumulate as the steps run, each step reading what the earlier ones decided."""
 
-    def __init__(self, planner: _Planner) -> None:
-        self.planner = planner
-        self.inp = planner.inp
-        self.groups = planner.observe()
+    def __init__(self, decider: _Decider) -> None:
+        self.decider = decider
+        self.inp = decider.inp
+        self.groups = decider.observe()
         self.live = [g for g in sorted(self.groups.values(), key=lambda g: g.ordinal) if not g.deleting()]
         self.deletes: dict[int, str] = {}
         self.new: list[_NewGroup] = []
@@ -587,7 +587,7 @@ class _Groups:
 
     def scale_up(self, desired: int) -> None:
         """Create the lowest unused ordinals until ``desired`` groups exist (deleting ones count)."""
-        p = self.planner
+        p = self.decider
         ordinal = 0
         for _ in range(desired - len(self.groups)):
             while ordinal in self.groups:
@@ -632,7 +632,7 @@ class _Groups:
                 (creates if isinstance(action, CreateRoleReplica) else actions).append(action)
         actions.extend(creates)
         for n in self.new:
-            actions.extend(n.creates)  # a group of no pods cannot exist; see docs/modelinfer-planner.md
+            actions.extend(n.creates)  # a group of no pods cannot exist; see docs/modelinfer-decide.md
         return actions
 
     def summaries(self) -> list[GroupSummary]:
@@ -647,7 +647,7 @@ class _Groups:
             out.append(GroupSummary(g.ordinal, g.revision, state, available, g.expected, g.ready, g.outdated))
         out.extend(
             GroupSummary(
-                n.ordinal, n.revision, "Creating", False, self.planner.expected_pods(n.shape), 0, False
+                n.ordinal, n.revision, "Creating", False, self.decider.expected_pods(n.shape), 0, False
             )
             for n in self.new
             if n.creates
@@ -669,12 +669,12 @@ class _Groups:
 def group_availability(inp: PlanInput) -> dict[int, bool]:
     """Each live group's availability as observed, before any action: the disruption arbiter's
     input (it decides before the plan, so a drain's release is not undercut by the rollout)."""
-    return {o: g.available for o, g in _Planner(inp).observe().items() if not g.deleting()}
+    return {o: g.available for o, g in _Decider(inp).observe().items() if not g.deleting()}
 
 
 def plan(inp: PlanInput) -> Plan:
     """Decide the next actions for one ModelInfer; see the module docstring for the rules."""
-    d = _Groups(_Planner(inp))  # step 1 and the per-unit analysis of step 7 (role level, recovery)
+    d = _Groups(_Decider(inp))  # step 1 and the per-unit analysis of step 7 (role level, recovery)
     d.delete_debris()  # step 2
     d.scale_down(d.desired(d.rollout_running()))  # step 3: with the surge allowance while rolling
     d.rolling_update()  # step 4
