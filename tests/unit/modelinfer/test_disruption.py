@@ -85,7 +85,7 @@ def test_budget_writes_protect_first_release_later_and_nothing_at_steady_state()
     live["mi-1"] = {**protected["mi-1"], "spec": {**protected["mi-1"]["spec"], "minAvailable": 0}}
     live["mi-9"] = {"metadata": {"name": "mi-9", "uid": "x"}}
     writes = budget_writes(live, released, keep)
-    assert [(w.op, w.name, w.release, w.protect) for w in writes] == [
+    assert [(w.op.value, w.name, w.release, w.protect) for w in writes] == [
         ("update", "mi-1", False, True),  # protect again first
         ("update", "mi-0", True, False),  # then release
         ("delete", "mi-9", False, False),  # its group is gone
@@ -101,7 +101,7 @@ def test_a_group_being_deleted_that_the_drain_may_take_has_its_budget_released()
     live = {name: {**body, "spec": {**body["spec"], "minAvailable": 4}} for name, body in desired.items()}
     live["mi-1"] = desired["mi-1"]
     writes = budget_writes(live, desired, keep)
-    assert [(w.op, w.name, w.release) for w in writes] == [("update", "mi-0", True)]
+    assert [(w.op.value, w.name, w.release) for w in writes] == [("update", "mi-0", True)]
     # Not released by the arbiter: kept as it is until the group is gone.
     assert desired_budgets(MI, groups, frozenset())[1] == {"mi-0"}
 

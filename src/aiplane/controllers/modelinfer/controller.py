@@ -45,6 +45,7 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers import causes, queueing
+from aiplane.controllers.disruption import HELD_EVENT
 from aiplane.controllers.gang import VOLCANO, GangBackend, GangOptions
 from aiplane.controllers.modelinfer.decide import (
     CreateRoleReplica,
@@ -67,9 +68,6 @@ from aiplane.controllers.modelinfer.disruption import (
     pods_by_node,
     spends_floor,
     unschedulable_changed,
-)
-from aiplane.controllers.modelinfer.disruption import (
-    CONDITION as DISRUPTION_HELD,
 )
 from aiplane.controllers.modelinfer.naming import (
     KIND,
@@ -647,7 +645,7 @@ TRANSITION_EVENTS: Final = (
         from_absent=False,
     ),
     # A drain waits for a group: the message names the group, its budget, the node and the floor.
-    ConditionEvent(DISRUPTION_HELD, "True", WARNING, reason="DisruptionHeld"),
+    HELD_EVENT,
     # A group starts waiting for Kueue's quota: Kueue's reason, once per wait.
     ConditionEvent(queueing.CONDITION, "False", WARNING, reason=queueing.REASON_PENDING),
 )
