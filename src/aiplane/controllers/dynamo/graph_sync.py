@@ -18,6 +18,7 @@ specs keeps API-server defaulting from looking like drift, so a converged graph 
 from __future__ import annotations
 
 import copy
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -27,8 +28,8 @@ from typing import Any, Final
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import controller_owner_reference, is_controlled_by
 from aiplane.controllers.dynamo.graph import services
-from aiplane.controllers.dynamo.graph_status import ANNOTATION_LAST_APPLIED_HASH, WantedDcd
 from aiplane.controllers.dynamo.naming import (
+    ANNOTATION_LAST_APPLIED_HASH,
     API_VERSION,
     COMPONENT_PLANNER,
     DGD_KIND,
@@ -36,8 +37,10 @@ from aiplane.controllers.dynamo.naming import (
 )
 
 __all__ = [
+    "DcdVerb",
     "DcdWrite",
     "PvcPlan",
+    "WantedDcd",
     "dcd_hash",
     "needs_planner_account",
     "plan_dcd",
@@ -47,6 +50,16 @@ __all__ = [
 ]
 
 Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WantedDcd:
+    """One DCD the graph wants: its name, the hash of the body we write, and the replicas the graph
+    owns (``None``: the service sets none, so whoever scales the DCD decides)."""
+
+    name: str
+    hash: str
+    replicas: int | None = None
 
 
 def dcd_hash(desired: Obj) -> str:
@@ -62,12 +75,17 @@ def wanted_dcd(desired: Obj) -> WantedDcd:
     return WantedDcd(objects.name(desired), dcd_hash(desired), owned)
 
 
+class DcdVerb(enum.StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+
+
 @dataclass(frozen=True)
 class DcdWrite:
-    """One DCD write: ``create`` or ``update`` with the full body; ``overrode_replicas`` is the
-    count a direct scale had set when the graph's replicas win over it (for the Event)."""
+    """One DCD write: create or update with the full body; ``overrode_replicas`` is the count a
+    direct scale had set when the graph's replicas win over it (for the Event)."""
 
-    verb: str
+    verb: DcdVerb
     body: dict[str, Any]
     overrode_replicas: int | None = None
 
@@ -87,7 +105,7 @@ def plan_dcd(desired: Obj, existing: Obj | None, owner_uid: str) -> DcdWrite | N
     if existing is None:
         body = copy.deepcopy(dict(desired))
         body["metadata"]["annotations"] = _with_hash(body["metadata"], wanted.hash)
-        return DcdWrite("create", body)
+        return DcdWrite(DcdVerb.CREATE, body)
     if not (owner_uid and is_controlled_by(existing, owner_uid)):
         return None
     current = objects.spec(existing).get("replicas")
@@ -106,7 +124,7 @@ def plan_dcd(desired: Obj, existing: Obj | None, owner_uid: str) -> DcdWrite | N
     body["spec"] = spec
     body.pop("status", None)
     overrode = current if applied == wanted.hash and replicas_drifted and isinstance(current, int) else None
-    return DcdWrite("update", body, overrode)
+    return DcdWrite(DcdVerb.UPDATE, body, overrode)
 
 
 # --- PVCs ------------------------------------------------------------------------------------------
