@@ -387,14 +387,13 @@ class GroupBudgets:
             if is_released(pdb) and (o := group_ordinal(mi_name, name)) is not None
         )
 
-    async def sync(
-        self, mi: Obj, key: str, live: Mapping[str, Obj], groups: Sequence[GroupSummary], decision: Decision
-    ) -> None:
-        desired, keep = desired_budgets(mi, groups, decision.released)
+    async def sync(self, mi: Obj, writes: Iterable[BudgetWrite], decision: Decision) -> None:
+        """Carry out the decided budget writes (:func:`budget_writes`' order), each a Normal Event
+        when it releases or protects a group."""
         namespace = objects.namespace(mi)
         owner = expectation_key(KIND, namespace, objects.name(mi))
         serving = _serving_before(decision)
-        for write in budget_writes(live, desired, keep):
+        for write in writes:
             if write.op is BudgetOp.DELETE:
                 assert write.live is not None
                 await self.writer.delete(PDBS, write.live, owner=owner)
