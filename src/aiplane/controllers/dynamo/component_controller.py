@@ -92,7 +92,7 @@ from aiplane.controllers.platform_source import PlatformSource, platform_source,
 from aiplane.kube.children import ChildWriter, expectation_key, key_of
 from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
+from aiplane.kube.controller import Controller, Request, Result, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -119,7 +119,6 @@ Obj = dict[str, Any]
 #: The controller's name; its field manager and Event source follow from it (kube.controller).
 NAME: Final = "dynamocomponentdeployment"
 FIELD_MANAGER: Final = field_manager_for(NAME)
-COMPONENT: Final = event_source_for(NAME)
 FINALIZER: Final = "nvidia.com/finalizer"
 #: ServiceAccounts with this label run component pods (upstream: the first one found).
 LABEL_COMPONENT_POD_SA: Final = "nvidia.com/dynamo-component-pod"
@@ -651,7 +650,7 @@ def setup_controller(
         children,
         informers.informer(kinds.DGDS),
         informers.informer(SERVICEACCOUNTS, label_selector=f"{LABEL_COMPONENT_POD_SA}=true"),
-        EventRecorder(manager.client, COMPONENT),
+        manager.recorder(NAME),
         manager.clock,
         options,
         missing_multinode_api=_missing_multinode_api(lws, podgroups, gang),
