@@ -3,25 +3,25 @@
 ::
 
     observe   the DGD, the DCDs it controls (indexed by owner uid) or wants (by name), the PVCs it
-              names, the namespace's planner ServiceAccount, all from informer caches, overlaid with
+              names, the ServiceAccount of Dynamo's Planner service, all from informer caches, overlaid with
               our own DGD and DCD writes (Expectations.view); whether LeaderWorkerSet is served (one
               cached probe, only for a multinode graph)
     decide    graph_decide.decide (pure): graph.validate_graph → graph.multinode_problem →
               graph.desired_dcds / stale_dcds → graph_sync (what to write) → the status wanted after
               those writes (state, Ready, readyServices)
-    act       finalizer first; planner ServiceAccount; PVCs; DCD creates/updates (spec-hash guarded);
+    act       finalizer first; the Planner service's ServiceAccount; PVCs; DCD creates/updates (spec-hash guarded);
               stale DCDs deleted with a uid precondition; Events for what was done
     report    /status merge patch only when it changed; Events from graph_decide.graph_events
 
 Upstream's order (ai-dynamo/dynamo ``dynamographdeployment_controller.go``; docs/dynamo.md) is kept: finalizer,
-planner account, PVCs, orchestrator choice, DCDs. Validation comes before any of it, so an invalid
+Planner service account, PVCs, orchestrator choice, DCDs. Validation comes before any of it, so an invalid
 graph creates nothing. The orchestrator is always the DCD path: Grove is not supported, and the
 ``nvidia.com/enable-grove`` annotation is ignored (docs/dynamo.md).
 
 Deletion: the finalizer ``nvidia.com/finalizer`` is kept for upstream compatibility, but upstream's
 ``FinalizeResource`` for a DGD does nothing, and neither do we. Every DCD and every PVC the graph
 created carries a controller ownerReference to it, so the garbage collector removes them (and the
-DCDs' own children) once the DGD is gone; the planner ServiceAccount is shared by the namespace's
+DCDs' own children) once the DGD is gone; the Planner service's ServiceAccount is shared by the namespace's
 graphs and, as upstream, stays.
 """
 
@@ -154,7 +154,7 @@ class GraphController:
         self.expectations = Expectations(clock=clock.monotonic)
         #: DCDs: recorded, so the next reconcile decides on what we wrote.
         self.children = ChildWriter(client, FIELD_MANAGER, self.expectations)
-        #: The planner ServiceAccount and PVCs: created once, never read back through expectations.
+        #: The Planner service's ServiceAccount and PVCs: created once, never read back through expectations.
         self.creates = ChildWriter(client, FIELD_MANAGER)
         dcds.add_indexer(BY_OWNER, _by_owner)
         dgds.add_indexer(BY_PVC, _by_pvc)
@@ -350,7 +350,7 @@ PERMISSIONS: Final = (
     Permission(
         "nvidia.com", ("dynamocomponentdeployments",), ("list", "watch", "create", "update", "delete")
     ),
-    # The planner's ServiceAccount and the graph's PVCs are created once, never changed here.
+    # The Planner service's ServiceAccount and the graph's PVCs are created once, never changed here.
     Permission("", ("persistentvolumeclaims", "serviceaccounts"), ("list", "watch", "create")),
     # Whether multinode is possible: a one-item LIST of LeaderWorkerSets.
     Permission("leaderworkerset.x-k8s.io", ("leaderworkersets",), ("list",)),

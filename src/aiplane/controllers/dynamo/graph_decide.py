@@ -1,11 +1,11 @@
 """The DynamoGraphDeployment controller's decision (pure): what to write, and what the status says.
 
 :func:`decide` takes one :class:`GraphObserved` (the graph, its DCDs, the claims it names, whether
-the planner ServiceAccount exists and LeaderWorkerSet is served) and returns a
-:class:`GraphDecision`: the finalizer change, the planner ServiceAccount and PVCs to create, each DCD
+the ServiceAccount of Dynamo's Planner service exists and LeaderWorkerSet is served) and returns a
+:class:`GraphDecision`: the finalizer change, that ServiceAccount and the PVCs to create, each DCD
 write (:func:`~.graph_sync.plan_dcd`), the stale DCDs to delete, and the status wanted once those
 writes are done. Upstream's order (ai-dynamo/dynamo ``dynamographdeployment_controller.go``) is
-kept: validation first (an invalid graph creates nothing), then the planner account, the PVCs (a
+kept: validation first (an invalid graph creates nothing), then the Planner service's account, the PVCs (a
 missing claim stops before any DCD), then the DCDs.
 
 A DCD the decision writes is judged, for the status, as the write will leave it (the #3567 fix

@@ -1,12 +1,12 @@
-"""What the DGD controller writes, decided without I/O: DCD creates and updates, PVCs, the planner's
-ServiceAccount.
+"""What the DGD controller writes, decided without I/O: DCD creates and updates, PVCs, the
+ServiceAccount of Dynamo's Planner service.
 
 **Who owns a DCD's ``spec.replicas``.** Upstream the DGD is the source of truth (#4420): the
 service's ``replicas`` is copied into the DCD and a direct ``kubectl scale dcd`` is overwritten.
 We keep that when the service *sets* ``replicas`` — the DGD wins, and the executor records an Event
 saying so. When the service sets no ``replicas``, the graph does not own the count: the DCD is
 created without it (its controller runs one replica), and later syncs keep whatever the DCD has,
-so ``kubectl scale dcd`` (or the planner scaling the DCD) sticks.
+so ``kubectl scale dcd`` (or Dynamo's Planner service scaling the DCD) sticks.
 
 **When a DCD is rewritten.** Each DCD carries ``nvidia.com/last-applied-hash``, the hash of the
 labels and spec the graph wants (replicas only when owned). The DCD is updated when that hash
@@ -193,7 +193,7 @@ def plan_pvcs(
     return PvcPlan(create, missing)
 
 
-# --- the planner's ServiceAccount -------------------------------------------------------------------
+# --- the Planner service's ServiceAccount ---------------------------------------------------------
 
 #: Marks the ServiceAccount as ours (it is shared by every graph of the namespace, so it has no owner).
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
@@ -205,7 +205,7 @@ def needs_planner_account(dgd: Obj) -> bool:
 
 def planner_service_account(namespace: str) -> dict[str, Any]:
     """``planner-serviceaccount``: upstream also binds it to a Helm-installed ClusterRole; we create
-    the account only (the RBAC a planner needs is the installer's to grant)."""
+    the account only (the RBAC Dynamo's Planner service needs is the installer's to grant)."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
