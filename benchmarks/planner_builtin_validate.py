@@ -176,15 +176,19 @@ def _moe_points(
 def fit_moe() -> None:
     """Grid-fit the MoE constants on the calibration cases (module docstring)."""
     points = _moe_points(CALIBRATION)
-    best: tuple[float, tuple[float, float, float]] | None = None
-    grid = itertools.product((0.1, 0.15, 0.2, 0.25, 0.3), (0.15, 0.2, 0.3, 0.5), (20, 30, 45, 60, 80, 100))
-    for prefill_share, decode_share, layer_us in grid:
-        for name, value in (
-            ("MOE_PREFILL_COMPUTE_SHARE", prefill_share),
-            ("MOE_DECODE_COMPUTE_SHARE", decode_share),
-            ("MOE_LAYER_US", layer_us),
-        ):
+    best: tuple[float, tuple[float, ...]] | None = None
+    grid = itertools.product(
+        (0.15, 0.2, 0.25, 0.3, 0.4),
+        (0.05, 0.075, 0.1, 0.15, 0.2),
+        (45,),
+        (0.0, 0.25, 0.5),
+        (0.5, 0.65, 0.8, 1.0),
+        (0.8, 1.0, 1.25),
+    )
+    for chosen in grid:
+        for name, value in zip(FITTED_MOE[:4], chosen, strict=False):
             setattr(cal, name, {"nvidia": value, "amd": value})
+        cal.MOE_BACKEND_SHARE = {"vllm": 1.0, "sglang": chosen[4], "trtllm": chosen[5]}
         latency._prefill_envelope.cache_clear()
         latency._decode_envelope.cache_clear()
         errors: dict[str, list[float]] = {"prefill": [], "decode": []}
@@ -201,11 +205,20 @@ def fit_moe() -> None:
             values.sort()
             score += statistics.median(values) + 0.5 * values[int(0.9 * len(values))]
         if best is None or score < best[0]:
-            best = (score, (prefill_share, decode_share, layer_us))
+            best = (score, chosen)
     assert best is not None
-    print(
-        f"{len(points)} points; best MOE_PREFILL_COMPUTE_SHARE, MOE_DECODE_COMPUTE_SHARE, MOE_LAYER_US: {best[1]}"
-    )
+    print(f"{len(points)} points; best {', '.join(FITTED_MOE)}: {best[1]} (score {best[0]:.3f})")
+
+
+#: The constants --fit-moe grids over, in its grid's order.
+FITTED_MOE = (
+    "MOE_PREFILL_COMPUTE_SHARE",
+    "MOE_DECODE_COMPUTE_SHARE",
+    "MOE_LAYER_US",
+    "MOE_EP_IMBALANCE_EXP",
+    "MOE_BACKEND_SHARE sglang",
+    "MOE_BACKEND_SHARE trtllm",
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -108,9 +108,22 @@ FP8_BLOCK_SMALL_M_US: Mapping[Vendor, float] = {"nvidia": 121.2, "amd": 0.0}
 # fit MOE_*: gpt-oss-120b, DeepSeek-V3/R1; H100/H200/B200; vLLM, SGLang, TRT-LLM) against AIC's engine
 # fit MOE_*: per layout, 1,509 prefill and decode points, a grid (benchmarks/planner_builtin_validate.py
 # fit MOE_*: --fit-moe); AMD: the NVIDIA values (no AMD data).
-MOE_PREFILL_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
-MOE_DECODE_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.15, "amd": 0.15}
+MOE_PREFILL_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.3, "amd": 0.3}
+MOE_DECODE_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.1, "amd": 0.1}
 MOE_LAYER_US: Mapping[Vendor, float] = {"nvidia": 45.0, "amd": 45.0}
+#: How much more routed work the busiest expert-parallel rank gets than the mean, as ep ** this
+#: (latency._ep_imbalance; 0: balanced routing).
+MOE_EP_IMBALANCE_EXP: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
+#: The backend's MoE kernels against vLLM's: a factor on both MoE shares above (SGLang's Triton fused
+#: MoE and TensorRT-LLM's own kernels run the same expert GEMMs at other speeds).
+MOE_BACKEND_SHARE: Mapping[str, float] = {"vllm": 1.0, "sglang": 0.8, "trtllm": 1.25}
+
+
+def moe_backend_share(backend: str) -> float:
+    """MOE_BACKEND_SHARE of ``backend`` (1 for one not listed)."""
+    return MOE_BACKEND_SHARE.get(backend, 1.0)
+
+
 #: Each constant per system where fitted (the provenance lines above give each value): the systems
 #: differ more than one vendor value can hold (A100's prefill overhead is 2.4x H100's, Blackwell's
 #: block-FP8 GEMMs 3-6x Hopper's). A system not listed (AMD, a partition) takes its vendor's value.
