@@ -14,7 +14,8 @@ them. The error of a case is builtin tokens/s/GPU / AIC's - 1, for each plan kin
     python -m benchmarks.planner_builtin_validate [--refresh] [--only TEXT] [--fit-moe]
 
 ``--fit-moe`` refits the mixture-of-experts constants (``MOE_PREFILL_COMPUTE_SHARE``,
-``MOE_DECODE_COMPUTE_SHARE``, ``MOE_LAYER_US``) on the CALIBRATION cases only: a grid, scored by the
+``MOE_DECODE_COMPUTE_SHARE``, ``MOE_EP_IMBALANCE_EXP``, ``MOE_BACKEND_SHARE``, ``W4A16_READ_FACTOR``;
+``MOE_LAYER_US`` held at 45) on the CALIBRATION cases only: a grid, scored by the
 median plus half the 90th percentile of |built-in / AIC - 1| over AIC's per-layout static runs (its
 prefill at batch 1 and decode TPOT at batches 1-512, read from the answer cache the references left),
 prefill and decode together. It prints the best values; calibration.py is edited by hand.
@@ -178,17 +179,19 @@ def fit_moe() -> None:
     points = _moe_points(CALIBRATION)
     best: tuple[float, tuple[float, ...]] | None = None
     grid = itertools.product(
-        (0.15, 0.2, 0.25, 0.3, 0.4),
-        (0.05, 0.075, 0.1, 0.15, 0.2),
+        (0.2, 0.25, 0.3, 0.4),
+        (0.075, 0.1, 0.15),
         (45,),
         (0.0, 0.25, 0.5),
-        (0.5, 0.65, 0.8, 1.0),
-        (0.8, 1.0, 1.25),
+        (0.65, 0.8, 1.0),
+        (1.0, 1.25, 1.5),
+        (1.0, 2.0, 3.0),
     )
     for chosen in grid:
         for name, value in zip(FITTED_MOE[:4], chosen, strict=False):
             setattr(cal, name, {"nvidia": value, "amd": value})
         cal.MOE_BACKEND_SHARE = {"vllm": 1.0, "sglang": chosen[4], "trtllm": chosen[5]}
+        cal.W4A16_READ_FACTOR = {"nvidia": chosen[6], "amd": chosen[6]}
         latency._prefill_envelope.cache_clear()
         latency._decode_envelope.cache_clear()
         errors: dict[str, list[float]] = {"prefill": [], "decode": []}
@@ -218,6 +221,7 @@ FITTED_MOE = (
     "MOE_EP_IMBALANCE_EXP",
     "MOE_BACKEND_SHARE sglang",
     "MOE_BACKEND_SHARE trtllm",
+    "W4A16_READ_FACTOR",
 )
 
 

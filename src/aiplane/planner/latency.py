@@ -224,7 +224,7 @@ def _step_ms(
     moe_share *= cal.moe_backend_share(backend)
     routed_flops *= _ep_imbalance(s, moe_ep)
     compute = (shared_flops / tp / efficiency + routed_flops / gpus / (efficiency * moe_share)) / peak * 1e3
-    routed_bytes = _experts_touched(m, moe_tokens) * _routed_params(m) * wb / (moe_tp * moe_ep)
+    routed_bytes = _experts_touched(m, moe_tokens) * _routed_params(m) * _routed_wb(m, s) / (moe_tp * moe_ep)
     bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp + routed_bytes
     kv = kv_bytes_per_token(m, tp)
     bytes_ += rows * context * kv if decode else rank_tokens * kv
@@ -278,7 +278,9 @@ def mixed_ms(
         + routed * gen / gpus / (eff_d * share_d)
     ) / (_tflops(m, s) * 1e12)
     bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp
-    bytes_ += _experts_touched(m, round(tokens * dp)) * _routed_params(m) * wb / (moe_tp * moe_ep)
+    bytes_ += (
+        _experts_touched(m, round(tokens * dp)) * _routed_params(m) * _routed_wb(m, s) / (moe_tp * moe_ep)
+    )
     bytes_ += (gen * context + p_tokens) * kv_bytes_per_token(m, tp)
     # The weights stream at the slower of the two phases' rates when both share the pass.
     memory_eff = cal.value("PREFILL_MEMORY_EFFICIENCY", s)
@@ -295,6 +297,14 @@ def mixed_ms(
     fixed = cal.value("PREFILL_OVERHEAD_MS" if p_tokens > 0 else "STEP_OVERHEAD_MS", s)
     fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
     return max(compute, memory) * 1e3 + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def _routed_wb(m: ModelSpec, s: SystemSpec) -> float:
+    """Bytes per routed-expert weight as the MoE kernels stream them: weight-only 4-bit experts are
+    dequantised in the GEMM's main loop, which streams them slower than plain reads
+    (calibration.W4A16_READ_FACTOR: the time of reading that many times the bytes)."""
+    wb = dtype_bytes(m.weight_dtype)
+    return wb * cal.value("W4A16_READ_FACTOR", s) if m.fp4_weight_only else wb
 
 
 def _ep_imbalance(s: SystemSpec, moe_ep: int) -> float:
