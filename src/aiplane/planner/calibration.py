@@ -106,7 +106,7 @@ FP8_BLOCK_SMALL_M_US: Mapping[Vendor, float] = {"nvidia": 121.2, "amd": 0.0}
 #: (routing, token permutation, the grouped GEMMs' launches), microseconds.
 # fit MOE_*, W4A16_READ_FACTOR, MOE_BACKEND_SHARE: fitted on the CALIBRATION cases' MoE models only
 # fit MOE_*: (Qwen3-30B-A3B, Qwen3-235B-A22B-FP8, gpt-oss-120b, DeepSeek-V3/R1; H100/H200/B200; vLLM,
-# fit MOE_*: SGLang, TRT-LLM) against aiconfigurator-core 0.12.0's engine per layout: 1,513 prefill
+# fit MOE_*: SGLang, TRT-LLM) against aiconfigurator-core 0.12.0's engine per layout: 1,509 prefill
 # fit MOE_*: (batch 1) and decode (batch 1-512) points, a grid scored by median + p90/2 of |ours/AIC - 1|
 # fit MOE_*: (benchmarks/planner_builtin_validate.py --fit-moe; the held-out cases never scored);
 # fit MOE_*: MOE_LAYER_US kept at the previous round's grid optimum. AMD: the NVIDIA values (no AMD data).
@@ -125,10 +125,10 @@ MOE_EP_IMBALANCE_EXP: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
 #: ~2x the 2.75 us of a plain read at 4.8 TB/s.
 W4A16_READ_FACTOR: Mapping[Vendor, float] = {"nvidia": 2.0, "amd": 2.0}
 #: The backend's MoE kernels against vLLM's: a factor on both MoE compute shares above (SGLang's
-#: Triton fused MoE and TensorRT-LLM's CUTLASS MoE run the same expert GEMMs at other speeds). Same
-#: grid fit; TensorRT-LLM's value comes from its BF16 and FP8 experts (Qwen3-30B-A3B, DeepSeek): the
-#: calibration set has no MXFP4 expert on TensorRT-LLM.
-MOE_BACKEND_SHARE: Mapping[str, float] = {"vllm": 1.0, "sglang": 0.8, "trtllm": 1.25}
+#: Triton fused MoE runs the same expert GEMMs slower). Same grid fit (TensorRT-LLM: 1.0 of 1-1.5,
+#: from its BF16 and FP8 experts, Qwen3-30B-A3B and DeepSeek; the calibration set has no MXFP4
+#: expert on TensorRT-LLM).
+MOE_BACKEND_SHARE: Mapping[str, float] = {"vllm": 1.0, "sglang": 0.8, "trtllm": 1.0}
 
 
 def moe_backend_share(backend: str) -> float:
