@@ -12,7 +12,7 @@ mixture-of-experts case and the built-in model on an AMD system. The output of e
 must be the same bytes (checked; a difference is an error). No pass/fail on time: the figures go to
 docs/benchmarks.md.
 
-    python -m benchmarks.planner_process_bench [--repeat 3] [--only TEXT]
+    python -m benchmarks.planner_process_bench [--repeat 3] [--only TEXT] [--src OTHER/src]
 """
 
 from __future__ import annotations
@@ -63,9 +63,9 @@ CASES: tuple[tuple[str, str], ...] = (
 )
 
 
-def run(args: list[str], cache: str) -> tuple[float, bytes]:
-    """One ``aiplane plan`` process: its wall seconds and its output."""
-    env = dict(os.environ, AIPLANE_CACHE_DIR=cache, PYTHONPATH=SRC, COLUMNS="160")
+def run(args: list[str], cache: str, src: str = SRC) -> tuple[float, bytes]:
+    """One ``aiplane plan`` process (aiplane from ``src``): its wall seconds and its output."""
+    env = dict(os.environ, AIPLANE_CACHE_DIR=cache, PYTHONPATH=src, COLUMNS="160")
     command = [
         sys.executable,
         "-c",
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="cold and warm runs per case")
     parser.add_argument("--only", help="cases whose label contains this")
+    parser.add_argument("--src", default=SRC, help="the aiplane source tree to time (another commit's)")
     args = parser.parse_args(argv)
     print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)")
     print(f"{'case':42} {'cold s (median, max)':>22} {'warm s (median, max)':>22}")
@@ -96,10 +97,10 @@ def main(argv: list[str] | None = None) -> None:
         outputs: set[bytes] = set()
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory() as cache:
-                seconds, out = run(plan_args.split(), cache)
+                seconds, out = run(plan_args.split(), cache, args.src)
                 cold.append(seconds)
                 outputs.add(out)
-                seconds, out = run(plan_args.split(), cache)
+                seconds, out = run(plan_args.split(), cache, args.src)
                 warm.append(seconds)
                 outputs.add(out)
         if len(outputs) != 1:
