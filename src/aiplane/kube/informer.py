@@ -15,8 +15,7 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
 * **Re-watch, relist.** A stream that ends normally (the server's timeout, a load balancer), or that
   stays silent past the read deadline (below), is resumed from the last resourceVersion seen: no event
   is missed or repeated. When that is impossible — 410 Gone (an ERROR event with code 410, or HTTP
-  410: the history no longer reaches back), or a stream that broke
-  (a lost connection, a 5xx) — the informer relists and reconciles its cache against the fresh list,
+  410: the history no longer reaches back), or a stream that broke (a lost connection, a 5xx) — the informer relists and reconciles its cache against the fresh list,
   emitting synthetic ``on_add``, ``on_update`` (only for a changed resourceVersion) and ``on_delete`` for
   exactly the differences (:func:`diff`). So a handler sees every object's state converge to the server's,
   and never the same (key, resourceVersion) twice.
@@ -111,9 +110,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-#: The watch timeouts' jitter: a generator of our own, so the process-wide ``random`` state (which
-#: tests seed and property-based tests watch) is not drawn from by a background watch.
-_JITTER = random.Random()
+_JITTER = random.Random()  # watch timeouts' jitter; leaves the process-wide random state alone
 
 Obj = dict[str, Any]
 AddHandler = Callable[[Obj], None]
