@@ -24,6 +24,11 @@ Why the pieces are the way they are:
   :class:`~aiplane.kube.expectations.Expectations`; until the cache shows all of them (or
   ``EXPECTATIONS_TIMEOUT`` passes, for a watch event that never comes) the reconcile only
   refreshes status. The watch events of our own writes bring the ModelInfer back.
+* **Read your own status.** A pod event can reconcile a ModelInfer before the watch has delivered
+  our previous status write; its next status patch, guarded by the cached resourceVersion, would be
+  refused with a conflict (and retried). Each status write is recorded (``own``) and the ModelInfer
+  is observed through :meth:`~aiplane.kube.expectations.Expectations.view` until the cache shows it,
+  so the next reconcile decides on, and guards with, the object as written.
 * **Deletion completion** is recomputed from the cache on every reconcile (the decision waits for a
   unit's pods and Services to be gone before rebuilding it), and Service deletions are watched too,
   so a lost delete event never stalls a recreate (upstream issues #517, #716).
@@ -173,6 +178,9 @@ class ModelInferController:
         self.clock = clock
         self.platform = platform
         self.status = StatusWriter(client, kinds.MODELINFERS, FIELD_MANAGER)
+        #: Our status writes, as returned, served in place of the cached ModelInfer until the cache
+        #: shows them (module docstring). No timeout: a view only waits for a watch event or a re-list.
+        self.own = Expectations()
         # Keyed "Kind/namespace/name", owned by the ModelInfer's key (see the module docstring).
         self.expectations = Expectations(
             timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic, keep_objects=False
@@ -199,6 +207,7 @@ class ModelInferController:
 
     def _forget(self, obj: Obj) -> None:
         owner = _owner(objects.key(obj))
+        self.own.deleted(owner, obj)
         self.expectations.forget_owner(owner)
         self.budgets.expectations.forget_owner(owner)
 
@@ -236,7 +245,7 @@ class ModelInferController:
     async def observe(self, request: Request) -> ModelInferObserved | None:
         namespace, name = request.namespace or "", request.name
         key = _key(namespace, name)
-        mi = self.modelinfers.get(key)
+        mi = self.own.view(_owner(key), self.modelinfers.get(key))
         if mi is None or objects.is_deleting(mi):
             return None  # owner references cascade the deletion
         problems = validate(mi)
@@ -500,6 +509,8 @@ class ModelInferController:
         mi = dict(observed.mi)
         old = objects.status(mi)
         written = await self.status.write(mi, decision.status)
+        if written is not None:
+            self.own.wrote(_owner(objects.key(mi)), mi, written, conditional=True)
         if decision.invalid:
             if written is not None and _valid(old) != _valid(decision.status):
                 self.recorder.emit(mi, WARNING, "InvalidSpec", decision.invalid)
