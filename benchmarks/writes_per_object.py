@@ -22,11 +22,10 @@ scenarios reuse the object builders of ``partitioning_bench.py``, ``modelinfer_b
 Each scenario runs ``--runs`` times; a count that differed between runs is shown as ``"min-max"`` and
 listed under ``varies``. The scenarios are chosen so that accepted writes do not depend on timing
 (one group per ModelInfer: with two, whether the status passes through "1 of 2 available" depends on
-whether both groups' pods turn ready between two reconciles). What still varies is a race, not noise:
-the ModelInfer controller's status write guarded by a resourceVersion its cache has not caught up
-with (a pod event reconciles the ModelInfer before the watch delivered the controller's own previous
-status write) is refused with a 409 and requeued; how often that happens depends on the interleaving
-of the two watches.
+whether both groups' pods turn ready between two reconciles). A count that varies is a race, not
+noise: the ModelInfer controller's status writes used to be refused with a 409 now and then (a pod
+event reconciled the ModelInfer before the watch delivered the controller's own status write); it now
+reads its own status writes back, and no count varies.
 
 Usage: ``.venv/bin/python benchmarks/writes_per_object.py [--only NAME] [--rest 5] [--out FILE]
 [--commit REV]``. ``--commit`` is recorded in the output (the revision the numbers come from).
