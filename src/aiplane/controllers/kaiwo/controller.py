@@ -300,7 +300,7 @@ async def ensure_singleton(client: KubeClient) -> None:
     await client.apply(KAIWOCONFIGS, body, field_manager=FIELD_MANAGER)
 
 
-def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
+def setup_controller(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
     reconciler = KaiwoConfigReconciler(manager, kueue_served=kueue_served, topology_served=topology_served)
     builder = Controller.build(NAME).for_(KAIWOCONFIGS).watches(NODES, _singleton)
     for resource in WORKLOAD_KINDS:
@@ -343,4 +343,4 @@ async def setup(manager: Manager) -> None:
     await ensure_singleton(manager.client)
     kueue_served = await manager.client.served(CLUSTERQUEUES)
     topology_served = kueue_served and await manager.client.served(TOPOLOGIES)
-    manager.add_controller(build(manager, kueue_served=kueue_served, topology_served=topology_served))
+    manager.add_controller(setup_controller(manager, kueue_served=kueue_served, topology_served=topology_served))

@@ -288,7 +288,7 @@ class ResourceMonitor:
                 self._session = None
 
 
-def build(manager: Manager, options: MonitoringOptions) -> ResourceMonitor:
+def setup_controller(manager: Manager, options: MonitoringOptions) -> ResourceMonitor:
     informers = manager.informers
     return ResourceMonitor(
         manager.client,
@@ -330,4 +330,4 @@ def setup(manager: Manager) -> None:
         log.debug("resource monitoring disabled (RESOURCE_MONITORING_ENABLED is not true)")
         return
     log.info("resource monitoring enabled", endpoint=options.endpoint, interval=options.interval)
-    manager.add_runnable(build(manager, options), need_leader_election=True)
+    manager.add_runnable(setup_controller(manager, options), need_leader_election=True)

@@ -1,7 +1,7 @@
-"""NodePartitioning controller: the thin executor around :func:`node_machine.decide`.
+"""NodePartitioning controller: the thin executor around :func:`node_decide.decide`.
 
 Observe (the NP, its Node, its profile, the pods on the node and DCM's Events, all from informer caches)
-→ decide (pure, ``node_machine``) → act in the order the decision module prescribes, stopping at the
+→ decide (pure, ``node_decide``) → act in the order the decision module prescribes, stopping at the
 first API error so the runtime retries with backoff: (1) add the finalizer with a JSON patch that tests
 the NP's resourceVersion (the commit point of the plan's admission), (2) write the Node once, guarded by
 its resourceVersion, (3) evict through the Eviction API (a PodDisruptionBudget's 429 and a vanished
@@ -21,7 +21,7 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.apimachinery.selectors import compile_selector
 from aiplane.controllers.partitioning.node_actions import Cordon, Evict, Taint, apply_node_actions
-from aiplane.controllers.partitioning.node_machine import NodeObservation, decide
+from aiplane.controllers.partitioning.node_decide import NodeObservation, decide
 from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.views import (

@@ -1,6 +1,6 @@
 """PartitioningPlan controller: one NodePartitioning per selected node, admitted out of Pending under limits.
 
-All decisions live in :mod:`aiplane.controllers.partitioning.plan_logic` (pure; read its module
+All decisions live in :mod:`aiplane.controllers.partitioning.plan_decide` (pure; read its module
 docstring, in particular the admission contract). This module observes, acts and reports::
 
     observe   plan, Nodes, PartitioningProfiles and *all* NodePartitionings, from informer caches,
@@ -57,7 +57,7 @@ from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.admission import admit_from
 from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
-from aiplane.controllers.partitioning.plan_logic import (
+from aiplane.controllers.partitioning.plan_decide import (
     NODE_PARTITIONING_KIND,
     NODES_EXCLUDED,
     PAUSED,
