@@ -277,7 +277,9 @@ async def graph_world() -> AsyncIterator[World]:
     manager = Manager(operator, leader_election=None, handle_signals=False, clock=clock)
     await graph_controller.setup(manager)
     await component_controller.setup(manager)
-    monitor = monitor_mod.setup_controller(manager, MonitoringOptions(enabled=True, endpoint=cluster.gpu_metrics.url))
+    monitor = monitor_mod.setup_controller(
+        manager, MonitoringOptions(enabled=True, endpoint=cluster.gpu_metrics.url)
+    )
     task = asyncio.create_task(manager.run())
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DGD_NS}})
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret"}}

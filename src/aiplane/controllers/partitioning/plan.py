@@ -56,7 +56,6 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.admission import admit_from
-from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
 from aiplane.controllers.partitioning.plan_decide import (
     NODE_PARTITIONING_KIND,
     NODES_EXCLUDED,
@@ -72,6 +71,7 @@ from aiplane.controllers.partitioning.plan_decide import (
     revoke,
     stale_node_partitionings,
 )
+from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
 from aiplane.controllers.partitioning.plan_status import status_of
 from aiplane.controllers.partitioning.selection import Selection
 from aiplane.controllers.partitioning.views import (
