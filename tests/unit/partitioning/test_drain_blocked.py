@@ -11,7 +11,7 @@ from aiplane.controllers.partitioning.node_actions import apply_node_actions
 from aiplane.controllers.partitioning.node_decide import decide, observe
 from aiplane.controllers.partitioning.node_run import Decision
 from aiplane.controllers.partitioning.views import BlockedEviction
-from tests.unit.partitioning.test_node_logic import (
+from tests.unit.partitioning.test_node_decide import (
     DEVICE_PLUGIN,
     NOW,
     applied,

@@ -316,6 +316,8 @@ class PlanReconciler:
                 kinds.NODEPARTITIONINGS, name, preconditions={"uid": objects.uid(np)}
             )
         except ApiError as exc:
+            # Decided here: a child already gone is recorded as gone (the overlay stops serving it)
+            # and is not reported deleted; any other error propagates.
             if not exc.not_found:
                 raise
             self.np_writes.wrote(name, np, None, conditional=False)
@@ -521,7 +523,7 @@ def setup_controller(manager: Manager) -> Controller:
         nodes,
         profiles,
         nps,
-        EventRecorder(client, COMPONENT),
+        manager.recorder(NAME),
         manager.clock,
     )
     return (
