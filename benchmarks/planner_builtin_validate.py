@@ -14,7 +14,8 @@ them. The error of a case is builtin tokens/s/GPU / AIC's - 1, for each plan kin
     python -m benchmarks.planner_builtin_validate [--refresh] [--only TEXT] [--fit-moe]
 
 ``--fit-moe`` refits the mixture-of-experts constants (``MOE_PREFILL_COMPUTE_SHARE``,
-``MOE_DECODE_COMPUTE_SHARE``, ``MOE_LAYER_US``) on the CALIBRATION cases only: a grid, scored by the
+``MOE_DECODE_COMPUTE_SHARE``, ``MOE_EP_IMBALANCE_EXP``, ``MOE_BACKEND_SHARE``, ``W4A16_READ_FACTOR``;
+``MOE_LAYER_US`` held at 45) on the CALIBRATION cases only: a grid, scored by the
 median plus half the 90th percentile of |built-in / AIC - 1| over AIC's per-layout static runs (its
 prefill at batch 1 and decode TPOT at batches 1-512, read from the answer cache the references left),
 prefill and decode together. It prints the best values; calibration.py is edited by hand.
@@ -176,15 +177,21 @@ def _moe_points(
 def fit_moe() -> None:
     """Grid-fit the MoE constants on the calibration cases (module docstring)."""
     points = _moe_points(CALIBRATION)
-    best: tuple[float, tuple[float, float, float]] | None = None
-    grid = itertools.product((0.1, 0.15, 0.2, 0.25, 0.3), (0.15, 0.2, 0.3, 0.5), (20, 30, 45, 60, 80, 100))
-    for prefill_share, decode_share, layer_us in grid:
-        for name, value in (
-            ("MOE_PREFILL_COMPUTE_SHARE", prefill_share),
-            ("MOE_DECODE_COMPUTE_SHARE", decode_share),
-            ("MOE_LAYER_US", layer_us),
-        ):
+    best: tuple[float, tuple[float, ...]] | None = None
+    grid = itertools.product(
+        (0.2, 0.25, 0.3, 0.4),
+        (0.075, 0.1, 0.15),
+        (45,),
+        (0.0, 0.25, 0.5),
+        (0.65, 0.8, 1.0),
+        (1.0, 1.25, 1.5),
+        (1.0, 2.0, 3.0),
+    )
+    for chosen in grid:
+        for name, value in zip(FITTED_MOE[:4], chosen, strict=False):
             setattr(cal, name, {"nvidia": value, "amd": value})
+        cal.MOE_BACKEND_SHARE = {"vllm": 1.0, "sglang": chosen[4], "trtllm": chosen[5]}
+        cal.W4A16_READ_FACTOR = {"nvidia": chosen[6], "amd": chosen[6]}
         latency._prefill_envelope.cache_clear()
         latency._decode_envelope.cache_clear()
         errors: dict[str, list[float]] = {"prefill": [], "decode": []}
@@ -201,11 +208,21 @@ def fit_moe() -> None:
             values.sort()
             score += statistics.median(values) + 0.5 * values[int(0.9 * len(values))]
         if best is None or score < best[0]:
-            best = (score, (prefill_share, decode_share, layer_us))
+            best = (score, chosen)
     assert best is not None
-    print(
-        f"{len(points)} points; best MOE_PREFILL_COMPUTE_SHARE, MOE_DECODE_COMPUTE_SHARE, MOE_LAYER_US: {best[1]}"
-    )
+    print(f"{len(points)} points; best {', '.join(FITTED_MOE)}: {best[1]} (score {best[0]:.3f})")
+
+
+#: The constants --fit-moe grids over, in its grid's order.
+FITTED_MOE = (
+    "MOE_PREFILL_COMPUTE_SHARE",
+    "MOE_DECODE_COMPUTE_SHARE",
+    "MOE_LAYER_US",
+    "MOE_EP_IMBALANCE_EXP",
+    "MOE_BACKEND_SHARE sglang",
+    "MOE_BACKEND_SHARE trtllm",
+    "W4A16_READ_FACTOR",
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,15 +7,15 @@ import enum
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from aiplane.api.packaged import examples_dir
-from aiplane.clibase import Command, Group, PipeConsole, version_callback
-from aiplane.controllers import registry
+from aiplane.clibase import Command, Group, PipeConsole, flag_signature, version_callback
+from aiplane.run_options import CONTROLLER_NAMES, CONTROLLERS_METAVAR, RunOptions
 
 app = typer.Typer(
     cls=Group,
@@ -30,12 +30,6 @@ app = typer.Typer(
 #: How long the simulated DCM takes to partition a node, for ``aiplane sim`` and ``aiplane demo`` alike
 #: (and the embedded cluster's own default, docs/sim.md).
 SIM_DCM_DELAY = 1.0
-CONTROLLERS = "NAME[,NAME...]"
-#: The names ``--controllers`` accepts, from the registry so the help never goes stale.
-_CONTROLLER_NAMES = (
-    ", ".join(name for name in registry.MODULES if name not in registry.DIAGNOSTIC)
-    + f" (diagnostic, only by name: {', '.join(sorted(registry.DIAGNOSTIC))})"
-)
 #: The terminal's own width (the demo's tables fit it, demo.common.fit); in a pipe, $COLUMNS when set,
 #: else no wrapping at all: a log or a grep gets whole lines, never a table cut to a guessed width.
 console = Console() if sys.stdout.isatty() or "COLUMNS" in os.environ else PipeConsole()
@@ -87,8 +81,8 @@ def rbac(
     controllers: Annotated[
         str,
         typer.Option(
-            metavar=CONTROLLERS,
-            help=f"Controllers whose needs to grant: all, or a comma-separated list of {_CONTROLLER_NAMES}.",
+            metavar=CONTROLLERS_METAVAR,
+            help=f"Controllers whose needs to grant: all, or a comma-separated list of {CONTROLLER_NAMES}.",
         ),
     ] = "all",
     name: Annotated[str, typer.Option(metavar="NAME", help="Name of the ClusterRole.")] = "aiplane-manager",
@@ -307,8 +301,8 @@ def sim(
     controllers: Annotated[
         str,
         typer.Option(
-            metavar=CONTROLLERS,
-            help=f"Controllers to run in-process: all, none, or a comma-separated list of {_CONTROLLER_NAMES}.",
+            metavar=CONTROLLERS_METAVAR,
+            help=f"Controllers to run in-process: all, none, or a comma-separated list of {CONTROLLER_NAMES}.",
         ),
     ] = "all",
     fault: Annotated[
@@ -421,233 +415,21 @@ def hardware(
     raise typer.Exit(code)
 
 
-@app.command(cls=Command)
-def run(
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="PATH",
-            help="Kubeconfig; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config.",
-        ),
-    ] = None,
-    controllers: Annotated[
-        str,
-        typer.Option(
-            metavar=CONTROLLERS,
-            help=f"Controllers to run: all, none, or a comma-separated list of {_CONTROLLER_NAMES}.",
-        ),
-    ] = "all",
-    leader_elect: Annotated[
-        bool, typer.Option("--leader-elect", help="Elect one active replica through a Lease.")
-    ] = False,
-    leader_election_namespace: Annotated[
-        str | None,
-        typer.Option(
-            metavar="NAMESPACE",
-            help="Namespace of the Lease; default: the pod's, else the kubeconfig context's.",
-        ),
-    ] = None,
-    leader_election_id: Annotated[
-        str, typer.Option(metavar="NAME", help="Name of the Lease.")
-    ] = "aiplane-controller-manager",
-    leader_election_lease_duration: Annotated[
-        float,
-        typer.Option(
-            metavar="SECONDS",
-            help="Seconds a standby waits after the last observed renewal before taking over.",
-        ),
-    ] = 15.0,
-    leader_election_renew_deadline: Annotated[
-        float,
-        typer.Option(
-            metavar="SECONDS", help="Seconds the leader keeps retrying a renewal before giving up leadership."
-        ),
-    ] = 10.0,
-    leader_election_retry_period: Annotated[
-        float, typer.Option(metavar="SECONDS", help="Seconds between attempts to acquire or renew.")
-    ] = 2.0,
-    metrics_bind_address: Annotated[
-        str,
-        typer.Option(
-            metavar="[HOST]:PORT", help="Address of /metrics, e.g. :8080 or 127.0.0.1:0; 0 disables."
-        ),
-    ] = ":8080",
-    metrics_secure: Annotated[
-        bool,
-        typer.Option(
-            "--metrics-secure/--no-metrics-secure",
-            help="Serve /metrics only to bearer tokens the API server authenticates (TokenReview) and "
-            "allows get on /metrics (SubjectAccessReview), as controller-runtime does by default.",
-        ),
-    ] = True,
-    health_probe_bind_address: Annotated[
-        str,
-        typer.Option(metavar="[HOST]:PORT", help="Address of /healthz and /readyz, e.g. :8081; 0 disables."),
-    ] = ":8081",
-    max_concurrent_reconciles: Annotated[
-        int | None,
-        typer.Option(
-            metavar="N",
-            help="Workers per controller (default: each controller's own, docs/architecture.md; "
-            "the PartitioningPlan controller always runs one).",
-            min=1,
-        ),
-    ] = None,
-    kube_api_qps: Annotated[
-        float,
-        typer.Option(
-            metavar="QPS",
-            help="Client-side API requests per second (burst above it is --kube-api-burst).",
-            min=1,
-        ),
-    ] = 200.0,
-    kube_api_burst: Annotated[
-        int, typer.Option(metavar="N", help="Client-side API request burst.", min=1)
-    ] = 400,
-    kube_api_request_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SECONDS",
-            help="Deadline of each API request other than a watch (0: none; docs/architecture.md).",
-            min=0,
-        ),
-    ] = 30.0,
-    dcm_config: Annotated[
-        str,
-        typer.Option(
-            metavar="NAMESPACE/NAME",
-            help="NAMESPACE/NAME of the AMD GPU operator's Device Config Manager ConfigMap.",
-        ),
-    ] = "kube-amd-gpu/config-manager-config",
-    drain_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SECONDS",
-            help="Seconds a node drain may take before its NodePartitioning fails (DrainTimeout).",
-            min=1,
-        ),
-    ] = 1200.0,
-    operator_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SECONDS", help="Seconds to wait for the GPU operator's DCM (OperatorUnavailable).", min=1
-        ),
-    ] = 1800.0,
-    verify_timeout: Annotated[
-        float,
-        typer.Option(
-            metavar="SECONDS",
-            help="Seconds for allocatable to show the expected partitions (VerifyFailed).",
-            min=1,
-        ),
-    ] = 300.0,
-    shutdown_timeout: Annotated[
-        float,
-        typer.Option(metavar="SECONDS", help="Seconds in-flight reconciles get to finish after SIGTERM."),
-    ] = 30.0,
-    log_level: Annotated[str, typer.Option(metavar="LEVEL", help="debug, info, warning or error.")] = "info",
-    ingress_controller_class_name: Annotated[
-        str,
-        typer.Option(
-            metavar="CLASS", help="Dynamo: Ingress class of frontends' default ingress (empty: none)."
-        ),
-    ] = "",
-    istio_virtual_service_gateway: Annotated[
-        str,
-        typer.Option(
-            metavar="NAMESPACE/NAME",
-            help="Dynamo: Istio gateway (NAMESPACE/NAME) of frontends' default VirtualService.",
-        ),
-    ] = "",
-    ingress_host_suffix: Annotated[
-        str,
-        typer.Option(
-            metavar="SUFFIX", help="Dynamo: host suffix of default ingresses (a graph's host is NAME.SUFFIX)."
-        ),
-    ] = "local",
-    ingress_controller_tls_secret_name: Annotated[
-        str, typer.Option(metavar="SECRET", help="Dynamo: TLS Secret of default ingresses (empty: no TLS).")
-    ] = "",
-    nats_server: Annotated[
-        str, typer.Option(metavar="URL", help="Dynamo: NATS_SERVER for every component pod.")
-    ] = "",
-    etcd_endpoints: Annotated[
-        str,
-        typer.Option(
-            metavar="URL[,URL...]",
-            help="Dynamo: ETCD_ENDPOINTS for every component pod; also enables the DCD etcd cleanup.",
-        ),
-    ] = "",
-    model_express_url: Annotated[
-        str, typer.Option(metavar="URL", help="Dynamo: MODEL_EXPRESS_URL for every component pod.")
-    ] = "",
-    prometheus_endpoint: Annotated[
-        str, typer.Option(metavar="URL", help="Dynamo: PROMETHEUS_ENDPOINT for every component pod.")
-    ] = "",
-    mpi_run_ssh_secret_name: Annotated[
-        str, typer.Option(metavar="SECRET", help="Dynamo: SSH keypair Secret of TRT-LLM multinode mpirun.")
-    ] = "mpi-run-ssh-secret",
-    profiler_image: Annotated[
-        str,
-        typer.Option(
-            metavar="IMAGE",
-            help="Dynamo: image of online DGDR profiling Jobs (empty: online profiling refused).",
-        ),
-    ] = "",
-    gang_scheduler: Annotated[
-        str,
-        typer.Option(
-            metavar="NAME",
-            help="The gang scheduler of ModelInfer groups and multinode Dynamo: volcano or coscheduling "
-            "(scheduler-plugins, profile scheduler-plugins-scheduler).",
-        ),
-    ] = "volcano",
-) -> None:
+def _run(**flags: Any) -> None:
     """Run the operator: a manager with the selected controllers, until SIGTERM.
 
     Exit status 0 after SIGTERM and a clean drain, 1 when leadership is lost or the manager fails,
     2 for invalid flags or configuration.
     """
-    from aiplane.run import RunOptions
-    from aiplane.run import main as run_main
+    from aiplane.run import main_from_flags
 
-    code = run_main(
-        RunOptions(
-            kubeconfig=kubeconfig,
-            controllers=controllers,
-            leader_elect=leader_elect,
-            leader_election_namespace=leader_election_namespace,
-            leader_election_id=leader_election_id,
-            leader_election_lease_duration=leader_election_lease_duration,
-            leader_election_renew_deadline=leader_election_renew_deadline,
-            leader_election_retry_period=leader_election_retry_period,
-            metrics_bind_address=metrics_bind_address,
-            metrics_secure=metrics_secure,
-            health_probe_bind_address=health_probe_bind_address,
-            max_concurrent_reconciles=max_concurrent_reconciles,
-            kube_api_qps=kube_api_qps,
-            kube_api_burst=kube_api_burst,
-            kube_api_request_timeout=kube_api_request_timeout,
-            dcm_config=dcm_config,
-            drain_timeout=drain_timeout,
-            operator_timeout=operator_timeout,
-            verify_timeout=verify_timeout,
-            shutdown_timeout=shutdown_timeout,
-            log_level=log_level,
-            ingress_controller_class_name=ingress_controller_class_name,
-            istio_virtual_service_gateway=istio_virtual_service_gateway,
-            ingress_host_suffix=ingress_host_suffix,
-            ingress_controller_tls_secret_name=ingress_controller_tls_secret_name,
-            nats_server=nats_server,
-            etcd_endpoints=etcd_endpoints,
-            model_express_url=model_express_url,
-            prometheus_endpoint=prometheus_endpoint,
-            mpi_run_ssh_secret_name=mpi_run_ssh_secret_name,
-            profiler_image=profiler_image,
-            gang_scheduler=gang_scheduler,
-        )
-    )
-    raise typer.Exit(code)
+    raise typer.Exit(main_from_flags(flags))
+
+
+#: ``aiplane run``'s parameters are generated from the options dataclasses (aiplane.run_options).
+_run.__signature__ = flag_signature(RunOptions)  # type: ignore[attr-defined]
+_run.__annotations__ = {p.name: p.annotation for p in _run.__signature__.parameters.values()}  # type: ignore[attr-defined]
+app.command("run", cls=Command)(_run)
 
 
 @app.command(cls=Command)
@@ -711,9 +493,12 @@ def plan(
 
     Exit status 0 when a plan meets the SLA, 3 when only a best-effort plan exists, 2 for bad input.
     """
+    import gc
     import json
 
     from aiplane.planner import report
+
+    gc.disable()  # one plan, then exit: collecting AIC's import-time objects cost ~0.1 s, freed nothing
     from aiplane.planner.api import plan as run_plan
     from aiplane.planner.types import PlannerError, PlanRequest
 

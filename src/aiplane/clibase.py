@@ -3,15 +3,19 @@ and the console for output that goes to a pipe."""
 
 from __future__ import annotations
 
+import enum
+import inspect
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Final
+from typing import Annotated, Any, Final, cast
 
 import typer
 from rich.console import Console
 from rich.rule import Rule
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-__all__ = ["Command", "Group", "PipeConsole", "version_callback"]
+from aiplane.kube.flags import flags_of
+
+__all__ = ["Command", "Group", "PipeConsole", "flag_signature", "version_callback"]
 
 
 def _hide_flag_placeholder(option: object) -> None:
@@ -83,3 +87,21 @@ class PipeConsole(Console):
         self, title: Any = "", *, characters: str = "─", style: Any = "rule.line", align: Any = "center"
     ) -> None:
         self.print(Rule(title, characters=characters, style=style, align=align), width=RULE_WIDTH)
+
+
+def flag_signature(options: type[Any]) -> inspect.Signature:
+    """A command's signature made of the flags ``options`` declares (:mod:`aiplane.kube.flags`), for
+    typer to read as if written by hand: one keyword parameter per flag, named :attr:`Flag.param`,
+    with the flag's help, metavar, bounds and the field's default (an enum's by its value)."""
+    parameters = []
+    for item in flags_of(options):
+        spec = item.flag
+        option = typer.Option(spec.name, metavar=spec.metavar, help=spec.help, min=spec.min)
+        default = item.default.value if isinstance(item.default, enum.Enum) else item.default
+        annotation = cast(Any, Annotated)[spec.cli_type or item.type, option]
+        parameters.append(
+            inspect.Parameter(
+                spec.param, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+        )
+    return inspect.Signature(parameters, return_annotation=None)

@@ -24,31 +24,29 @@ import asyncio
 import inspect
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
 from aiplane.controllers import registry
-from aiplane.controllers.dynamo.options import DEFAULT_HOST_SUFFIX, DEFAULT_MPI_SSH_SECRET, DynamoOptions
-from aiplane.controllers.gang import GangOptions, GangScheduler
 from aiplane.controllers.monitoring.options import MonitoringOptions
-from aiplane.controllers.partitioning.options import DEFAULT_DCM_CONFIG, PartitioningOptions
 from aiplane.kube.client import ApiError, HttpKubeClient
+from aiplane.kube.flags import build
 from aiplane.kube.leaderelection import LeaderElectionConfig
 from aiplane.kube.logging import configure_logging, get_logger
 from aiplane.kube.manager import EXIT_FAILURE, ControllerOptions, Manager, parse_bind_address
 from aiplane.kube.metrics import Metrics
 from aiplane.kube.metrics_auth import MetricsAuth
 from aiplane.kube.tls import limit_tls_read_buffer
+from aiplane.run_options import RunOptions
 
-__all__ = ["EXIT_USAGE", "RunOptions", "main", "run"]
+__all__ = ["EXIT_USAGE", "RunOptions", "main", "main_from_flags", "options_from_flags", "run"]
 
 #: Command-line or configuration error, found before anything started.
 EXIT_USAGE: Final = 2
 
-DEFAULT_LEADER_ELECTION_ID: Final = "aiplane-controller-manager"
 _SA_NAMESPACE: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 _log = get_logger("aiplane.run")
@@ -79,66 +77,6 @@ async def _set_up(manager: Manager, name: str, setup: registry.ControllerSetup) 
             _log.warning("controller setup retried", controller=name, error=str(exc), retry_in=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, SETUP_RETRY_MAX_DELAY)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """``aiplane run``'s flags (see the CLI for their help)."""
-
-    kubeconfig: Path | None = None
-    controllers: str = "all"
-    leader_elect: bool = False
-    leader_election_namespace: str | None = None
-    leader_election_id: str = DEFAULT_LEADER_ELECTION_ID
-    leader_election_lease_duration: float = 15.0
-    leader_election_renew_deadline: float = 10.0
-    leader_election_retry_period: float = 2.0
-    metrics_bind_address: str = ":8080"
-    #: /metrics only for bearer tokens the API server authenticates and allows ``get /metrics``.
-    metrics_secure: bool = True
-    health_probe_bind_address: str = ":8081"
-    #: ``None``: each controller's documented default (docs/architecture.md).
-    max_concurrent_reconciles: int | None = None
-    dcm_config: str = DEFAULT_DCM_CONFIG
-    drain_timeout: float = 1200.0
-    operator_timeout: float = 1800.0
-    verify_timeout: float = 300.0
-    #: Client-side request budget (kube-controller-manager's --kube-api-qps/--kube-api-burst). The
-    #: API server's priority and fairness is the real protection; this only stops a runaway loop.
-    kube_api_qps: float = 200.0
-    kube_api_burst: int = 400
-    #: Deadline of each non-watch request (0: none); see ``aiplane.kube.client`` (liveness).
-    kube_api_request_timeout: float = 30.0
-    shutdown_timeout: float = 30.0
-    log_level: str = "info"
-    # Dynamo (upstream's operator flags of the same names; controllers/dynamo/options.py)
-    ingress_controller_class_name: str = ""
-    istio_virtual_service_gateway: str = ""
-    ingress_host_suffix: str = DEFAULT_HOST_SUFFIX
-    ingress_controller_tls_secret_name: str = ""
-    nats_server: str = ""
-    etcd_endpoints: str = ""
-    model_express_url: str = ""
-    prometheus_endpoint: str = ""
-    mpi_run_ssh_secret_name: str = DEFAULT_MPI_SSH_SECRET
-    profiler_image: str = ""
-    #: The gang scheduler ModelInfer groups and multinode Dynamo replicas are made for (controllers/gang.py).
-    gang_scheduler: str = GangScheduler.VOLCANO.value
-
-    def dynamo(self) -> DynamoOptions:
-        """The Dynamo controllers' options from these flags."""
-        return DynamoOptions(
-            ingress_class=self.ingress_controller_class_name,
-            istio_gateway=self.istio_virtual_service_gateway,
-            ingress_host_suffix=self.ingress_host_suffix,
-            ingress_tls_secret=self.ingress_controller_tls_secret_name,
-            nats_server=self.nats_server,
-            etcd_endpoints=self.etcd_endpoints,
-            model_express_url=self.model_express_url,
-            prometheus_endpoint=self.prometheus_endpoint,
-            mpi_ssh_secret=self.mpi_run_ssh_secret_name,
-            profiler_image=self.profiler_image,
-        )
 
 
 class UsageError(Exception):
@@ -232,13 +170,30 @@ def _validate(options: RunOptions) -> None:
             raise UsageError(f"{flag}: {exc}") from None
     if options.max_concurrent_reconciles is not None and options.max_concurrent_reconciles < 1:
         raise UsageError("--max-concurrent-reconciles must be at least 1")
-    if options.gang_scheduler not in {s.value for s in GangScheduler}:
-        raise UsageError(
-            f"--gang-scheduler: {options.gang_scheduler!r} is not one of "
-            f"{', '.join(s.value for s in GangScheduler)}"
-        )
     if options.shutdown_timeout < 0:
         raise UsageError("--shutdown-timeout must not be negative")
+
+
+def options_from_flags(values: Mapping[str, Any]) -> RunOptions:
+    """The options from the command line's parsed values (keyed by flag, ``drain_timeout``); a value
+    no options class accepts (``--dcm-config x``, ``--gang-scheduler kai``) is a :class:`UsageError`."""
+    try:
+        options: RunOptions = build(RunOptions, values)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return options
+
+
+def _usage_error(log_level: str, exc: Exception) -> int:
+    """Report a configuration error (a log line, and plainly on stderr); exit status 2."""
+    try:
+        configure_logging(log_level)
+    except ValueError as bad_level:
+        exc = bad_level
+    else:
+        _log.error("invalid configuration", error=str(exc))
+    print(f"aiplane run: {exc}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 async def run(options: RunOptions) -> int:
@@ -250,12 +205,6 @@ async def run(options: RunOptions) -> int:
         return EXIT_USAGE
     try:
         _validate(options)
-        partitioning = PartitioningOptions(
-            dcm_config=options.dcm_config,
-            drain_timeout=options.drain_timeout,
-            operator_timeout=options.operator_timeout,
-            verify_timeout=options.verify_timeout,
-        )
         selected = registry.select(options.controllers)
         monitoring = MonitoringOptions.from_env()
         election: LeaderElectionConfig | None = None
@@ -288,9 +237,9 @@ async def run(options: RunOptions) -> int:
             metrics_auth=MetricsAuth(client) if options.metrics_secure else None,
             controller_options=ControllerOptions(max_concurrent_reconciles=options.max_concurrent_reconciles),
         )
-        manager.set_options(partitioning)
-        manager.set_options(options.dynamo())
-        manager.set_options(GangOptions(GangScheduler(options.gang_scheduler)))
+        manager.set_options(options.partitioning)
+        manager.set_options(options.dynamo)
+        manager.set_options(options.gang)
         manager.set_options(monitoring)
         for name, setup in selected.items():
             try:
@@ -314,6 +263,15 @@ async def run(options: RunOptions) -> int:
 
 
 def main(options: RunOptions) -> int:
-    """Synchronous entry (the CLI's): run on a fresh event loop."""
+    """Synchronous entry: run on a fresh event loop."""
     limit_tls_read_buffer()  # a process-wide setting: only the operator's own entry point makes it
     return asyncio.run(run(options))
+
+
+def main_from_flags(values: Mapping[str, Any]) -> int:
+    """The CLI's entry: the options built from its parsed flags, then :func:`main`."""
+    try:
+        options = options_from_flags(values)
+    except UsageError as exc:
+        return _usage_error(str(values.get("log_level", "info")), exc)
+    return main(options)

@@ -535,25 +535,26 @@ async def test_kubectl_drain_takes_one_multinode_replica_at_a_time(world: World,
     assert watch.changes > 0 and watch.worst == 1, (watch.worst, watch.changes)
     assert drained_in < 30
 
-    # The last ReplicaProtected Event is posted after the budget write "rebuilt" saw: wait for it.
+    # The last DisruptionProtected Event is posted after the budget write "rebuilt" saw: wait for it.
     async def both_recorded() -> dict[str, Any] | None:
         listed = await world.client.list(EVENTS, NS, field_selector="involvedObject.name=dec")
         reasons = [e["reason"] for e in listed["items"]]
         return (
             listed
-            if reasons.count("ReplicaReleased") >= 2 and reasons.count("ReplicaProtected") >= 2
+            if reasons.count("DisruptionAllowed") >= 2 and reasons.count("DisruptionProtected") >= 2
             else None
         )
 
-    listed = await eventually(both_recorded, 10, "two ReplicaReleased and two ReplicaProtected Events")
+    listed = await eventually(both_recorded, 10, "two DisruptionAllowed and two DisruptionProtected Events")
     reasons = [e["reason"] for e in listed["items"]]
-    assert reasons.count("ReplicaReleased") == 2 and reasons.count("ReplicaProtected") == 2
-    held = [e for e in listed["items"] if e["reason"] == "ReplicaFloorReached"]
+    assert reasons.count("DisruptionAllowed") == 2 and reasons.count("DisruptionProtected") == 2
+    held = [e for e in listed["items"] if e["reason"] == "DisruptionHeld"]
     assert held and held[0]["type"] == "Warning"
     assert f"{NS}/dec-1" in held[0]["message"] and crowded in held[0]["message"]
     assert "llm/dec" in held[0]["message"]
     dcd = await world.dcd("dec")
-    assert "DisruptionHeld" not in {c["type"] for c in dcd["status"]["conditions"]}
+    held_now = next(c for c in dcd["status"]["conditions"] if c["type"] == "DisruptionHeld")
+    assert (held_now["status"], held_now["reason"]) == ("False", "NoDisruptionHeld")
     # Steady state: nothing more to write.
     await asyncio.sleep(0.5)  # let in-flight events land before counting
     world.operator.reset_counts()

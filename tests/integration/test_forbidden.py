@@ -240,7 +240,7 @@ def _permission_denied(obj: Obj) -> Obj | None:
 async def test_a_forbidden_node_update_shows_on_the_node_partitioning_until_the_role_is_fixed(
     start: Any,
 ) -> None:
-    """Issue 16 finding 4: a NodePartitioning whose node cannot be updated says so (condition and
+    """A NodePartitioning whose node cannot be updated says so (condition and
     Event naming the verb and resource), instead of sitting Pending with only log lines."""
     fleet = Fleet(
         nodePools=[NodePool(name="mi300x", count=2, gpu=GpuSpec(vendor="amd", product="MI300X", count=8))]

@@ -110,7 +110,7 @@ async def world() -> AsyncIterator[World]:
     manager = Manager(operator, leader_election=None, handle_signals=False, clock=clock)
     await modelinfer_controller.setup(manager)
     options = MonitoringOptions(enabled=True, endpoint=cluster.gpu_metrics.url, interval=3600)
-    monitor = monitor_mod.build(manager, options)  # polled by the test, not run by the manager
+    monitor = monitor_mod.setup_controller(manager, options)  # polled by the test, not run by the manager
     task = asyncio.create_task(manager.run())
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     await client.create(
@@ -277,7 +277,9 @@ async def graph_world() -> AsyncIterator[World]:
     manager = Manager(operator, leader_election=None, handle_signals=False, clock=clock)
     await graph_controller.setup(manager)
     await component_controller.setup(manager)
-    monitor = monitor_mod.build(manager, MonitoringOptions(enabled=True, endpoint=cluster.gpu_metrics.url))
+    monitor = monitor_mod.setup_controller(
+        manager, MonitoringOptions(enabled=True, endpoint=cluster.gpu_metrics.url)
+    )
     task = asyncio.create_task(manager.run())
     await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DGD_NS}})
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token-secret"}}

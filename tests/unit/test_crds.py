@@ -272,6 +272,6 @@ def test_large_crds_are_the_ones_the_readme_says_to_apply_server_side() -> None:
 def test_the_dgdr_crd_freezes_the_spec_in_the_states_the_controller_does() -> None:
     """The admission rule and the controller agree on when a DGDR's spec no longer changes."""
     from aiplane.api.dynamo import FROZEN_STATES
-    from aiplane.controllers.dynamo.request_state import IMMUTABLE
+    from aiplane.controllers.dynamo.request_decide import IMMUTABLE
 
     assert set(FROZEN_STATES) == set(IMMUTABLE)

@@ -139,3 +139,37 @@ def test_a_persistent_drain_moves_every_group_while_the_floor_holds(n: int, data
         else:
             groups[i] = replace(x, available=True)
     assert all(not x.on_cordoned and x.available for x in groups.values())
+
+
+# --- the one DisruptionHeld rule and budget flips (shared by ModelInfer and the DCD) ---------------
+
+
+def test_disruption_held_true_while_held_false_after_absent_if_never() -> None:
+    from datetime import UTC, datetime
+
+    from aiplane.controllers.disruption import held_condition
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    others = [{"type": "Available", "status": "True"}]
+    assert held_condition(others, None, generation=1, now=now) == others  # never drained: no condition
+    held = held_condition(others, "group x waits", generation=2, now=now)
+    assert [(c["type"], c["status"], c.get("reason")) for c in held] == [
+        ("Available", "True", None),
+        ("DisruptionHeld", "True", "FloorReached"),
+    ]
+    released = held_condition(held, None, generation=2, now=now)
+    assert (released[1]["status"], released[1]["reason"]) == ("False", "NoDisruptionHeld")
+    assert held_condition(released, None, generation=2, now=now) == released  # steady: unchanged
+
+
+def test_budget_flip_names_the_event() -> None:
+    from aiplane.controllers.disruption import BudgetFlip, budget_flip
+
+    protected = {"spec": {"minAvailable": 2}}
+    released = {"spec": {"minAvailable": 0}}
+    assert budget_flip(protected, released) is BudgetFlip.RELEASED
+    assert BudgetFlip.RELEASED.value == "DisruptionAllowed"
+    assert budget_flip(released, protected) is BudgetFlip.PROTECTED
+    assert BudgetFlip.PROTECTED.value == "DisruptionProtected"
+    assert budget_flip(None, released) is None  # a budget created released is not a flip
+    assert budget_flip(protected, protected) is None

@@ -17,7 +17,7 @@ from aiplane.controllers.modelinfer.objects import build_pod, build_podgroup
 from aiplane.realcluster import neighbours as nb
 from aiplane.realcluster import pki
 from aiplane.realcluster.scheduling import coscheduling_config
-from aiplane.run import RunOptions, _validate
+from aiplane.run import options_from_flags
 from tests.integration.test_dynamo_dcd_e2e import worker
 from tests.integration.test_modelinfer_e2e import modelinfer
 
@@ -81,7 +81,7 @@ def test_the_option_is_one_of_the_two_schedulers() -> None:
     assert GangOptions(GangScheduler.COSCHEDULING).backend() is COSCHEDULING
     assert backend_of(GangScheduler.COSCHEDULING, "gang").scheduler_name == "gang"
     with pytest.raises(Exception, match="--gang-scheduler: 'kai' is not one of volcano, coscheduling"):
-        _validate(RunOptions(gang_scheduler="kai"))
+        options_from_flags({"gang_scheduler": "kai"})
 
 
 GAP = (

@@ -1,6 +1,6 @@
 """The KaiwoConfig controller's incremental fleet view: the same pools as ``discover_pools``, O(1) per event.
 
-Issue 17: the singleton controller rebuilt every node view and every pool sum on each Node event, so
+A singleton controller that rebuilt every node view and every pool sum on each Node event would make
 a rollout cost it O(fleet²). These tests hold the incremental sums to the pure specification after
 any sequence of adds, updates and deletes, and count the work one event costs.
 """

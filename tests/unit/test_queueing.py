@@ -17,7 +17,7 @@ from aiplane.controllers.dynamo.component_children import (
     needs_update,
     updated,
 )
-from aiplane.controllers.dynamo.graph_status import WantedDcd, dcd_view, not_ready_reason
+from aiplane.controllers.dynamo.graph_decide import WantedDcd, dcd_view, not_ready_reason
 from aiplane.controllers.modelinfer.queued import queue_view
 from aiplane.controllers.platform import Platform
 from tests.unit.dynamo_component.test_children import dcd, worker

@@ -27,25 +27,57 @@ again is never evicted on the strength of the old, released status.
 
 Availability is the workload's own notion (every pod of the group running and ready), so groups
 already unavailable count against the floor, as the issue asks ("counting groups already
-unavailable"). Nothing here does I/O: :func:`arbitrate` is a pure decision over :class:`GroupView`
-records, :func:`group_budget` builds the budget object, :func:`budget_differs` says whether the live
-one must be rewritten.
+unavailable"). :func:`arbitrate` is a pure decision over :class:`GroupView` records,
+:func:`group_budget` builds the budget object, :func:`budget_differs` says whether the live one must
+be rewritten.
+
+**What a user sees is the same for every workload** (ModelInfer and multinode DCD alike; the one
+executor, :func:`write_budget`, and the one condition rule, :func:`held_condition`):
+
+* condition ``DisruptionHeld``: ``True`` (reason ``FloorReached``) while a drain waits for a group;
+  ``False`` (reason ``NoDisruptionHeld``) once nothing waits any more; absent on a workload no drain
+  ever waited for. False rather than removed, so that ``kubectl wait
+  --for=condition=DisruptionHeld=false`` ends and ``kubectl describe`` still says when the last hold
+  ended (``lastTransitionTime``); absent until the first hold, so a workload never drained gets no
+  status write for it;
+* Events: Warning ``DisruptionHeld`` when the condition turns True (:data:`HELD_EVENT`), Normal
+  ``DisruptionAllowed`` when a group's budget is released, Normal ``DisruptionProtected`` when it is
+  protected again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
+from aiplane.apimachinery.conditions import set_condition
+from aiplane.kube.children import ChildWriter
+from aiplane.kube.events import NORMAL, WARNING, EventRecorder
+from aiplane.kube.resources import PDBS
+from aiplane.kube.status import ConditionEvent
+
 __all__ = [
+    "CONDITION",
+    "HELD_EVENT",
+    "REASON_ALLOWED",
+    "REASON_FLOOR_REACHED",
+    "REASON_NOT_HELD",
+    "REASON_PROTECTED",
     "Arbitration",
+    "BudgetFlip",
     "GroupView",
     "arbitrate",
     "budget_differs",
+    "budget_flip",
     "budget_min_available",
     "group_budget",
+    "held_condition",
     "is_released",
+    "updated_budget",
+    "write_budget",
 ]
 
 Obj = dict[str, Any]
@@ -53,6 +85,15 @@ Obj = dict[str, Any]
 #: Unhealthy pods (not Ready) may always be evicted: they serve nothing, and a budget that kept
 #: them would block every drain behind a crash-looping pod (kube's recommended policy since 1.27).
 UNHEALTHY_POD_EVICTION_POLICY: Final = "AlwaysAllow"
+
+#: The condition on the workload, its reasons, and the Event reasons (module docstring).
+CONDITION: Final = "DisruptionHeld"
+REASON_FLOOR_REACHED: Final = "FloorReached"
+REASON_NOT_HELD: Final = "NoDisruptionHeld"
+REASON_ALLOWED: Final = "DisruptionAllowed"
+REASON_PROTECTED: Final = "DisruptionProtected"
+#: The Warning Event when a drain starts waiting (the condition's message says for what).
+HELD_EVENT: Final = ConditionEvent(CONDITION, "True", WARNING, reason=CONDITION)
 
 
 @dataclass(frozen=True)
@@ -178,3 +219,66 @@ def is_released(live: Mapping[str, Any] | None) -> bool:
         return False
     value = (live.get("spec") or {}).get("minAvailable")
     return value == 0 and not isinstance(value, bool)
+
+
+def held_condition(
+    conditions: Sequence[Mapping[str, Any]] | None, message: str | None, *, generation: int, now: datetime
+) -> list[dict[str, Any]]:
+    """``conditions`` with ``DisruptionHeld`` set: True with ``message`` while something is held,
+    False once nothing is (only when the condition exists: a workload never drained keeps the
+    conditions it had)."""
+    current = [dict(c) for c in conditions or () if isinstance(c, Mapping)]
+    if message is not None:
+        status, reason = "True", REASON_FLOOR_REACHED
+    elif any(c.get("type") == CONDITION for c in current):
+        status, reason, message = "False", REASON_NOT_HELD, "No drain waits for a group"
+    else:
+        return current
+    out, _ = set_condition(
+        current, CONDITION, status, reason, message, observed_generation=generation, now=now
+    )
+    return out
+
+
+class BudgetFlip(enum.Enum):
+    """What a budget write does to a group: released for eviction, or protected again."""
+
+    RELEASED = REASON_ALLOWED
+    PROTECTED = REASON_PROTECTED
+
+
+def budget_flip(live: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> BudgetFlip | None:
+    """Whether writing ``desired`` over ``live`` releases or protects the group (``None``: neither)."""
+    was, now = is_released(live), is_released(desired)
+    if was == now or live is None:
+        return None
+    return BudgetFlip.RELEASED if now else BudgetFlip.PROTECTED
+
+
+def updated_budget(live: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj:
+    """``live`` with our spec fields and labels (fields others own are kept)."""
+    meta = dict(live.get("metadata") or {})
+    meta["labels"] = {**(meta.get("labels") or {}), **desired["metadata"]["labels"]}
+    return {**live, "metadata": meta, "spec": {**(live.get("spec") or {}), **desired["spec"]}}
+
+
+async def write_budget(
+    writer: ChildWriter,
+    recorder: EventRecorder,
+    workload: Mapping[str, Any],
+    live: Mapping[str, Any] | None,
+    desired: Mapping[str, Any],
+    *,
+    owner: str,
+    message: Callable[[BudgetFlip], str],
+) -> BudgetFlip | None:
+    """The one executor of a group budget: create it when absent, replace it when
+    :func:`budget_differs`, and report a release or protection as a Normal Event on ``workload``
+    (``message(flip)`` says which group and why, in the workload's words)."""
+    written = await writer.ensure(
+        PDBS, live, desired, differs=budget_differs, updated=updated_budget, owner=owner
+    )
+    flip = budget_flip(live, desired) if written is not None else None
+    if flip is not None:
+        recorder.emit(dict(workload), NORMAL, flip.value, message(flip))
+    return flip

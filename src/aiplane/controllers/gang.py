@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from aiplane.kube.flags import flag
 from aiplane.kube.resources import COSCHEDULING_PODGROUPS, PODGROUPS, Resource
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "GangScheduler",
     "backend_of",
     "group_of_pod",
+    "parse_scheduler",
 ]
 
 #: A Volcano gang member names its PodGroup (and its task) with these annotations.
@@ -140,13 +142,31 @@ def _coscheduling(scheduler_name: str) -> GangBackend:
 COSCHEDULING: Final = _coscheduling(COSCHEDULING_SCHEDULER_NAME)
 
 
+def parse_scheduler(value: str) -> GangScheduler:
+    """``--gang-scheduler``'s value, or a ``ValueError`` naming the flag and the choices."""
+    try:
+        return GangScheduler(value)
+    except ValueError:
+        choices = ", ".join(s.value for s in GangScheduler)
+        raise ValueError(f"--gang-scheduler: {value!r} is not one of {choices}") from None
+
+
 @dataclass(frozen=True)
 class GangOptions:
-    """``--gang-scheduler`` and ``--gang-scheduler-name``: read by the ModelInfer and Dynamo controllers
-    through ``manager.options(GangOptions)``."""
+    """``--gang-scheduler``: read by the ModelInfer and Dynamo controllers through
+    ``manager.options(GangOptions)``."""
 
-    scheduler: GangScheduler = GangScheduler.VOLCANO
-    #: Coscheduling only: the scheduler-plugins profile's ``schedulerName``.
+    scheduler: GangScheduler = flag(
+        GangScheduler.VOLCANO,
+        "--gang-scheduler",
+        "The gang scheduler of ModelInfer groups and multinode Dynamo: volcano or coscheduling "
+        "(scheduler-plugins, profile scheduler-plugins-scheduler).",
+        metavar="NAME",
+        cli_type=str,
+        parse=parse_scheduler,
+    )
+    #: Coscheduling only: the scheduler-plugins profile's ``schedulerName``. Not a flag: the profile
+    #: the scheduler-plugins chart installs; code (a test's second scheduler) may name another.
     scheduler_name: str = COSCHEDULING_SCHEDULER_NAME
 
     def backend(self) -> GangBackend:

@@ -1,7 +1,7 @@
 """What the demo shows of a DynamoGraphDeployment: its services, their Deployments and pods coming up
 until the graph is ``successful``, then a worker image rolled out; and a summary.
 
-The claim the rollout part checks is upstream bug #3567's fix: the graph never says ``successful``
+The claim the rollout part checks is the fix of upstream's bug ai-dynamo/dynamo#3567: the graph never says ``successful``
 while a component's rollout is in flight. It is measured on every committed change by a store
 listener (not sampled): whenever the DGD's stored status says ``successful`` for its current
 generation, every Deployment of the graph must have all its replicas updated and available.

@@ -93,6 +93,21 @@ class ChildWriter:
         self._wrote(key_of(written), live, written, owner)
         return written
 
+    async def patch(
+        self, res: Resource, live: Mapping[str, Any], body: Mapping[str, Any], *, owner: str | None = None
+    ) -> Obj:
+        """Merge-patch ``live`` with ``body`` (which carries the resourceVersion it was based on), for a
+        child whose writer may patch but not update it."""
+        written = await self.client.patch(
+            res,
+            objects.name(live),
+            body,
+            namespace=objects.namespace(live) or None,
+            field_manager=self.field_manager,
+        )
+        self._wrote(key_of(written), live, written, owner)
+        return written
+
     async def ensure(
         self,
         res: Resource,

@@ -194,11 +194,14 @@ class ControllerBuilder:
         predicates: Iterable[Predicate] = (),
         namespace: str | None = None,
         label_selector: str | None = None,
+        map_fn: MapFunc | None = None,
     ) -> ControllerBuilder:
+        """The primary kind. ``map_fn`` maps its events to requests when the controller reconciles
+        something coarser than one object (every AIMNamespaceConfig of a namespace reconciles that
+        namespace); by default an event enqueues the object's own key."""
         self._primary = resource
-        self._sources.insert(
-            0, _Source(resource, _self_request, tuple(predicates), namespace, label_selector)
-        )
+        source = _Source(resource, map_fn or _self_request, tuple(predicates), namespace, label_selector)
+        self._sources.insert(0, source)
         return self
 
     def owns(self, resource: Resource, *, predicates: Iterable[Predicate] = ()) -> ControllerBuilder:

@@ -15,8 +15,7 @@ every controller decision rests on. This is client-go's reflector + indexer + sh
 * **Re-watch, relist.** A stream that ends normally (the server's timeout, a load balancer), or that
   stays silent past the read deadline (below), is resumed from the last resourceVersion seen: no event
   is missed or repeated. When that is impossible — 410 Gone (an ERROR event with code 410, or HTTP
-  410: the history no longer reaches back), or a stream that broke
-  (a lost connection, a 5xx) — the informer relists and reconciles its cache against the fresh list,
+  410: the history no longer reaches back), or a stream that broke (a lost connection, a 5xx) — the informer relists and reconciles its cache against the fresh list,
   emitting synthetic ``on_add``, ``on_update`` (only for a changed resourceVersion) and ``on_delete`` for
   exactly the differences (:func:`diff`). So a handler sees every object's state converge to the server's,
   and never the same (key, resourceVersion) twice.
@@ -111,6 +110,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_JITTER = random.Random()  # watch timeouts' jitter; leaves the process-wide random state alone
 
 Obj = dict[str, Any]
 AddHandler = Callable[[Obj], None]
@@ -497,7 +497,7 @@ class Informer:
     async def _watch(self) -> bool:
         """One watch stream until it ends; whether it was healthy (delivered something or ran a while)."""
         loop = asyncio.get_running_loop()
-        timeout = max(1, int(self.watch_timeout * (1.0 + random.random())))
+        timeout = max(1, int(self.watch_timeout * (1.0 + _JITTER.random())))
         self.stats.watches += 1
         started = loop.time()
         received = 0

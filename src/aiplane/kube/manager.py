@@ -228,6 +228,7 @@ class Manager:
         #: The clock every controller of this manager reads (a ``FakeClock`` in tests).
         self.clock: Clock = clock or SystemClock()
         self._options: dict[type, object] = {}
+        self._recorders: dict[str, EventRecorder] = {}
         self.shutdown_timeout = shutdown_timeout
         self.cache_sync_timeout = cache_sync_timeout
         self.handle_signals = handle_signals
@@ -299,6 +300,24 @@ class Manager:
         found = self._options.get(kind)
         return found if isinstance(found, kind) else kind()
 
+    def recorder(self, name: str) -> EventRecorder:
+        """The one Event recorder of the controller ``name`` (its Events and the runtime's for it come
+        from one source, :func:`~aiplane.kube.controller.event_source_for`, and share one spam filter)."""
+        found = self._recorders.get(name)
+        if found is None:
+            found = self._recorders[name] = EventRecorder(self.client, event_source_for(name))
+        return found
+
+    @property
+    def recorders(self) -> list[EventRecorder]:
+        """Every recorder handed out (tests wait for their scheduled Events before counting writes)."""
+        return list(self._recorders.values())
+
+    @staticmethod
+    def field_manager(name: str) -> str:
+        """The field manager of every write of the controller ``name``."""
+        return field_manager_for(name)
+
     def add_controller(self, controller: Runnable) -> None:
         """Run ``controller`` while this process leads, after the caches synced.
 
@@ -314,7 +333,7 @@ class Manager:
                     self.informers, observer=self.metrics.controllers, queue_metrics=self.metrics.workqueue
                 )
             if controller.recorder is None:
-                controller.recorder = EventRecorder(self.client, event_source_for(controller.name))
+                controller.recorder = self.recorder(controller.name)
             primary = controller.primary
             if (
                 controller.permission_conditions is None

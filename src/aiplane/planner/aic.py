@@ -176,10 +176,20 @@ def fast_yaml() -> Iterator[None]:
         yaml.safe_load = original
 
 
+_VERSIONS: dict[tuple[str, str, str | None], Any] = {}
+
+
 def literal_version(aic_sys: str, backend: str, version: str | None) -> Any:
-    """AIC's data version for (system, backend) (an error when it has none)."""
-    with fast_yaml():
-        return _load_engine_module()._literal_backend_version(aic_sys, backend, version, None, None)
+    """AIC's data version for (system, backend) (an error when it has none); looked up once per
+    process: AIC parses every system's YAML file for it (~0.1 s), and a plan asks twice (whether
+    AIC has data, then to load it)."""
+    key = (aic_sys, backend, version)
+    if key not in _VERSIONS:
+        with fast_yaml():
+            _VERSIONS[key] = _load_engine_module()._literal_backend_version(
+                aic_sys, backend, version, None, None
+            )
+    return _VERSIONS[key]
 
 
 def _database(aic_sys: str, backend: str, version: str | None) -> Any:

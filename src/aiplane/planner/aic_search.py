@@ -11,6 +11,7 @@ the same candidates. The runs are memoised per process: a controller plans from 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -45,16 +46,35 @@ _MEMO: dict[str, Any] = {}
 MISSING = object()
 
 
+#: The modules that ask AIC and shape what is kept of its answers (its runs, their grids, the large-EP
+#: pricing, the search's corrections): a change to any may change an answer.
+_ASKING_CODE = ("aic.py", "aic_search.py", "aic_moe_comm.py", "search.py")
+
+
+@functools.cache
+def _code_digest() -> str | None:
+    """A digest of :data:`_ASKING_CODE` (None when unreadable: then nothing is kept on disk)."""
+    digest = hashlib.sha256()
+    try:
+        for name in _ASKING_CODE:
+            digest.update(Path(__file__).with_name(name).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()[:12]
+
+
 def cache_dir() -> Path | None:
     """Where AIC's answers are kept between processes: ``$AIPLANE_CACHE_DIR`` (``off``: nowhere),
-    else ``$XDG_CACHE_HOME/aiplane``, else ``~/.cache/aiplane``; per aiconfigurator-core release."""
+    else ``$XDG_CACHE_HOME/aiplane``, else ``~/.cache/aiplane``; per aiconfigurator-core release and
+    per digest of the code that asks it, so answers kept by another aiplane are never read back."""
     configured = os.environ.get("AIPLANE_CACHE_DIR")
-    if configured == "off":
+    code = _code_digest()
+    if configured == "off" or code is None:
         return None
     root = (
         Path(configured) if configured else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     )
-    return (root if configured else root / "aiplane") / f"aic-{AIC_RELEASE}"
+    return (root if configured else root / "aiplane") / f"aic-{AIC_RELEASE}-{code}"
 
 
 def recall(key: tuple[Any, ...]) -> Any:

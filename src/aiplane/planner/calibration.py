@@ -104,13 +104,38 @@ FP8_BLOCK_SMALL_M_US: Mapping[Vendor, float] = {"nvidia": 121.2, "amd": 0.0}
 #: Share of the dense compute efficiency that routed experts reach, prefill and decode (grouped GEMMs
 #: over many small experts run below one large GEMM's rate), and a fixed cost per MoE layer and pass
 #: (routing, token permutation, the grouped GEMMs' launches), microseconds.
-# fit MOE_*: fitted on the calibration cases' MoE models (Qwen3-30B-A3B, Qwen3-235B-A22B-FP8,
-# fit MOE_*: gpt-oss-120b, DeepSeek-V3/R1; H100/H200/B200; vLLM, SGLang, TRT-LLM) against AIC's engine
-# fit MOE_*: per layout, 1,509 prefill and decode points, a grid (benchmarks/planner_builtin_validate.py
-# fit MOE_*: --fit-moe); AMD: the NVIDIA values (no AMD data).
-MOE_PREFILL_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
+# fit MOE_*, W4A16_READ_FACTOR, MOE_BACKEND_SHARE: fitted on the CALIBRATION cases' MoE models only
+# fit MOE_*: (Qwen3-30B-A3B, Qwen3-235B-A22B-FP8, gpt-oss-120b, DeepSeek-V3/R1; H100/H200/B200; vLLM,
+# fit MOE_*: SGLang, TRT-LLM) against aiconfigurator-core 0.12.0's engine per layout: 1,509 prefill
+# fit MOE_*: (batch 1) and decode (batch 1-512) points, a grid scored by median + p90/2 of |ours/AIC - 1|
+# fit MOE_*: (benchmarks/planner_builtin_validate.py --fit-moe; the held-out cases never scored);
+# fit MOE_*: MOE_LAYER_US kept at the previous round's grid optimum. AMD: the NVIDIA values (no AMD data).
+MOE_PREFILL_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.3, "amd": 0.3}
 MOE_DECODE_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.15, "amd": 0.15}
 MOE_LAYER_US: Mapping[Vendor, float] = {"nvidia": 45.0, "amd": 45.0}
+#: How much more routed work the busiest expert-parallel rank gets than the mean, as ep ** this
+#: (latency._ep_imbalance; 0: balanced routing). Same grid fit. Source of the mechanism: AIC's MoE
+#: tables are measured with power-law token distributions (``distribution`` power_law_1.01 / 1.2 in
+#: systems/data/*/moe/*/moe_perf.parquet), and its EP layouts time slower than MoE-TP ones of the
+#: same GPUs (gpt-oss-120b, H200, SGLang, DP8 prefill: EP8 242 ms, EP1 x MoE TP8 83 ms).
+MOE_EP_IMBALANCE_EXP: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
+#: Weight-only 4-bit (MXFP4) experts' reads cost as many times their bytes (latency._routed_wb).
+#: Same grid fit (only gpt-oss-120b's points move it: 2.0 of 1-4). Cross-check: AIC's H200 vLLM
+#: w4a16_mxfp4 MoE table streams a touched gpt-oss expert (13.2 MB) in 4.6-5.5 us at 16-256 tokens,
+#: ~2x the 2.75 us of a plain read at 4.8 TB/s.
+W4A16_READ_FACTOR: Mapping[Vendor, float] = {"nvidia": 2.0, "amd": 2.0}
+#: The backend's MoE kernels against vLLM's: a factor on both MoE compute shares above (SGLang's
+#: Triton fused MoE runs the same expert GEMMs slower). Same grid fit (TensorRT-LLM: 1.0 of 1-1.5,
+#: from its BF16 and FP8 experts, Qwen3-30B-A3B and DeepSeek; the calibration set has no MXFP4
+#: expert on TensorRT-LLM).
+MOE_BACKEND_SHARE: Mapping[str, float] = {"vllm": 1.0, "sglang": 0.8, "trtllm": 1.0}
+
+
+def moe_backend_share(backend: str) -> float:
+    """MOE_BACKEND_SHARE of ``backend`` (1 for one not listed)."""
+    return MOE_BACKEND_SHARE.get(backend, 1.0)
+
+
 #: Each constant per system where fitted (the provenance lines above give each value): the systems
 #: differ more than one vendor value can hold (A100's prefill overhead is 2.4x H100's, Blackwell's
 #: block-FP8 GEMMs 3-6x Hopper's). A system not listed (AMD, a partition) takes its vendor's value.

@@ -104,7 +104,10 @@ def max_batch(m: ModelSpec, s: SystemSpec, tp: int, context: int) -> int:
 def _tflops(m: ModelSpec, s: SystemSpec) -> float:
     """Tensor peak for the checkpoint's dtype; a GPU without that format computes in the next wider one."""
     # FP4 weights on a GPU without FP4 tensor cores are dequantised and multiplied in BF16 (w4a16: AIC's
-    # Hopper MoE tables for gpt-oss are keyed "w4a16_mxfp4"), not in FP8.
+    # Hopper MoE tables for gpt-oss are keyed "w4a16_mxfp4"), not in FP8; so are weight-only FP4 ones
+    # (MXFP4) on any GPU: their activations are BF16 (AIC's Blackwell tables: "w4a16_mxfp4" again).
+    if m.fp4_weight_only:
+        return s.bf16_tflops
     ladder = {"fp4": (s.fp4_tflops, s.bf16_tflops), "fp8": (s.fp8_tflops, s.bf16_tflops)}
     for value in ladder.get(m.weight_dtype, (s.bf16_tflops,)):
         if value > 0:
@@ -185,7 +188,14 @@ def _routed_params(m: ModelSpec) -> int:
 
 
 def _step_ms(
-    m: ModelSpec, s: SystemSpec, par: tuple[int, int, int, int], rows: int, context: int, *, decode: bool
+    m: ModelSpec,
+    s: SystemSpec,
+    par: tuple[int, int, int, int],
+    rows: int,
+    context: int,
+    *,
+    decode: bool,
+    backend: str = "vllm",
 ) -> float:
     """One forward pass on one worker of layout ``par`` = (attention TP, attention DP, MoE TP, MoE EP),
     each attention rank holding ``rows`` sequences (prefill: one prompt of ``context`` tokens; decode:
@@ -211,8 +221,10 @@ def _step_ms(
     efficiency = cal.value("DECODE_COMPUTE_EFFICIENCY" if decode else "PREFILL_COMPUTE_EFFICIENCY", s)
     # Routed experts run as grouped GEMMs over many small experts, below one large GEMM's rate.
     moe_share = cal.value("MOE_DECODE_COMPUTE_SHARE" if decode else "MOE_PREFILL_COMPUTE_SHARE", s)
+    moe_share *= cal.moe_backend_share(backend)
+    routed_flops *= _ep_imbalance(s, moe_ep)
     compute = (shared_flops / tp / efficiency + routed_flops / gpus / (efficiency * moe_share)) / peak * 1e3
-    routed_bytes = _experts_touched(m, moe_tokens) * _routed_params(m) * wb / (moe_tp * moe_ep)
+    routed_bytes = _experts_touched(m, moe_tokens) * _routed_params(m) * _routed_wb(m, s) / (moe_tp * moe_ep)
     bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp + routed_bytes
     kv = kv_bytes_per_token(m, tp)
     bytes_ += rows * context * kv if decode else rank_tokens * kv
@@ -235,6 +247,7 @@ def mixed_ms(
     isl: int,
     gen: int,
     context: int,
+    backend: str = "vllm",
 ) -> float:
     """One in-flight-batching pass on a worker of layout ``par``: per attention rank, ``prompts``
     prompts of ``isl`` tokens prefilled together with one token of each of ``gen`` decoding sequences
@@ -253,9 +266,11 @@ def mixed_ms(
         2.0 * dense_params * gen
         + 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * gen * context
     )
-    routed = 2.0 * m.experts_per_token * _routed_params(m) * dp
+    routed = 2.0 * m.experts_per_token * _routed_params(m) * dp * _ep_imbalance(s, moe_ep)
     eff_p, eff_d = cal.value("PREFILL_COMPUTE_EFFICIENCY", s), cal.value("DECODE_COMPUTE_EFFICIENCY", s)
-    share_p, share_d = cal.value("MOE_PREFILL_COMPUTE_SHARE", s), cal.value("MOE_DECODE_COMPUTE_SHARE", s)
+    kernels = cal.moe_backend_share(backend)
+    share_p = cal.value("MOE_PREFILL_COMPUTE_SHARE", s) * kernels
+    share_d = cal.value("MOE_DECODE_COMPUTE_SHARE", s) * kernels
     compute = (
         p_flops / tp / eff_p
         + d_flops / tp / eff_d
@@ -263,7 +278,9 @@ def mixed_ms(
         + routed * gen / gpus / (eff_d * share_d)
     ) / (_tflops(m, s) * 1e12)
     bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp
-    bytes_ += _experts_touched(m, round(tokens * dp)) * _routed_params(m) * wb / (moe_tp * moe_ep)
+    bytes_ += (
+        _experts_touched(m, round(tokens * dp)) * _routed_params(m) * _routed_wb(m, s) / (moe_tp * moe_ep)
+    )
     bytes_ += (gen * context + p_tokens) * kv_bytes_per_token(m, tp)
     # The weights stream at the slower of the two phases' rates when both share the pass.
     memory_eff = cal.value("PREFILL_MEMORY_EFFICIENCY", s)
@@ -280,6 +297,25 @@ def mixed_ms(
     fixed = cal.value("PREFILL_OVERHEAD_MS" if p_tokens > 0 else "STEP_OVERHEAD_MS", s)
     fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
     return max(compute, memory) * 1e3 + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def _routed_wb(m: ModelSpec, s: SystemSpec) -> float:
+    """Bytes per routed-expert weight as the MoE kernels stream them: weight-only 4-bit experts are
+    dequantised in the GEMM's main loop, which streams them slower than plain reads
+    (calibration.W4A16_READ_FACTOR: the time of reading that many times the bytes)."""
+    wb = dtype_bytes(m.weight_dtype)
+    return wb * cal.value("W4A16_READ_FACTOR", s) if m.fp4_weight_only else wb
+
+
+def _ep_imbalance(s: SystemSpec, moe_ep: int) -> float:
+    """The busiest expert-parallel rank's routed tokens over the mean: routing is skewed (a few hot
+    experts take many tokens; AIC measures its MoE kernels with power-law token distributions), and
+    under EP the rank holding the hottest experts does their work alone while the others wait. Split
+    by MoE TP instead, every GPU holds a slice of every expert: no imbalance. ``ep ** exponent``
+    (calibration.MOE_EP_IMBALANCE_EXP), never more than all tokens on one rank."""
+    if moe_ep <= 1:
+        return 1.0
+    return float(min(moe_ep ** cal.value("MOE_EP_IMBALANCE_EXP", s), moe_ep))
 
 
 def _plain_tp(m: ModelSpec, par: tuple[int, int, int, int]) -> bool:
@@ -299,22 +335,26 @@ def _exchange_ms(m: ModelSpec, s: SystemSpec, gpus: int, tokens: int) -> float:
     return _moe_layers(m) * one
 
 
-def prefill_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
-    return _step_ms(m, s, (tp, 1, tp, 1), batch, isl, decode=False)
+def prefill_raw_ms(
+    m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int, backend: str = "vllm"
+) -> float:
+    return _step_ms(m, s, (tp, 1, tp, 1), batch, isl, decode=False, backend=backend)
 
 
-def decode_raw_ms(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
-    return _step_ms(m, s, (tp, 1, tp, 1), batch, context, decode=True)
+def decode_raw_ms(
+    m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int, backend: str = "vllm"
+) -> float:
+    return _step_ms(m, s, (tp, 1, tp, 1), batch, context, decode=True, backend=backend)
 
 
 @lru_cache(maxsize=1 << 16)
-def _prefill_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int) -> float:
-    return min(prefill_raw_ms(m, s, t, batch, isl) for t in range(1, tp + 1))
+def _prefill_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, isl: int, backend: str) -> float:
+    return min(prefill_raw_ms(m, s, t, batch, isl, backend) for t in range(1, tp + 1))
 
 
 @lru_cache(maxsize=1 << 16)
-def _decode_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int) -> float:
-    return min(decode_raw_ms(m, s, t, batch, context) for t in range(1, tp + 1))
+def _decode_envelope(m: ModelSpec, s: SystemSpec, tp: int, batch: int, context: int, backend: str) -> float:
+    return min(decode_raw_ms(m, s, t, batch, context, backend) for t in range(1, tp + 1))
 
 
 class BuiltinLatency:
@@ -335,12 +375,12 @@ class BuiltinLatency:
         return model
 
     def prefill_ms(self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, isl: int) -> float:
-        return _prefill_envelope(self._model(model), system, tp, batch, isl)
+        return _prefill_envelope(self._model(model), system, tp, batch, isl, self.backend)
 
     def decode_step_ms(
         self, model: ModelSpec, system: SystemSpec, tp: int, batch: int, context: int
     ) -> float:
-        return _decode_envelope(self._model(model), system, tp, batch, context)
+        return _decode_envelope(self._model(model), system, tp, batch, context, self.backend)
 
     def layout_prefill_ms(
         self, model: ModelSpec, system: SystemSpec, par: tuple[int, int, int, int], isl: int
@@ -349,7 +389,7 @@ class BuiltinLatency:
         TP, MoE EP); a tensor-parallel layout answers as :meth:`prefill_ms` (its envelope)."""
         if _plain_tp(model, par):
             return self.prefill_ms(model, system, par[0], 1, isl)
-        return _step_ms(self._model(model), system, par, 1, isl, decode=False)
+        return _step_ms(self._model(model), system, par, 1, isl, decode=False, backend=self.backend)
 
     def layout_mixed_ms(
         self,
@@ -364,7 +404,7 @@ class BuiltinLatency:
         """An in-flight-batching pass (:func:`mixed_ms`); without prefill tokens a decode step."""
         if prompts <= 0:
             return self.layout_decode_ms(model, system, par, gen, context)
-        return mixed_ms(self._model(model), system, par, prompts, isl, gen, context)
+        return mixed_ms(self._model(model), system, par, prompts, isl, gen, context, self.backend)
 
     def layout_decode_ms(
         self, model: ModelSpec, system: SystemSpec, par: tuple[int, int, int, int], batch: int, context: int
@@ -372,7 +412,7 @@ class BuiltinLatency:
         """One decode step of ``batch`` sequences per attention rank of layout ``par``."""
         if _plain_tp(model, par):
             return self.decode_step_ms(model, system, par[0], batch, context)
-        return _step_ms(self._model(model), system, par, batch, context, decode=True)
+        return _step_ms(self._model(model), system, par, batch, context, decode=True, backend=self.backend)
 
 
 def layout_kv_capacity(m: ModelSpec, s: SystemSpec, par: tuple[int, int, int, int]) -> int:

@@ -69,6 +69,7 @@ def _gpt_oss(name: str, layers: int, experts: int) -> ModelSpec:
         experts_per_token=4,
         moe_intermediate_size=2880,
         weight_dtype="fp4",
+        fp4_weight_only=True,
     )
 
 
@@ -193,7 +194,12 @@ def resolve_model(name: str, config: Mapping[str, Any] | None = None) -> ModelSp
         )
     dtype = _checkpoint_dtype(name) or spec.weight_dtype
     return replace(
-        spec, name=name.strip(), weight_dtype=dtype, fp8_block_scaled=_fp8_block_scaled(name, spec, dtype)
+        spec,
+        name=name.strip(),
+        weight_dtype=dtype,
+        fp8_block_scaled=_fp8_block_scaled(name, spec, dtype),
+        # an NVFP4 checkpoint quantises the activations too (FP4 tensor cores)
+        fp4_weight_only=spec.fp4_weight_only and dtype == "fp4" and "nvfp4" not in name.lower(),
     )
 
 
@@ -283,7 +289,14 @@ def model_from_hf_config(name: str, config: Mapping[str, Any]) -> ModelSpec:
         v_head_dim=_int(config, "v_head_dim", default=0) if kv_lora else 0,
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         fp8_block_scaled=_block_scales(config),
+        fp4_weight_only=_mxfp4(config),
     )
+
+
+def _mxfp4(config: Mapping[str, Any]) -> bool:
+    """MXFP4 weights (``quantization_config.quant_method`` of gpt-oss): weight-only, BF16 activations."""
+    quant = config.get("quantization_config")
+    return isinstance(quant, Mapping) and "mxfp4" in str(quant.get("quant_method", "")).lower()
 
 
 def _block_scales(config: Mapping[str, Any]) -> bool:

@@ -54,6 +54,9 @@ class ModelSpec:
     #: FP8 weights with per-block scales (``weight_block_size``, 128x128: Qwen's own Qwen3-*-FP8,
     #: DeepSeek-V3/R1), whose GEMMs vLLM runs much slower than per-tensor FP8 at decode sizes.
     fp8_block_scaled: bool = False
+    #: 4-bit weights with 16-bit activations (MXFP4: gpt-oss): the GEMMs dequantise the weights and
+    #: multiply at the BF16 rate, not the FP4 one (AIC's tables key them ``w4a16_mxfp4`` on every system).
+    fp4_weight_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def test_views_are_reused_by_identity_and_forgotten_with_their_object() -> None:
 
 
 def test_a_hit_reads_nothing_of_the_object() -> None:
-    """Issue 17: the plan controller reads every NodePartitioning several times per reconcile; a
+    """The plan controller reads every NodePartitioning several times per reconcile; a
     remembered view must cost no reading of the object (a dict that raises on any read proves it)."""
 
     class Untouchable(dict[str, Any]):

@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from aiplane.api import kinds
-from aiplane.controllers.dynamo.graph_controller import GraphReconciler, LwsProbe
+from aiplane.controllers.dynamo.graph_controller import GraphController, LwsProbe
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.kube.clock import FakeClock
+from aiplane.kube.controller import Request
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.resources import NAMESPACES, PVCS, SERVICEACCOUNTS
+from aiplane.kube.shape import Shaped
 from aiplane.sim.client import InMemoryKubeClient
 
 NS = "team-a"
@@ -37,7 +39,7 @@ async def test_a_graph_named_like_another_graphs_component_is_not_mistaken_for_i
     dgds = Informer(client, kinds.DGDS)
     dcds = Informer(client, kinds.DCDS)
     clock = FakeClock()
-    reconciler = GraphReconciler(
+    controller = GraphController(
         client,
         dgds,
         dcds,
@@ -48,20 +50,21 @@ async def test_a_graph_named_like_another_graphs_component_is_not_mistaken_for_i
         DynamoOptions(),
         LwsProbe(client, clock),
     )
+    reconcile = Shaped(controller, clock)
     for body in (graph("a", "b"), graph("a-b", "c")):
         created = await client.create(kinds.DGDS, body, namespace=NS)
         dgds.cache.put(f"{NS}/{body['metadata']['name']}", created)
 
     # Graph a creates its DCD a-b; the DCD cache has not shown it yet (it never will in this test).
-    await reconciler.reconcile(NS, "a")
+    await reconcile(Request(NS, "a"))
     dcd = await client.get(kinds.DCDS, "a-b", NS)
     assert dcd["metadata"]["ownerReferences"][0]["name"] == "a"
     # Graph a-b is reconciled (its finalizer and status are written) while that DCD is in flight.
-    await reconciler.reconcile(NS, "a-b")
+    await reconcile(Request(NS, "a-b"))
 
     # Graph a, reconciled again on the same caches, sees its DCD as it wrote it: nothing to write.
     client.reset_counts()
-    await reconciler.reconcile(NS, "a")
+    await reconcile(Request(NS, "a"))
     assert client.writes == 0, client.requests_by_resource
     after = await client.get(kinds.DCDS, "a-b", NS)
     assert after["metadata"]["resourceVersion"] == dcd["metadata"]["resourceVersion"]

@@ -110,17 +110,21 @@ def test_held_names_the_dcd_the_budget_and_the_node() -> None:
     assert "floor 1" in message
 
 
-def test_disruption_held_is_set_then_removed() -> None:
+def test_disruption_held_is_set_then_false_once_released() -> None:
     status: Obj = {"conditions": [{"type": "Available", "status": "True"}]}
     held = cdis.with_held(dict(status), "held", generation=3, now=NOW)
     cond = held["conditions"][-1]
     assert (cond["type"], cond["status"], cond["reason"], cond["observedGeneration"]) == (
         "DisruptionHeld",
         "True",
-        "ReplicaFloorReached",
+        "FloorReached",
         3,
     )
-    assert cdis.with_held(held, None, generation=3, now=NOW)["conditions"] == status["conditions"]
+    released = cdis.with_held(held, None, generation=3, now=NOW)["conditions"]
+    assert released[0] == status["conditions"][0]
+    assert [(c["type"], c["status"], c["reason"]) for c in released[1:]] == [
+        ("DisruptionHeld", "False", "NoDisruptionHeld")
+    ]
     # Nothing held and nothing to remove: the status is left as it was (no write).
     assert cdis.with_held(dict(status), None, generation=3, now=NOW) == status
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aiplane.controllers.dynamo.graph import desired_dcds
-from aiplane.controllers.dynamo.graph_status import ANNOTATION_LAST_APPLIED_HASH
+from aiplane.controllers.dynamo.graph_decide import ANNOTATION_LAST_APPLIED_HASH
 from aiplane.controllers.dynamo.graph_sync import (
     dcd_hash,
     needs_planner_account,

@@ -1,11 +1,12 @@
 """ModelInfer disruption: the group views, the arbiter's verdict in ordinals, the budget writes, the
-condition, and the planner's released/held/surge rules."""
+condition, and the decision's released/held/surge rules."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+from aiplane.controllers.modelinfer.decide import CreateRoleReplica, DeleteGroup, GroupSummary, plan
 from aiplane.controllers.modelinfer.disruption import (
     budget_writes,
     cordoned_groups,
@@ -17,8 +18,7 @@ from aiplane.controllers.modelinfer.disruption import (
     unschedulable_changed,
 )
 from aiplane.controllers.modelinfer.plan_types import Plan
-from aiplane.controllers.modelinfer.planner import CreateRoleReplica, DeleteGroup, GroupSummary, plan
-from tests.unit.modelinfer.test_planner import cluster, inp
+from tests.unit.modelinfer.test_decide import cluster, inp
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MI = {"metadata": {"name": "mi", "namespace": "ns", "uid": "u1"}}
@@ -85,7 +85,7 @@ def test_budget_writes_protect_first_release_later_and_nothing_at_steady_state()
     live["mi-1"] = {**protected["mi-1"], "spec": {**protected["mi-1"]["spec"], "minAvailable": 0}}
     live["mi-9"] = {"metadata": {"name": "mi-9", "uid": "x"}}
     writes = budget_writes(live, released, keep)
-    assert [(w.op, w.name, w.release, w.protect) for w in writes] == [
+    assert [(w.op.value, w.name, w.release, w.protect) for w in writes] == [
         ("update", "mi-1", False, True),  # protect again first
         ("update", "mi-0", True, False),  # then release
         ("delete", "mi-9", False, False),  # its group is gone
@@ -101,7 +101,7 @@ def test_a_group_being_deleted_that_the_drain_may_take_has_its_budget_released()
     live = {name: {**body, "spec": {**body["spec"], "minAvailable": 4}} for name, body in desired.items()}
     live["mi-1"] = desired["mi-1"]
     writes = budget_writes(live, desired, keep)
-    assert [(w.op, w.name, w.release) for w in writes] == [("update", "mi-0", True)]
+    assert [(w.op.value, w.name, w.release) for w in writes] == [("update", "mi-0", True)]
     # Not released by the arbiter: kept as it is until the group is gone.
     assert desired_budgets(MI, groups, frozenset())[1] == {"mi-0"}
 
@@ -139,7 +139,7 @@ def test_condition_appears_only_once_something_waited() -> None:
     assert [(c["status"], c["reason"]) for c in again] == [("False", "NoDisruptionHeld")]
 
 
-# --- the planner's side ------------------------------------------------------------------------------
+# --- the decision's side ------------------------------------------------------------------------------
 
 
 def test_a_released_group_is_spent_capacity_for_the_rolling_update() -> None:

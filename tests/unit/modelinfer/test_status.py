@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiplane.apimachinery.conditions import get_condition, status_changed
-from aiplane.controllers.modelinfer.planner import GroupState, GroupSummary, plan
+from aiplane.controllers.modelinfer.decide import GroupState, GroupSummary, plan
 from aiplane.controllers.modelinfer.status import (
     AVAILABLE,
     PROGRESSING,
@@ -16,7 +16,7 @@ from aiplane.controllers.modelinfer.status import (
     compute_status,
     next_current_revision,
 )
-from tests.unit.modelinfer.test_planner import cluster, inp
+from tests.unit.modelinfer.test_decide import cluster, inp
 
 T1 = "2026-01-10T12:00:00Z"
 T2 = "2026-01-10T12:05:00Z"

@@ -19,9 +19,11 @@ from aiplane.controllers.monitoring.decide import (
     MODELINFER,
     RESOURCE_UNDERUTILIZATION,
     WORKLOAD_TERMINATED_EARLY,
+    Observed,
     Thresholds,
     WorkloadView,
     decide,
+    decide_workload,
     in_target_namespace,
 )
 from aiplane.controllers.monitoring.options import MonitoringOptions, parse_duration
@@ -146,7 +148,7 @@ TERMINATE = Thresholds(low=5, terminate=True, terminate_after=timedelta(hours=1)
 
 
 def test_one_low_gpu_makes_the_workload_underutilised_naming_it() -> None:
-    decision = decide(view(), [sample(50, gpu="0"), sample(1, gpu="1")], TERMINATE, NOW)
+    decision = decide_workload(view(), [sample(50, gpu="0"), sample(1, gpu="1")], TERMINATE, NOW)
     (change,) = decision.conditions
     assert (change.type, change.status, change.reason) == (
         RESOURCE_UNDERUTILIZATION,
@@ -158,36 +160,40 @@ def test_one_low_gpu_makes_the_workload_underutilised_naming_it() -> None:
 
 
 def test_the_message_does_not_churn_with_the_values() -> None:
-    a = decide(view(), [sample(1)], TERMINATE, NOW)
-    b = decide(view(), [sample(2)], TERMINATE, NOW)
+    a = decide_workload(view(), [sample(1)], TERMINATE, NOW)
+    b = decide_workload(view(), [sample(2)], TERMINATE, NOW)
     assert a.conditions == b.conditions
 
 
 def test_all_gpus_busy_is_normal() -> None:
-    (change,) = decide(view(), [sample(5), sample(90, gpu="1")], TERMINATE, NOW).conditions
+    (change,) = decide_workload(view(), [sample(5), sample(90, gpu="1")], TERMINATE, NOW).conditions
     assert (change.status, change.reason) == ("False", "GpuUtilizationNormal")
 
 
 def test_no_samples_leave_a_workload_without_the_condition_alone_and_make_an_old_one_unknown() -> None:
-    assert decide(view(), [], TERMINATE, NOW).conditions == ()
-    (change,) = decide(view(conditions=(low_since(NOW - timedelta(days=3)),)), [], TERMINATE, NOW).conditions
+    assert decide_workload(view(), [], TERMINATE, NOW).conditions == ()
+    (change,) = decide_workload(
+        view(conditions=(low_since(NOW - timedelta(days=3)),)), [], TERMINATE, NOW
+    ).conditions
     assert (change.status, change.reason) == ("Unknown", "NoGpuSamples")
 
 
 def test_low_for_less_than_the_limit_is_not_scaled() -> None:
-    decision = decide(view(conditions=(low_since(NOW - timedelta(minutes=59)),)), [sample(0)], TERMINATE, NOW)
+    decision = decide_workload(
+        view(conditions=(low_since(NOW - timedelta(minutes=59)),)), [sample(0)], TERMINATE, NOW
+    )
     assert decision.patch is None
 
 
 def test_termination_needs_terminate_underutilized() -> None:
     keep = Thresholds(low=5, terminate=False, terminate_after=timedelta(hours=1))
-    decision = decide(view(conditions=(low_since(NOW - timedelta(days=2)),)), [sample(0)], keep, NOW)
+    decision = decide_workload(view(conditions=(low_since(NOW - timedelta(days=2)),)), [sample(0)], keep, NOW)
     assert decision.patch is None
 
 
 def test_low_past_the_limit_scales_a_modelinfer_to_zero_and_records_its_replicas() -> None:
     scale = {"replicas": 3, "partition": 1}
-    decision = decide(
+    decision = decide_workload(
         view(conditions=(low_since(NOW - timedelta(hours=1)),), scale=scale), [sample(0)], TERMINATE, NOW
     )
     assert decision.patch is not None
@@ -203,7 +209,7 @@ def test_low_past_the_limit_scales_a_modelinfer_to_zero_and_records_its_replicas
 
 def test_a_dgd_is_scaled_to_zero_service_by_service() -> None:
     scale = {"services": {"Frontend": None, "VllmWorker": 2}}
-    decision = decide(
+    decision = decide_workload(
         view(kind=DGD, conditions=(low_since(NOW - timedelta(hours=2)),), scale=scale),
         [sample(0)],
         TERMINATE,
@@ -226,13 +232,13 @@ def scaled(kind: str, record: dict[str, Any], now_scale: dict[str, Any], restore
 
 def test_a_scaled_down_workload_waits_for_someone_to_bring_it_back() -> None:
     waiting = scaled(MODELINFER, {"replicas": 3}, {"replicas": 0}, restore=False)
-    assert decide(waiting, [], TERMINATE, NOW + timedelta(days=5)).patch is None
-    assert decide(waiting, [], TERMINATE, NOW + timedelta(days=5)).conditions == ()
+    assert decide_workload(waiting, [], TERMINATE, NOW + timedelta(days=5)).patch is None
+    assert decide_workload(waiting, [], TERMINATE, NOW + timedelta(days=5)).conditions == ()
 
 
 def test_the_restore_annotation_puts_the_recorded_replicas_back() -> None:
     record = {"replicas": 3, "partition": 1}
-    decision = decide(scaled(MODELINFER, record, {"replicas": 0}, restore=True), [], TERMINATE, NOW)
+    decision = decide_workload(scaled(MODELINFER, record, {"replicas": 0}, restore=True), [], TERMINATE, NOW)
     assert decision.patch == {
         "metadata": {"annotations": {ANNOTATION_SCALED_FROM: None, ANNOTATION_RESTORE: None}},
         "spec": {"replicas": 3, "rolloutStrategy": {"rollingUpdateConfiguration": {"partition": 1}}},
@@ -245,7 +251,7 @@ def test_the_restore_annotation_puts_the_recorded_replicas_back() -> None:
 def test_a_dgd_restore_unsets_what_was_unset_and_skips_removed_services() -> None:
     record = {"services": {"Frontend": None, "VllmWorker": 2, "Gone": 1}}
     now_scale = {"services": {"Frontend": 0, "VllmWorker": 0}}
-    decision = decide(scaled(DGD, record, now_scale, restore=True), [], TERMINATE, NOW)
+    decision = decide_workload(scaled(DGD, record, now_scale, restore=True), [], TERMINATE, NOW)
     assert decision.patch is not None
     assert decision.patch["spec"] == {
         "services": {"Frontend": {"replicas": None}, "VllmWorker": {"replicas": 2}}
@@ -253,7 +259,9 @@ def test_a_dgd_restore_unsets_what_was_unset_and_skips_removed_services() -> Non
 
 
 def test_scaling_up_by_hand_counts_as_restored_and_keeps_the_users_replicas() -> None:
-    decision = decide(scaled(MODELINFER, {"replicas": 3}, {"replicas": 1}, restore=False), [], TERMINATE, NOW)
+    decision = decide_workload(
+        scaled(MODELINFER, {"replicas": 3}, {"replicas": 1}, restore=False), [], TERMINATE, NOW
+    )
     assert decision.patch is not None and "spec" not in decision.patch
     assert any(c.type == WORKLOAD_TERMINATED_EARLY and c.status == "False" for c in decision.conditions)
 
@@ -267,10 +275,10 @@ def test_scale_to_zero_then_restore_is_the_identity(replicas: int, partition: in
     if partition is not None and partition < replicas:
         scale["partition"] = partition
     low = view(conditions=(low_since(NOW - timedelta(days=1)),), scale=scale)
-    down = decide(low, [sample(0)], TERMINATE, NOW).patch
+    down = decide_workload(low, [sample(0)], TERMINATE, NOW).patch
     assert down is not None
     record = down["metadata"]["annotations"][ANNOTATION_SCALED_FROM]
-    back = decide(
+    back = decide_workload(
         view(annotations={ANNOTATION_SCALED_FROM: record, ANNOTATION_RESTORE: "true"}, scale={"replicas": 0}),
         [],
         TERMINATE,
@@ -288,3 +296,17 @@ def test_target_namespaces() -> None:
     assert not in_target_namespace("kube-system", Thresholds())
     only = Thresholds(target_namespaces=("team-a",))
     assert in_target_namespace("team-a", only) and not in_target_namespace("serving", only)
+
+
+def test_the_decided_status_carries_the_condition_and_its_generation_and_keeps_the_rest() -> None:
+    owned = {"replicas": 2, "conditions": [{"type": "Available", "status": "True", "reason": "Up"}]}
+    observed = Observed(view(), (sample(1),), TERMINATE, owned, 4)
+    status = decide(observed, NOW).status
+    assert status is not None and status["replicas"] == 2
+    by_type = {c["type"]: c for c in status["conditions"]}
+    assert by_type["Available"]["reason"] == "Up"  # the owning controller's condition stays
+    assert (
+        by_type[RESOURCE_UNDERUTILIZATION]["status"],
+        by_type[RESOURCE_UNDERUTILIZATION]["observedGeneration"],
+    ) == ("True", 4)
+    assert decide(Observed(view(), (), TERMINATE, owned, 4), NOW).status is None  # nothing to report

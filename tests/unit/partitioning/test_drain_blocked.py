@@ -8,10 +8,10 @@ from typing import Any
 
 from aiplane.apimachinery.conditions import get_condition
 from aiplane.controllers.partitioning.node_actions import apply_node_actions
-from aiplane.controllers.partitioning.node_machine import decide, observe
+from aiplane.controllers.partitioning.node_decide import decide, observe
 from aiplane.controllers.partitioning.node_run import Decision
 from aiplane.controllers.partitioning.views import BlockedEviction
-from tests.unit.partitioning.test_node_logic import (
+from tests.unit.partitioning.test_node_decide import (
     DEVICE_PLUGIN,
     NOW,
     applied,

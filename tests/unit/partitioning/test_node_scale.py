@@ -29,8 +29,8 @@ from aiplane.controllers.partitioning.node_actions import (
     Untaint,
     apply_node_actions,
 )
-from aiplane.controllers.partitioning.node_machine import NodeObservation, decide
-from tests.unit.partitioning.test_node_logic import NOW, NP_NAME, make_node, make_np, make_profile, ours
+from aiplane.controllers.partitioning.node_decide import NodeObservation, decide
+from tests.unit.partitioning.test_node_decide import NOW, NP_NAME, make_node, make_np, make_profile, ours
 
 ACTIONS = [
     Cordon(NP_NAME),

@@ -29,7 +29,7 @@ from aiplane.controllers.partitioning.views import (
     profile_view,
 )
 from aiplane.controllers.partitioning.vocabulary import ADMITTED_ANNOTATION
-from tests.unit.partitioning.test_plan_logic import (
+from tests.unit.partitioning.test_plan_decide import (
     T0,
     make_node,
     make_np,

@@ -15,7 +15,7 @@ import pytest
 
 from aiplane.controllers.partitioning import children
 from aiplane.controllers.partitioning.views import node_partitioning_view
-from tests.unit.partitioning.test_plan_logic import (
+from tests.unit.partitioning.test_plan_decide import (
     desired_node_partitionings,
     fleet,
     make_np,

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from aiplane.api import kinds
-from aiplane.controllers.partitioning.profile import profile_status, setup
+from aiplane.controllers.partitioning.profile import setup
+from aiplane.controllers.partitioning.profile_decide import profile_status
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import CONFIGMAPS, NAMESPACES
 from aiplane.sim.client import InMemoryKubeClient

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -359,3 +360,25 @@ def test_the_documented_example_meets_its_sla_with_aic_by_default() -> None:
     assert (disagg["prefill"]["tp"], disagg["prefill"]["workers"]) == (4, 5)
     assert (disagg["decode"]["tp"], disagg["decode"]["workers"], disagg["decode"]["batch"]) == (4, 3, 64)
     assert disagg["tokensPerSecondPerGpu"] == pytest.approx(572.657, abs=0.01)
+
+
+def test_answers_kept_by_other_planner_code_are_not_read_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """AIC's answers are kept on disk per aiconfigurator-core release and per digest of the code that
+    asked: an aiplane whose AIC-facing code changed (how it sizes a layout, prices an all-to-all)
+    must not plan from the answers an older one kept."""
+    from aiplane.planner import aic_search
+
+    monkeypatch.setenv("AIPLANE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(aic_search, "_MEMO", {})
+    aic_search.remember(("prefill", "some layout"), {"ttft": 1.0})
+    monkeypatch.setattr(aic_search, "_MEMO", {})
+    assert aic_search.recall(("prefill", "some layout")) == {"ttft": 1.0}  # read back from disk
+    aic_search._code_digest.cache_clear()
+    monkeypatch.setattr(aic_search, "_ASKING_CODE", ("aic.py", "search.py"))  # other code
+    try:
+        monkeypatch.setattr(aic_search, "_MEMO", {})
+        assert aic_search.recall(("prefill", "some layout")) is aic_search.MISSING
+    finally:
+        aic_search._code_digest.cache_clear()

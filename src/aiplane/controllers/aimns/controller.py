@@ -7,28 +7,30 @@ SecretsResolved, GatewayResolved; Warning Events ``SecretNotFound``/``SecretKeyN
 owned by the workloads (so they go with them) and removed when the gateway is unset. The pods
 themselves are decorated by the workload controllers (:mod:`aiplane.controllers.platform`).
 
-Observe from caches (Secrets as keys only) → decide in :mod:`.logic` → write only what differs.
+Observe from caches (Secrets as keys only) → decide in :mod:`.decide` → write the HTTPRoutes that differ
+(act) → write each config's status that changed and its Warnings (report).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 import structlog
 
 from aiplane.api import kinds
 from aiplane.apimachinery import objects
-from aiplane.controllers.aimns.logic import LABEL_ROUTE, decide_config, desired_routes, route_needs_update
-from aiplane.controllers.platform import effective_namespace_config
+from aiplane.controllers.aimns.decide import LABEL_ROUTE, Decision, Observed, decide, route_needs_update
 from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
 from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
-from aiplane.kube.events import WARNING, EventRecorder
+from aiplane.kube.events import WARNING
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, WRITE_CHILD, Permission
 from aiplane.kube.resources import GATEWAYS, HTTPROUTES, SECRETS, Resource
+from aiplane.kube.shape import Shaped
 from aiplane.kube.status import StatusWriter
 
 __all__ = ["COMPONENT", "FIELD_MANAGER", "AIMNamespaceReconciler", "setup", "setup_controller"]
@@ -48,6 +50,8 @@ def _namespace_request(obj: Obj) -> Iterable[Request]:
 
 
 class AIMNamespaceReconciler:
+    """One namespace: its HTTPRoutes, then its configs' status (a :class:`~aiplane.kube.shape.Shape`)."""
+
     def __init__(
         self,
         manager: Manager,
@@ -58,7 +62,6 @@ class AIMNamespaceReconciler:
         modelinfers: Informer | None,
     ) -> None:
         self.client: KubeClient = manager.client
-        self.clock = manager.clock
         self.configs = manager.informers.informer(kinds.AIMNAMESPACECONFIGS)
         self.secrets = manager.informers.informer(SECRETS)
         self.gateways = gateways
@@ -68,48 +71,46 @@ class AIMNamespaceReconciler:
         self.status = StatusWriter(self.client, kinds.AIMNAMESPACECONFIGS, FIELD_MANAGER)
         #: HTTPRoutes: created, replaced when they differ, deleted when no longer wanted.
         self.writer = ChildWriter(self.client, FIELD_MANAGER)
-        self.recorder = EventRecorder(self.client, COMPONENT)
+        self.recorder = manager.recorder(NAME)
 
-    async def __call__(self, request: Request) -> Result | None:
+    async def observe(self, request: Request) -> Observed | None:
         namespace = request.name
-        configs = [c for c in self.configs.list(namespace) if not objects.is_deleting(c)]
-        route_names = await self._sync_routes(namespace, configs)
-        secret_keys = {
-            objects.name(s): frozenset(s.get("data") or {}) | frozenset(s.get("stringData") or {})
-            for s in self.secrets.list(namespace)
-        }
-        gateways = (
-            frozenset(objects.key(g) for g in self.gateways.list()) if self.gateways is not None else None
+        return Observed(
+            namespace=namespace,
+            configs=tuple(c for c in self.configs.list(namespace) if not objects.is_deleting(c)),
+            secret_keys={
+                objects.name(s): frozenset(s.get("data") or {}) | frozenset(s.get("stringData") or {})
+                for s in self.secrets.list(namespace)
+            },
+            gateways=(
+                frozenset(objects.key(g) for g in self.gateways.list()) if self.gateways is not None else None
+            ),
+            routes_served=self.routes is not None,
+            live_routes={objects.name(r): r for r in self.routes.list(namespace)}
+            if self.routes is not None
+            else {},
+            dgds=tuple(self.dgds.list(namespace)) if self.dgds is not None else (),
+            modelinfers=tuple(self.modelinfers.list(namespace)) if self.modelinfers is not None else (),
         )
-        now = self.clock.now()
-        for config in configs:
-            decision = decide_config(config, configs, secret_keys, gateways, route_names, now)
-            if decision.changed and await self.status.write(config, decision.status) is not None:
-                for problem in decision.events:
+
+    def decide(self, observed: Observed, now: datetime) -> Decision:
+        return decide(observed, now)
+
+    async def act(self, observed: Observed, decision: Decision) -> None:
+        for change in decision.ensure:
+            await self.writer.ensure(
+                HTTPROUTES, change.live, change.desired, differs=route_needs_update, updated=_with_version_of
+            )
+        for stale in decision.delete:
+            await self.writer.delete(HTTPROUTES, stale)
+
+    async def report(self, observed: Observed, decision: Decision) -> Result | None:
+        for config, wanted in decision.configs:
+            if wanted.changed and await self.status.write(config, wanted.status) is not None:
+                # A problem's Warning fires once: with the status write that first records it.
+                for problem in wanted.events:
                     self.recorder.emit(config, WARNING, problem.reason, problem.message)
         return None
-
-    async def _sync_routes(self, namespace: str, configs: list[Obj]) -> list[str]:
-        """Create, update and delete our HTTPRoutes in the namespace; the names that should exist."""
-        if self.routes is None:
-            return []
-        chosen, _ = effective_namespace_config(configs)
-        desired = desired_routes(
-            chosen,
-            self.dgds.list(namespace) if self.dgds is not None else [],
-            self.modelinfers.list(namespace) if self.modelinfers is not None else [],
-        )
-        live = {objects.name(r): r for r in self.routes.list(namespace)}
-        for route in desired:
-            name = objects.name(route)
-            found = live.pop(name, None)
-            await self.writer.ensure(
-                HTTPROUTES, found, route, differs=route_needs_update, updated=_with_version_of, owner=None
-            )
-        for stale in live.values():
-            if objects.labels(stale).get(LABEL_ROUTE) == "true" and not objects.is_deleting(stale):
-                await self.writer.delete(HTTPROUTES, stale)
-        return [objects.name(r) for r in desired]
 
 
 def _with_version_of(found: Mapping[str, Any], route: Mapping[str, Any]) -> dict[str, Any]:
@@ -144,14 +145,18 @@ def setup_controller(
     }
     got = {k: informers.informer(v[0], label_selector=v[1]) if v else None for k, v in optional.items()}
     reconciler = AIMNamespaceReconciler(manager, **got)
-    configs = kinds.AIMNAMESPACECONFIGS
-    builder = Controller.build(NAME).for_(configs).watches(SECRETS, _namespace_request)
+    # Every event, a config's own included, arrives as its namespace's request: the work queue
+    # never runs two reconciles of one key at once, so namespaces reconcile in parallel safely.
+    builder = (
+        Controller.build(NAME)
+        .for_(kinds.AIMNAMESPACECONFIGS, map_fn=_namespace_request)
+        .watches(SECRETS, _namespace_request)
+    )
     if gateway_api:
-        gateways = reconciler.gateways
-        assert gateways is not None
+        configs = reconciler.configs
 
         def every_namespace(_: Obj) -> Iterable[Request]:
-            return sorted({Request(None, objects.namespace(c)) for c in reconciler.configs.list()}, key=str)
+            return sorted({Request(None, objects.namespace(c)) for c in configs.list()}, key=str)
 
         builder = builder.watches(GATEWAYS, every_namespace).watches(
             HTTPROUTES, _namespace_request, label_selector=LABEL_ROUTE
@@ -159,22 +164,7 @@ def setup_controller(
     for flag, res in ((dgds, kinds.DGDS), (modelinfers, kinds.MODELINFERS)):
         if flag:
             builder = builder.watches(res, _namespace_request)
-    # One worker: a config's own events arrive keyed by the config, the rest by namespace; both
-    # reconcile the namespace, and one worker keeps two reconciles of one namespace from racing.
-    return builder.workers(1, fixed="namespace reconciles arrive under two keys").reconcile(
-        _by_namespace(reconciler)
-    )
-
-
-def _by_namespace(reconciler: AIMNamespaceReconciler) -> Any:
-    """The primary source maps a config to its own key; every request here is a namespace."""
-
-    async def reconcile(request: Request) -> Result | None:
-        if request.namespace:  # a config's own event: reconcile its namespace
-            return await reconciler(Request(None, request.namespace))
-        return await reconciler(request)
-
-    return reconcile
+    return builder.reconcile(Shaped(reconciler, manager.clock))
 
 
 async def setup(manager: Manager) -> None:

@@ -38,7 +38,7 @@ Why the pieces are the way they are:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
@@ -54,7 +54,7 @@ from aiplane.apimachinery.meta import (
     is_controlled_by,
 )
 from aiplane.controllers import causes, queueing
-from aiplane.controllers.disruption import Arbitration, arbitrate, budget_differs, is_released
+from aiplane.controllers.disruption import HELD_EVENT, Arbitration, BudgetFlip, arbitrate, write_budget
 from aiplane.controllers.dynamo import component_disruption as cdis
 from aiplane.controllers.dynamo import etcd
 from aiplane.controllers.dynamo.component_children import (
@@ -92,7 +92,7 @@ from aiplane.controllers.platform_source import PlatformSource, platform_source,
 from aiplane.kube.children import ChildWriter, expectation_key, key_of
 from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
+from aiplane.kube.controller import Controller, Request, Result, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -119,7 +119,6 @@ Obj = dict[str, Any]
 #: The controller's name; its field manager and Event source follow from it (kube.controller).
 NAME: Final = "dynamocomponentdeployment"
 FIELD_MANAGER: Final = field_manager_for(NAME)
-COMPONENT: Final = event_source_for(NAME)
 FINALIZER: Final = "nvidia.com/finalizer"
 #: ServiceAccounts with this label run component pods (upstream: the first one found).
 LABEL_COMPONENT_POD_SA: Final = "nvidia.com/dynamo-component-pod"
@@ -159,7 +158,7 @@ TRANSITION_EVENTS: Final = (
     ConditionEvent(CONDITION_AVAILABLE, "True", NORMAL),
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, from_statuses=("True",)),
     ConditionEvent(CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=FAILURE_REASONS),
-    ConditionEvent(cdis.CONDITION_DISRUPTION_HELD, "True", WARNING),
+    HELD_EVENT,
     # It starts waiting for Kueue's quota: once per wait, with Kueue's reason.
     ConditionEvent(
         CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=(queueing.REASON_PENDING,)
@@ -469,9 +468,16 @@ class ComponentReconciler:
             elif not is_controlled_by(live, uid):
                 conflicts.append(f"{kind} {objects.name(body)} exists and is not controlled by this DCD")
             elif ANNOTATION_HASH not in objects.annotations(body):
-                if budget_differs(live, body):
-                    await self._replace(key, live, updated(live, body))
-                    self._report_flip(dcd, live, body)
+                # A replica budget: no spec hash (its minAvailable flips with the arbiter).
+                await write_budget(
+                    self.writer,
+                    self.recorder,
+                    dcd,
+                    live,
+                    body,
+                    owner=f"{DCD_KIND}/{key}",
+                    message=_flip_message(body),
+                )
             elif needs_update(live, body):
                 keep = hpa_owns_replicas and kind == "Deployment"
                 await self._replace(key, live, updated(live, body, keep_replicas=keep))
@@ -483,23 +489,6 @@ class ComponentReconciler:
                 if self._view(kind, namespace, objects.name(cached)) is not None:
                     await self._delete(key, cached)
         return conflicts
-
-    def _report_flip(self, dcd: Obj, live: Obj, body: Obj) -> None:
-        """A Normal Event when a replica's budget was released or protected again."""
-        was, now = is_released(live), is_released(body)
-        if was == now:
-            return
-        ref = f"{objects.namespace(body)}/{objects.name(body)}"
-        if now:
-            message = (
-                f"Released replica budget {ref} (minAvailable 0): its pods stand on a cordoned node "
-                f"and the other replicas keep the floor"
-            )
-            self.recorder.emit(dcd, NORMAL, cdis.REASON_RELEASED, message)
-        else:
-            pods = objects.spec(body).get("minAvailable")
-            message = f"Protected replica budget {ref} again (minAvailable {pods}): no pod of it stands on a cordoned node"
-            self.recorder.emit(dcd, NORMAL, cdis.REASON_PROTECTED, message)
 
     # ``owner`` is the DCD's ``namespace/name``; its writes are recorded under its expectation key.
 
@@ -577,6 +566,22 @@ class ComponentReconciler:
         return written
 
 
+def _flip_message(budget: Obj) -> Callable[[BudgetFlip], str]:
+    """The Event message of a replica budget released or protected again."""
+    ref = f"{objects.namespace(budget)}/{objects.name(budget)}"
+
+    def message(flip: BudgetFlip) -> str:
+        if flip is BudgetFlip.RELEASED:
+            return (
+                f"Released replica budget {ref} (minAvailable 0): its pods stand on a cordoned node "
+                f"and the other replicas keep the floor"
+            )
+        pods = objects.spec(budget).get("minAvailable")
+        return f"Protected replica budget {ref} again (minAvailable {pods}): no pod of it stands on a cordoned node"
+
+    return message
+
+
 def _missing_multinode_api(lws: bool, podgroups: bool, gang: GangBackend = VOLCANO) -> str | None:
     missing = [
         label for label, ok in (("LeaderWorkerSet", lws), (f"{gang.title} PodGroup", podgroups)) if not ok
@@ -614,7 +619,7 @@ PERMISSIONS: Final = (
 )
 
 
-def build(
+def setup_controller(
     manager: Manager,
     *,
     lws: bool = True,
@@ -645,7 +650,7 @@ def build(
         children,
         informers.informer(kinds.DGDS),
         informers.informer(SERVICEACCOUNTS, label_selector=f"{LABEL_COMPONENT_POD_SA}=true"),
-        EventRecorder(manager.client, COMPONENT),
+        manager.recorder(NAME),
         manager.clock,
         options,
         missing_multinode_api=_missing_multinode_api(lws, podgroups, gang),
@@ -694,7 +699,7 @@ async def setup(manager: Manager) -> None:
         log.warning("an Istio gateway is configured but the VirtualService API is not served")
     platform = await platform_source(manager)
     manager.add_controller(
-        build(
+        setup_controller(
             manager,
             lws=lws,
             podgroups=podgroups,

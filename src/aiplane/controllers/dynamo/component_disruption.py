@@ -32,8 +32,15 @@ from datetime import datetime
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import get_condition, set_condition
-from aiplane.controllers.disruption import Arbitration, GroupView, group_budget, is_released
+from aiplane.apimachinery.conditions import get_condition
+from aiplane.controllers.disruption import (
+    CONDITION,
+    Arbitration,
+    GroupView,
+    group_budget,
+    held_condition,
+    is_released,
+)
 from aiplane.controllers.dynamo.podtemplate import LABEL_SELECTOR
 
 __all__ = [
@@ -58,11 +65,8 @@ LWS_NAME_LABEL: Final = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
 #: The pods the controller watches: LeaderWorkerSet pods of a DCD (they keep ``nvidia.com/selector``).
 POD_SELECTOR: Final = f"{LWS_NAME_LABEL},{LABEL_SELECTOR}"
-#: True while a replica on a cordoned node is held by the floor (absent otherwise).
-CONDITION_DISRUPTION_HELD: Final = "DisruptionHeld"
-REASON_FLOOR_REACHED: Final = "ReplicaFloorReached"
-REASON_RELEASED: Final = "ReplicaReleased"
-REASON_PROTECTED: Final = "ReplicaProtected"
+#: True while a replica on a cordoned node is held by the floor (the shared semantics).
+CONDITION_DISRUPTION_HELD: Final = CONDITION
 
 
 def _scaled_up(value: int | str, total: int) -> int:
@@ -163,21 +167,13 @@ def held_message(
 
 
 def with_held(status: Obj, message: str | None, *, generation: int, now: datetime) -> Obj:
-    """``status`` with ``DisruptionHeld`` True and ``message``, or without it when nothing is held
-    (absent rather than False, so a DCD that never meets a drain carries no extra condition)."""
-    conditions = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
-    if message is None:
-        kept = [c for c in conditions if c.get("type") != CONDITION_DISRUPTION_HELD]
-        if len(kept) != len(conditions):
-            status["conditions"] = kept
-        return status
-    status["conditions"], _ = set_condition(
-        conditions,
-        CONDITION_DISRUPTION_HELD,
-        "True",
-        REASON_FLOOR_REACHED,
-        message,
-        observed_generation=generation,
-        now=now,
+    """``status`` with ``DisruptionHeld`` as every workload reports it
+    (:func:`~aiplane.controllers.disruption.held_condition`: True with ``message`` while a replica
+    is held, False once none is, absent on a DCD no drain ever waited for)."""
+    conditions = status.get("conditions")
+    updated = held_condition(
+        conditions if isinstance(conditions, list) else None, message, generation=generation, now=now
     )
+    if updated or "conditions" in status:
+        status["conditions"] = updated
     return status

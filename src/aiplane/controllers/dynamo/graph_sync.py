@@ -1,12 +1,12 @@
-"""What the DGD controller writes, decided without I/O: DCD creates and updates, PVCs, the planner's
-ServiceAccount.
+"""What the DGD controller writes, decided without I/O: DCD creates and updates, PVCs, the
+ServiceAccount of Dynamo's Planner service.
 
 **Who owns a DCD's ``spec.replicas``.** Upstream the DGD is the source of truth (#4420): the
 service's ``replicas`` is copied into the DCD and a direct ``kubectl scale dcd`` is overwritten.
 We keep that when the service *sets* ``replicas`` — the DGD wins, and the executor records an Event
 saying so. When the service sets no ``replicas``, the graph does not own the count: the DCD is
 created without it (its controller runs one replica), and later syncs keep whatever the DCD has,
-so ``kubectl scale dcd`` (or the planner scaling the DCD) sticks.
+so ``kubectl scale dcd`` (or Dynamo's Planner service scaling the DCD) sticks.
 
 **When a DCD is rewritten.** Each DCD carries ``nvidia.com/last-applied-hash``, the hash of the
 labels and spec the graph wants (replicas only when owned). The DCD is updated when that hash
@@ -18,6 +18,7 @@ specs keeps API-server defaulting from looking like drift, so a converged graph 
 from __future__ import annotations
 
 import copy
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -27,8 +28,8 @@ from typing import Any, Final
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import controller_owner_reference, is_controlled_by
 from aiplane.controllers.dynamo.graph import services
-from aiplane.controllers.dynamo.graph_status import ANNOTATION_LAST_APPLIED_HASH, WantedDcd
 from aiplane.controllers.dynamo.naming import (
+    ANNOTATION_LAST_APPLIED_HASH,
     API_VERSION,
     COMPONENT_PLANNER,
     DGD_KIND,
@@ -36,8 +37,10 @@ from aiplane.controllers.dynamo.naming import (
 )
 
 __all__ = [
+    "DcdVerb",
     "DcdWrite",
     "PvcPlan",
+    "WantedDcd",
     "dcd_hash",
     "needs_planner_account",
     "plan_dcd",
@@ -47,6 +50,16 @@ __all__ = [
 ]
 
 Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WantedDcd:
+    """One DCD the graph wants: its name, the hash of the body we write, and the replicas the graph
+    owns (``None``: the service sets none, so whoever scales the DCD decides)."""
+
+    name: str
+    hash: str
+    replicas: int | None = None
 
 
 def dcd_hash(desired: Obj) -> str:
@@ -62,12 +75,17 @@ def wanted_dcd(desired: Obj) -> WantedDcd:
     return WantedDcd(objects.name(desired), dcd_hash(desired), owned)
 
 
+class DcdVerb(enum.StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+
+
 @dataclass(frozen=True)
 class DcdWrite:
-    """One DCD write: ``create`` or ``update`` with the full body; ``overrode_replicas`` is the
-    count a direct scale had set when the graph's replicas win over it (for the Event)."""
+    """One DCD write: create or update with the full body; ``overrode_replicas`` is the count a
+    direct scale had set when the graph's replicas win over it (for the Event)."""
 
-    verb: str
+    verb: DcdVerb
     body: dict[str, Any]
     overrode_replicas: int | None = None
 
@@ -87,7 +105,7 @@ def plan_dcd(desired: Obj, existing: Obj | None, owner_uid: str) -> DcdWrite | N
     if existing is None:
         body = copy.deepcopy(dict(desired))
         body["metadata"]["annotations"] = _with_hash(body["metadata"], wanted.hash)
-        return DcdWrite("create", body)
+        return DcdWrite(DcdVerb.CREATE, body)
     if not (owner_uid and is_controlled_by(existing, owner_uid)):
         return None
     current = objects.spec(existing).get("replicas")
@@ -106,7 +124,7 @@ def plan_dcd(desired: Obj, existing: Obj | None, owner_uid: str) -> DcdWrite | N
     body["spec"] = spec
     body.pop("status", None)
     overrode = current if applied == wanted.hash and replicas_drifted and isinstance(current, int) else None
-    return DcdWrite("update", body, overrode)
+    return DcdWrite(DcdVerb.UPDATE, body, overrode)
 
 
 # --- PVCs ------------------------------------------------------------------------------------------
@@ -175,7 +193,7 @@ def plan_pvcs(
     return PvcPlan(create, missing)
 
 
-# --- the planner's ServiceAccount -------------------------------------------------------------------
+# --- the Planner service's ServiceAccount ---------------------------------------------------------
 
 #: Marks the ServiceAccount as ours (it is shared by every graph of the namespace, so it has no owner).
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
@@ -187,7 +205,7 @@ def needs_planner_account(dgd: Obj) -> bool:
 
 def planner_service_account(namespace: str) -> dict[str, Any]:
     """``planner-serviceaccount``: upstream also binds it to a Helm-installed ClusterRole; we create
-    the account only (the RBAC a planner needs is the installer's to grant)."""
+    the account only (the RBAC Dynamo's Planner service needs is the installer's to grant)."""
     return {
         "apiVersion": "v1",
         "kind": "ServiceAccount",

@@ -57,7 +57,7 @@ ANNOTATION_LAST_APPLIED_HASH: Final = "nvidia.com/last-applied-hash"
 
 COMPONENT_FRONTEND: Final = "frontend"
 COMPONENT_PLANNER: Final = "planner"
-#: The ServiceAccount the planner runs as (it scales the graph, so it needs RBAC of its own).
+#: The ServiceAccount Dynamo's Planner service runs as (it scales the graph, so it needs RBAC of its own).
 PLANNER_SERVICE_ACCOUNT: Final = "planner-serviceaccount"
 
 MAX_LABEL_LENGTH: Final = 63

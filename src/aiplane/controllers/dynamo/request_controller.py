@@ -6,7 +6,7 @@
               (one read) and the cluster's nodes (GPU type and budget, request_target); its
               profiling Job and output ConfigMap (labelled) and its DGD from caches; the plan of an
               offline request from the plan task it started
-    decide    request_state.decide (pure state machine)
+    decide    request_decide.decide (pure state machine)
     act       create the Job / start the plan off the event loop / write the output ConfigMap /
               create the DGD, each at most once, then the status; Events of the transitions
 
@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 import yaml
@@ -34,6 +35,16 @@ from aiplane.api import kinds
 from aiplane.api.dynamo import DynamoGraphDeploymentRequestSpec
 from aiplane.apimachinery import boundedyaml, objects
 from aiplane.controllers.dynamo.options import DynamoOptions
+from aiplane.controllers.dynamo.request_decide import (
+    Decision,
+    DgdSeen,
+    Observed,
+    Profile,
+    RequestAction,
+    RequestObserved,
+    RequestView,
+    decide,
+)
 from aiplane.controllers.dynamo.request_graph import (
     LABEL_DGDR_NAME,
     LABEL_DGDR_NAMESPACE,
@@ -49,19 +60,19 @@ from aiplane.controllers.dynamo.request_job import (
     output_name,
     profiling_job,
 )
-from aiplane.controllers.dynamo.request_state import DgdSeen, Observed, Profile, RequestView, decide
 from aiplane.controllers.dynamo.request_target import Target, find_target
 from aiplane.controllers.dynamo.request_templates import base_graph
 from aiplane.kube.children import ChildWriter, expectation_key
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
+from aiplane.kube.controller import Controller, Request, Result, field_manager_for
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import CONFIGMAPS, JOBS, NODES, PODS
+from aiplane.kube.shape import Shaped
 from aiplane.kube.status import StatusWriter
 from aiplane.planner import report
 from aiplane.planner.api import plan
@@ -77,7 +88,6 @@ MODEL_CONFIG_KEY: Final = "config.json"
 #: The controller's name; its field manager and Event source follow from it (kube.controller).
 NAME: Final = "dynamographdeploymentrequest"
 FIELD_MANAGER: Final = field_manager_for(NAME)
-COMPONENT: Final = event_source_for(NAME)
 DGDR_KIND: Final = "DynamoGraphDeploymentRequest"
 
 
@@ -128,7 +138,22 @@ def _model_config(
     return loaded, ""
 
 
-class RequestReconciler:
+@dataclasses.dataclass(frozen=True)
+class RequestObservation:
+    """One request as observed: what :func:`~.request_decide.decide` reads (``state``) and what
+    the executor needs to carry out its actions (the parsed spec, the base graph, the target)."""
+
+    dgdr: Obj
+    spec: DynamoGraphDeploymentRequestSpec | str
+    state: RequestObserved
+    base: Obj | None = None
+    target: Target | None = None
+    model_config: Mapping[str, Any] | None = None
+
+
+class RequestController:
+    """The DGDR controller's four steps (:class:`~aiplane.kube.shape.Shape`)."""
+
     def __init__(
         self,
         client: KubeClient,
@@ -172,14 +197,13 @@ class RequestReconciler:
         self.plan_owners: dict[str, tuple[str, str]] = {}
         self.controller: Controller | None = None
 
-    async def __call__(self, request: Request) -> Result | None:
-        return await self.reconcile(request.namespace or "", request.name)
-
-    async def reconcile(self, namespace: str, name: str) -> Result | None:
+    async def observe(self, request: Request) -> RequestObservation | None:
+        namespace, name = request.namespace or "", request.name
         key = f"{namespace}/{name}"
+        # Our own status writes overlay the cache until it shows them.
         dgdr = self.expectations.view(expectation_key(DGDR_KIND, namespace, name), self.dgdrs.get(key))
         if dgdr is None:
-            self._forget(key)
+            self._forget(key)  # gone: drop its plans and output bodies
             return None
         spec = _spec(dgdr)
         view = RequestView(
@@ -192,21 +216,34 @@ class RequestReconciler:
             status=objects.status(dgdr),
         )
         seen, base, target, model_config = await self._observe(dgdr, view, spec)
-        decision = decide(view, seen, self.clock.now())
+        return RequestObservation(dgdr, spec, RequestObserved(view, seen), base, target, model_config)
+
+    def decide(self, observed: RequestObservation, now: datetime) -> Decision:
+        return decide(observed.state, now)
+
+    async def act(self, observed: RequestObservation, decision: Decision) -> None:
+        dgdr, spec, seen = observed.dgdr, observed.spec, observed.state.seen
         for action in decision.actions:
-            if action == "create_job" and not isinstance(spec, str):
+            if action is RequestAction.CREATE_JOB and not isinstance(spec, str):
                 await self._create_job(dgdr, spec)
-            elif action == "start_plan" and not isinstance(spec, str) and target is not None:
-                self._start_plan(dgdr, spec, target, base, model_config)
-            elif action == "write_output" and seen.profile is not None:
+            elif (
+                action is RequestAction.START_PLAN
+                and not isinstance(spec, str)
+                and observed.target is not None
+            ):
+                self._start_plan(dgdr, spec, observed.target, observed.base, observed.model_config)
+            elif action is RequestAction.WRITE_OUTPUT and seen.profile is not None:
                 await self._write_output(dgdr)
-            elif action == "create_dgd":
+            elif action is RequestAction.CREATE_DGD:
                 await self._create_dgd(decision.status.get("generatedDeployment") or {})
+
+    async def report(self, observed: RequestObservation, decision: Decision) -> Result | None:
+        """The status, and the state machine's Events once it is written (each told once)."""
+        dgdr = observed.dgdr
         written = await self.status.write(dgdr, decision.status)
         if written is not None:
-            self.expectations.wrote(
-                expectation_key(DGDR_KIND, namespace, name), dgdr, written, conditional=True
-            )
+            key = expectation_key(DGDR_KIND, objects.namespace(dgdr), objects.name(dgdr))
+            self.expectations.wrote(key, dgdr, written, conditional=True)
             for type_, reason, message in decision.events:
                 self.recorder.emit(dgdr, type_, reason, message)
         return None
@@ -289,6 +326,7 @@ class RequestReconciler:
         try:
             cm = await self.client.get(CONFIGMAPS, ref.name, namespace)
         except ApiError as exc:
+            # The decision depends on it: a missing ConfigMap fails validation, naming it.
             if exc.not_found:
                 return None, None, f"{field}.name: ConfigMap {namespace}/{ref.name} not found"
             raise
@@ -389,6 +427,7 @@ class RequestReconciler:
                     kinds.DGDS, str(deployment.get("name")), str(deployment.get("namespace"))
                 )
             except ApiError as exc:
+                # The decision depends on it: a DGD that is gone moves the request to DeploymentDeleted.
                 if exc.not_found:
                     return DgdSeen(exists=False)
                 raise
@@ -595,14 +634,14 @@ def setup_controller(
     manager: Manager, planner: Planner | None = None, systems: Systems | None = None
 ) -> Controller:
     informers = manager.informers
-    reconciler = RequestReconciler(
+    shape = RequestController(
         manager.client,
         informers.informer(kinds.DGDRS),
         informers.informer(JOBS, label_selector="app=dynamo-profiler"),
         informers.informer(CONFIGMAPS, label_selector=LABEL_DGDR_NAME),
         informers.informer(kinds.DGDS, label_selector=LABEL_DGDR_NAME),
         informers.informer(NODES),
-        EventRecorder(manager.client, COMPONENT),
+        manager.recorder(NAME),
         manager.clock,
         manager.options(DynamoOptions),
         planner,
@@ -616,9 +655,9 @@ def setup_controller(
         .watches(CONFIGMAPS, _labelled_requests, label_selector=LABEL_DGDR_NAME)
         .watches(kinds.DGDS, _labelled_requests, label_selector=LABEL_DGDR_NAME)
         .workers(4)
-        .reconcile(reconciler)
+        .reconcile(Shaped(shape, manager.clock))
     )
-    reconciler.controller = controller
+    shape.controller = controller
     return controller
 
 

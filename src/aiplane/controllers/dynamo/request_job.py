@@ -20,8 +20,8 @@ import yaml
 
 from aiplane.api.dynamo import DynamoGraphDeploymentRequestSpec
 from aiplane.apimachinery import objects
+from aiplane.controllers.dynamo.request_decide import JobSeen
 from aiplane.controllers.dynamo.request_graph import LABEL_DGDR_NAME, LABEL_MANAGED_BY, MANAGED_BY
-from aiplane.controllers.dynamo.request_state import JobSeen
 
 __all__ = [
     "JOB_NAME_PREFIX",

@@ -5,9 +5,9 @@
     observe   the KaiwoConfig, Nodes, our Kueue objects and the namespaces that run a ModelInfer, a
               DynamoGraphDeployment or a DynamoComponentDeployment or hold an AIMNamespaceConfig (a
               LocalQueue goes to each: our workloads are queued there), all from informer caches
-    decide    pools.discover_pools (node pools, allocatable quotas, the cordon rule), kueue.* (desired
-              objects), nodes.node_patch (pool labels, the GPU taint) — pure
-    act       Node merge patches (guarded by resourceVersion); Topology → ResourceFlavors →
+    decide    decide.decide (pure): the node patches (nodes.node_patch: pool labels, the GPU taint), the
+              Kueue writes (kueue.*: desired objects) and the status they leave, before any write
+    act       Node merge patches (guarded by resourceVersion); through the ChildWriter: Topology → ResourceFlavors →
               ClusterQueue → LocalQueues created or fixed only when they differ; stale objects of ours
               deleted; never an object without our label and owner reference
     report    status (pools, queue, local queues, tainted nodes, fields without a consumer) and the
@@ -22,26 +22,24 @@ ClusterQueue is absent) and never updated, as upstream.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, Final
 
 import pydantic
 
 from aiplane.api.config import KAIWO_CONFIG_NAME, KaiwoConfigSpec
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import set_condition
-from aiplane.apimachinery.quantity import format_resource_list
-from aiplane.controllers.kaiwo import kueue
+from aiplane.controllers.kaiwo.decide import READY, TOPOLOGIES, Decision, KueueOp, NodeCheck, Observed, decide
 from aiplane.controllers.kaiwo.fleet import Fleet
-from aiplane.controllers.kaiwo.nodes import TAINTED_ANNOTATION, node_patch
-from aiplane.controllers.kaiwo.pools import Pool, current_quotas, held_quota
 from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
 from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
-from aiplane.kube.events import NORMAL, WARNING, EventRecorder
+from aiplane.kube.events import NORMAL, WARNING
 from aiplane.kube.informer import Informer
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, RESOURCEFLAVORS, Resource
+from aiplane.kube.shape import Shaped
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
@@ -50,7 +48,6 @@ Obj = dict[str, Any]
 NAME: Final = "kaiwoconfig"
 FIELD_MANAGER: Final = field_manager_for(NAME)
 COMPONENT: Final = event_source_for(NAME)
-READY: Final = "Ready"
 KAIWOCONFIGS: Final = Resource("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "KaiwoConfig", False)
 AIMNAMESPACECONFIGS: Final = Resource(
     "config.kaiwo.silogen.ai", "v1alpha1", "aimnamespaceconfigs", "AIMNamespaceConfig", True
@@ -62,13 +59,6 @@ DCDS: Final = Resource(
 )
 #: The kinds whose namespaces get a LocalQueue (their workloads are queued there).
 WORKLOAD_KINDS: Final = (MODELINFERS, DGDS, DCDS, AIMNAMESPACECONFIGS)
-TOPOLOGIES: Final = Resource("kueue.x-k8s.io", "v1beta1", "topologies", "Topology", False)
-#: Spec fields accepted and reported, but read by nothing in this suite (no Ray or duration workloads).
-NOT_CONSUMED: Final = (
-    "ray.defaultRayImage",
-    "ray.headPodMemory",
-    "scheduling.pendingThresholdForPreemption",
-)
 TRANSITION_EVENTS: Final = (
     ConditionEvent(READY, "False", WARNING, on_reason_change=True),
     ConditionEvent(READY, "True", NORMAL, reason="Applied", message="queues and taints applied"),
@@ -80,9 +70,10 @@ def _singleton(_: Obj) -> Iterable[Request]:
 
 
 class KaiwoConfigReconciler:
+    """The cluster's one KaiwoConfig (a :class:`~aiplane.kube.shape.Shape`; decisions in :mod:`.decide`)."""
+
     def __init__(self, manager: Manager, *, kueue_served: bool, topology_served: bool) -> None:
         self.client: KubeClient = manager.client
-        self.clock = manager.clock
         factory = manager.informers
         self.configs = factory.informer(KAIWOCONFIGS)
         self.nodes = factory.informer(NODES)
@@ -98,186 +89,88 @@ class KaiwoConfigReconciler:
         self.queues: Informer | None = factory.informer(CLUSTERQUEUES) if kueue_served else None
         self.local_queues: Informer | None = factory.informer(LOCALQUEUES) if kueue_served else None
         self.topologies: Informer | None = factory.informer(TOPOLOGIES) if topology_served else None
-        self.recorder = EventRecorder(self.client, COMPONENT)
+        self.recorder = manager.recorder(NAME)
         self.status = StatusWriter(self.client, KAIWOCONFIGS, FIELD_MANAGER)
-        #: Kueue objects: created when absent, deleted (and recreated) when ours differ.
+        #: Kueue objects: created when absent, patched or deleted (and recreated) when ours differ.
         self.writer = ChildWriter(self.client, FIELD_MANAGER)
 
-    async def __call__(self, request: Request) -> Result | None:
+    async def observe(self, request: Request) -> Observed | None:
         config = self.configs.get(request.name)
         if config is None or objects.is_deleting(config):
             return None
         if request.name != KAIWO_CONFIG_NAME:
-            self.recorder.emit(
-                config,
-                WARNING,
-                "Ignored",
-                f'only the KaiwoConfig named "{KAIWO_CONFIG_NAME}" is read; {request.name} is ignored',
-            )
-            return None
+            return Observed(config, ignored=True, spec=None, invalid=None)
         try:
             spec = KaiwoConfigSpec.model_validate(objects.spec(config))
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            await self._report(config, {}, "False", "InvalidSpec", f"spec.{where}: {first['msg']}")
-            return None
-        exclude = spec.nodes.excludeMasterNodesFromNodePools
-        pools = self.fleet.pools(exclude)
-        tainted = await self._patch_nodes(
-            exclude, spec.nodes.addTaintsToGpuNodes, spec.nodes.defaultGpuTaintKey
-        )
-        applied: dict[str, Any] = {"taintedNodes": list(tainted) or None, "notConsumed": list(NOT_CONSUMED)}
-        if not self.kueue_served:
-            await self._report(config, applied, "False", "KueueNotInstalled", "Kueue's CRDs are not served")
-            return None
-        problem = kueue.check_limits(pools)
-        if problem:
-            await self._report(config, applied, "False", "TooManyPools", problem)
-            return None
-        conflict = await self._sync_queues(config, spec, pools, applied)
-        if conflict:
-            await self._report(config, applied, "False", "NotOurs", conflict)
-        else:
-            await self._report(config, applied, "True", "Applied", "queues and taints applied")
-        return None
-
-    async def _patch_nodes(self, exclude: bool, add_taints: bool, key: str) -> tuple[str, ...]:
-        """Pool labels and the GPU taint on the nodes changed since the last check (all of them when
-        the settings changed); the sorted names of the nodes tainted by us (the fleet's, unless a
-        patch here changed them before its event arrived)."""
-        settings = (exclude, add_taints, key)
-        if settings != self._settings:
+            return Observed(config, ignored=False, spec=None, invalid=f"spec.{where}: {first['msg']}")
+        nodes = spec.nodes
+        exclude = nodes.excludeMasterNodesFromNodePools
+        settings = (exclude, nodes.addTaintsToGpuNodes, nodes.defaultGpuTaintKey)
+        if settings != self._settings:  # new settings: every node is checked again
             self.fleet.dirty.update(self.fleet.views)
             self._settings = settings
-        written_taints: dict[str, bool] = {}
-        for name in sorted(self.fleet.dirty):
-            node = self.fleet.views.get(name)
-            patch = (
-                None if node is None else node_patch(node, self.fleet.pool_of(name, exclude), add_taints, key)
-            )
-            if patch is not None:
-                written = await self.client.patch(NODES, name, patch, field_manager=FIELD_MANAGER)
-                written_taints[name] = bool(objects.annotations(written).get(TAINTED_ANNOTATION))
-            # Checked: a node whose patch failed stays dirty, and one we patched comes back as an event.
-            self.fleet.dirty.discard(name)
-        if not written_taints:
-            return self.fleet.tainted_names()
-        tainted = set(self.fleet.tainted_names())
-        tainted.update(n for n, on in written_taints.items() if on)
-        tainted.difference_update(n for n, on in written_taints.items() if not on)
-        return tuple(sorted(tainted))
-
-    # --- Kueue ------------------------------------------------------------------------------------
-
-    async def _sync_queues(
-        self, config: Obj, spec: KaiwoConfigSpec, pools: list[Pool], applied: dict[str, Any]
-    ) -> str | None:
-        """Bring our Kueue objects in line; the name of a foreign object in our way, if any."""
-        assert self.flavors is not None and self.queues is not None and self.local_queues is not None
-        uid = objects.uid(config)
-        name = spec.defaultClusterQueueName
-        existing_cq = self.queues.get(name)
-        conflicts: list[str] = []
-        if existing_cq is not None and not kueue.is_ours(existing_cq, uid):
-            conflicts.append(f"ClusterQueue {name}")
-        dynamic = spec.dynamicallyUpdateDefaultClusterQueue
-        manage = not conflicts and (dynamic or existing_cq is None)
-        current = current_quotas(existing_cq)
-        quotas = current
-        if manage:
-            if self.topologies is not None:
-                await self._ensure(TOPOLOGIES, self.topologies, kueue.topology(config), uid, conflicts)
-            for pool in pools:
-                views = self.fleet.views
-                taints = kueue.pool_taints(views[n] for n in pool.nodes if n in views)
-                await self._ensure(
-                    RESOURCEFLAVORS, self.flavors, kueue.resource_flavor(pool, config, taints), uid, conflicts
-                )
-            quotas = {p.name: held_quota(p, current.get(p.name)) for p in pools}
-            desired_cq = kueue.cluster_queue(name, spec.defaultClusterQueueCohortName, pools, current, config)
-            await self._ensure(CLUSTERQUEUES, self.queues, desired_cq, uid, conflicts, update=True)
-            if dynamic:
-                await self._prune(CLUSTERQUEUES, self.queues, {name}, uid)
-                await self._prune(RESOURCEFLAVORS, self.flavors, {p.name for p in pools}, uid)
-        namespaces = sorted({objects.namespace(o) for inf in self.workloads for o in inf.list()} - {""})
-        for namespace in namespaces:
-            lq = kueue.local_queue(name, namespace, config)
-            await self._ensure(LOCALQUEUES, self.local_queues, lq, uid, conflicts, immutable=True)
-        wanted = {f"{ns}/{name}" for ns in namespaces}
-        await self._prune(LOCALQUEUES, self.local_queues, wanted, uid)
-        applied["clusterQueue"] = name
-        applied["localQueues"] = namespaces or None
-        applied["nodePools"] = [
-            {
-                "name": p.name,
-                "nodes": len(p.nodes),
-                "nominalQuota": format_resource_list(quotas.get(p.name, {})),
-            }
-            for p in pools
-        ] or None
-        return "; ".join(f"{c} exists and is not managed by this KaiwoConfig" for c in conflicts) or None
-
-    async def _ensure(
-        self,
-        resource: Resource,
-        informer: Informer,
-        desired: Obj,
-        uid: str,
-        conflicts: list[str],
-        *,
-        update: bool = False,
-        immutable: bool = False,
-    ) -> None:
-        """Create ``desired``, or fix ours when it differs (update in place, or delete and recreate
-        when Kueue makes its spec immutable); never touch an object that is not ours."""
-        meta = desired["metadata"]
-        namespace = meta.get("namespace")
-        actual = informer.get(f"{namespace}/{meta['name']}" if namespace else meta["name"])
-        if actual is None:
-            await self.writer.create(resource, desired)
-            return
-        if not kueue.is_ours(actual, uid):
-            conflicts.append(f"{resource.kind} {meta['name']}")
-            return
-        if not kueue.spec_differs(desired, actual) or objects.is_deleting(actual):
-            return
-        if update and not immutable:
-            body = {
-                "metadata": {"resourceVersion": objects.resource_version(actual)},
-                "spec": desired["spec"],
-            }
-            await self.client.patch(resource, meta["name"], body, field_manager=FIELD_MANAGER)
-            return
-        await self.writer.delete(resource, actual)
-
-    async def _prune(self, resource: Resource, informer: Informer, wanted: set[str], uid: str) -> None:
-        for obj in informer.list():
-            if objects.key(obj) not in wanted and kueue.is_ours(obj, uid) and not objects.is_deleting(obj):
-                await self.writer.delete(resource, obj)
-
-    # --- report -----------------------------------------------------------------------------------
-
-    async def _report(
-        self, config: Obj, applied: dict[str, Any], status: str, reason: str, message: str
-    ) -> None:
-        current = dict(objects.status(config))
-        generation = objects.generation(config)
-        conditions, _ = set_condition(
-            list(current.get("conditions") or []),
-            READY,
-            status,
-            reason,
-            message,
-            observed_generation=generation,
-            now=self.clock.now(),
+        fleet = self.fleet
+        return Observed(
+            config,
+            ignored=False,
+            spec=spec,
+            invalid=None,
+            pools=tuple(fleet.pools(exclude)),
+            dirty=tuple(
+                NodeCheck(n, fleet.views.get(n), fleet.pool_of(n, exclude)) for n in sorted(fleet.dirty)
+            ),
+            views=fleet.views,
+            tainted=fleet.tainted_names(),
+            flavors=_by_key(self.flavors),
+            queues=_by_key(self.queues),
+            local_queues=_by_key(self.local_queues),
+            topologies=_by_key(self.topologies),
+            workload_namespaces=tuple(
+                sorted({objects.namespace(o) for inf in self.workloads for o in inf.list()} - {""})
+            ),
         )
-        desired = {k: v for k, v in {**current, **applied}.items() if v is not None}
-        desired["conditions"] = conditions
-        if generation is not None:
-            desired["observedGeneration"] = generation
-        if await self.status.write(config, desired) is not None:
-            emit_transitions(self.recorder, config, TRANSITION_EVENTS, objects.status(config), desired)
+
+    def decide(self, observed: Observed, now: datetime) -> Decision:
+        return decide(observed, now)
+
+    async def act(self, observed: Observed, decision: Decision) -> None:
+        if decision.ignored:
+            name = objects.name(observed.config)
+            self.recorder.emit(
+                observed.config,
+                WARNING,
+                "Ignored",
+                f'only the KaiwoConfig named "{KAIWO_CONFIG_NAME}" is read; {name} is ignored',
+            )
+            return
+        for check, patch in decision.nodes:
+            if patch is not None:
+                await self.client.patch(NODES, check.name, patch, field_manager=FIELD_MANAGER)
+            # Checked: a node whose patch failed stays dirty, and one we patched comes back as an event.
+            self.fleet.dirty.discard(check.name)
+        for write in decision.kueue:
+            if write.op is KueueOp.CREATE:
+                await self.writer.create(write.resource, write.body)
+            elif write.op is KueueOp.PATCH:
+                assert write.live is not None
+                await self.writer.patch(write.resource, write.live, write.body)
+            else:
+                await self.writer.delete(write.resource, write.body)
+
+    async def report(self, observed: Observed, decision: Decision) -> Result | None:
+        config = observed.config
+        if decision.status is not None and await self.status.write(config, decision.status) is not None:
+            emit_transitions(
+                self.recorder, config, TRANSITION_EVENTS, objects.status(config), decision.status
+            )
+        return None
+
+
+def _by_key(informer: Informer | None) -> dict[str, Obj] | None:
+    return None if informer is None else {objects.key(o): o for o in informer.list()}
 
 
 async def ensure_singleton(client: KubeClient) -> None:
@@ -300,7 +193,7 @@ async def ensure_singleton(client: KubeClient) -> None:
     await client.apply(KAIWOCONFIGS, body, field_manager=FIELD_MANAGER)
 
 
-def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
+def setup_controller(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Controller:
     reconciler = KaiwoConfigReconciler(manager, kueue_served=kueue_served, topology_served=topology_served)
     builder = Controller.build(NAME).for_(KAIWOCONFIGS).watches(NODES, _singleton)
     for resource in WORKLOAD_KINDS:
@@ -311,7 +204,7 @@ def build(manager: Manager, *, kueue_served: bool, topology_served: bool) -> Con
     if topology_served:
         builder = builder.watches(TOPOLOGIES, _singleton)
     return builder.workers(1, fixed="one reconcile sees the whole cluster; a second would race it").reconcile(
-        reconciler
+        Shaped(reconciler, manager.clock)
     )
 
 
@@ -343,4 +236,6 @@ async def setup(manager: Manager) -> None:
     await ensure_singleton(manager.client)
     kueue_served = await manager.client.served(CLUSTERQUEUES)
     topology_served = kueue_served and await manager.client.served(TOPOLOGIES)
-    manager.add_controller(build(manager, kueue_served=kueue_served, topology_served=topology_served))
+    manager.add_controller(
+        setup_controller(manager, kueue_served=kueue_served, topology_served=topology_served)
+    )

@@ -1,4 +1,4 @@
-"""ModelInfer controller: the executor around :mod:`planner` (what to do) and :mod:`objects` (what to build).
+"""ModelInfer controller: the executor around :mod:`decide` (what to do) and :mod:`objects` (what to build).
 
 ::
 
@@ -7,7 +7,7 @@
               ``modelinfer.volcano.sh/name`` label, as upstream does; only objects *controlled* by
               this ModelInfer's uid count), and the Nodes under its pods (cordoned or not)
     decide    validation.validate → revision_hash → disruption.decide (which groups a drain may
-              take) → planner.plan (scaling, rolling update, recovery) → status.compute_status
+              take) → decide.plan (scaling, rolling update, recovery) → status.compute_status
     act       ControllerRevision for a new revision; PodGroups before pods (a gang member without its
               PodGroup stays pending in Volcano); PodDisruptionBudgets before any pod delete;
               creates (entry → Service → workers, AlreadyExists ignored) and deletes with UID
@@ -17,14 +17,19 @@
 
 Why the pieces are the way they are:
 
-* **Expectations.** The planner assumes its view is complete: a pod it does not see is a pod that
+* **Expectations.** The decision assumes its view is complete: a pod it does not see is a pod that
   was deleted out from under us, which triggers recovery. Right after our own creates the cache
   has not caught up, so deciding then would "recover" pods we just made. Each ModelInfer therefore
   records the pods and Services it created and the pods it deleted in the shared
   :class:`~aiplane.kube.expectations.Expectations`; until the cache shows all of them (or
   ``EXPECTATIONS_TIMEOUT`` passes, for a watch event that never comes) the reconcile only
   refreshes status. The watch events of our own writes bring the ModelInfer back.
-* **Deletion completion** is recomputed from the cache on every reconcile (the planner waits for a
+* **Read your own status.** A pod event can reconcile a ModelInfer before the watch has delivered
+  our previous status write; its next status patch, guarded by the cached resourceVersion, would be
+  refused with a conflict (and retried). Each status write is recorded (``own``) and the ModelInfer
+  is observed through :meth:`~aiplane.kube.expectations.Expectations.view` until the cache shows it,
+  so the next reconcile decides on, and guards with, the object as written.
+* **Deletion completion** is recomputed from the cache on every reconcile (the decision waits for a
   unit's pods and Services to be gone before rebuilding it), and Service deletions are watched too,
   so a lost delete event never stalls a recreate (upstream issues #517, #716).
 * **Zero writes at steady state**: every write is guarded by a "does it differ" check
@@ -42,82 +47,61 @@ import structlog
 
 from aiplane.api import kinds
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import set_condition
+from aiplane.apimachinery.conditions import get_condition
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers import causes, queueing
+from aiplane.controllers.disruption import HELD_EVENT
 from aiplane.controllers.gang import VOLCANO, GangBackend, GangOptions
+from aiplane.controllers.modelinfer.decide import (
+    CreateRoleReplica,
+    DeleteGroup,
+    DeletePods,
+    DeleteRoleReplica,
+    ModelInferDecision,
+    ModelInferObserved,
+    Plan,
+    arbitrate_and_plan,
+    decide,
+)
 from aiplane.controllers.modelinfer.disruption import (
     BY_NODE,
-    Decision,
     GroupBudgets,
-    cordoned_groups,
-    decide,
-    disruption_condition,
-    left_to_the_drain,
     pods_by_node,
     spends_floor,
     unschedulable_changed,
-)
-from aiplane.controllers.modelinfer.disruption import (
-    CONDITION as DISRUPTION_HELD,
 )
 from aiplane.controllers.modelinfer.naming import (
     KIND,
     LABEL_GROUP_NAME,
     LABEL_NAME,
-    LABEL_REVISION,
     LABEL_ROLE_ID,
     group_name,
     role_id,
     service_name,
 )
-from aiplane.controllers.modelinfer.objects import (
-    build_pod,
-    build_service,
-    expected_pod_count,
-    label_selector,
-)
-from aiplane.controllers.modelinfer.observe import controlled_by, shape_of, shapes_of, views
-from aiplane.controllers.modelinfer.planner import (
-    CreateRoleReplica,
-    DeleteGroup,
-    DeletePods,
-    DeleteRoleReplica,
-    Plan,
-    PlanInput,
-    group_availability,
-    plan,
-)
-from aiplane.controllers.modelinfer.podgroups import sync_podgroups
+from aiplane.controllers.modelinfer.objects import build_pod, build_service, expected_pod_count
+from aiplane.controllers.modelinfer.observe import controlled_by
+from aiplane.controllers.modelinfer.podgroups import PodGroupOp
 from aiplane.controllers.modelinfer.queued import (
+    KueueRelease,
     modelinfers_of_workload,
     queue_of_group,
     queue_view,
-    release_deleted,
 )
 from aiplane.controllers.modelinfer.revision import (
-    controller_revision,
-    next_revision_number,
     revision_hash,
     revision_of,
     roles_from_controller_revision,
     with_current_replicas,
 )
-from aiplane.controllers.modelinfer.status import compute_status
-from aiplane.controllers.modelinfer.validation import (
-    format_problems,
-    resolve_max_surge,
-    resolve_max_unavailable,
-    rolling_update_configuration,
-    validate,
-)
+from aiplane.controllers.modelinfer.validation import format_problems, validate
 from aiplane.controllers.platform import decorate_template
 from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
 from aiplane.controllers.platform_source import PlatformSource, platform_source, watch_platform
 from aiplane.kube.children import ChildWriter, expectation_key
 from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
-from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
+from aiplane.kube.controller import Controller, Request, Result, field_manager_for
 from aiplane.kube.events import NORMAL, WARNING, EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
@@ -133,6 +117,7 @@ from aiplane.kube.resources import (
     SERVICES,
     Resource,
 )
+from aiplane.kube.shape import Shaped
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
@@ -140,11 +125,8 @@ Obj = dict[str, Any]
 #: The controller's name; its field manager and Event source follow from it (kube.controller).
 NAME: Final = "modelinfer"
 FIELD_MANAGER: Final = field_manager_for(NAME)
-COMPONENT: Final = event_source_for(NAME)
 #: How long to wait for the cache to show our own creates/deletes before deciding anyway.
 EXPECTATIONS_TIMEOUT: Final = 30.0
-#: Unused ControllerRevisions kept for rollback archaeology (as a StatefulSet's revisionHistoryLimit).
-REVISION_HISTORY_LIMIT: Final = 10
 #: Index of the owned-object informers: ``<namespace>/<ModelInfer name>``.
 BY_MODELINFER: Final = "modelinfer"
 
@@ -171,7 +153,9 @@ def _to_modelinfer(obj: Obj) -> Iterable[Request]:
     return [Request(objects.namespace(obj) or None, name)] if name else []
 
 
-class ModelInferReconciler:
+class ModelInferController:
+    """The ModelInfer controller's four steps (:class:`~aiplane.kube.shape.Shape`)."""
+
     def __init__(
         self,
         client: KubeClient,
@@ -199,6 +183,9 @@ class ModelInferReconciler:
         self.clock = clock
         self.platform = platform
         self.status = StatusWriter(client, kinds.MODELINFERS, FIELD_MANAGER)
+        #: Our status writes, as returned, served in place of the cached ModelInfer until the cache
+        #: shows them (module docstring). No timeout: a view only waits for a watch event or a re-list.
+        self.own = Expectations()
         # Keyed "Kind/namespace/name", owned by the ModelInfer's key (see the module docstring).
         self.expectations = Expectations(
             timeout=EXPECTATIONS_TIMEOUT, clock=clock.monotonic, keep_objects=False
@@ -225,6 +212,7 @@ class ModelInferReconciler:
 
     def _forget(self, obj: Obj) -> None:
         owner = _owner(objects.key(obj))
+        self.own.deleted(owner, obj)
         self.expectations.forget_owner(owner)
         self.budgets.expectations.forget_owner(owner)
 
@@ -237,19 +225,19 @@ class ModelInferReconciler:
         }
         return [Request(ns or None, str(name)) for ns, name in sorted(keys)]
 
-    def _cordoned(self, pods: Iterable[Obj]) -> set[str]:
+    def workload_to_modelinfer(self, workload: Obj) -> list[Request]:
+        return modelinfers_of_workload(workload, self.pods)
+
+    # --- observe ----------------------------------------------------------------------------------
+
+    def _cordoned(self, pods: Iterable[Obj]) -> frozenset[str]:
         names = {str(p["spec"]["nodeName"]) for p in pods if (p.get("spec") or {}).get("nodeName")}
         out = set()
         for name in names:
             node = self.nodes.get(name)
             if node is not None and (node.get("spec") or {}).get("unschedulable"):
                 out.add(name)
-        return out
-
-    async def __call__(self, request: Request) -> Result | None:
-        return await self.reconcile(request.namespace or "", request.name)
-
-    # --- observe ----------------------------------------------------------------------------------
+        return frozenset(out)
 
     def _owned(self, informer: Informer, mi: Mapping[str, Any], key: str) -> list[Obj]:
         return [o for o in informer.by_index(BY_MODELINFER, key) if controlled_by(o, mi)]
@@ -259,116 +247,73 @@ class ModelInferReconciler:
         kind, _, rest = child.partition("/")
         return (self.pods if kind == "Pod" else self.services).get(rest)
 
-    # --- reconcile --------------------------------------------------------------------------------
-
-    async def reconcile(self, namespace: str, name: str) -> Result | None:
+    async def observe(self, request: Request) -> ModelInferObserved | None:
+        namespace, name = request.namespace or "", request.name
         key = _key(namespace, name)
-        mi = self.modelinfers.get(key)
+        mi = self.own.view(_owner(key), self.modelinfers.get(key))
         if mi is None or objects.is_deleting(mi):
-            # Owner references cascade the deletion; Kueue would keep our queued pods Terminating.
-            await release_deleted(self.client, self.pods.by_index(BY_MODELINFER, key), FIELD_MANAGER)
-            return None
-        now = self.clock.now()
+            return None  # owner references cascade the deletion
         problems = validate(mi)
         if problems:
-            await self._report_invalid(mi, format_problems(problems), now)
-            return None
-
+            return ModelInferObserved(mi, problems=format_problems(problems))
         pods = self._owned(self.pods, mi, key)
-        await release_deleted(self.client, pods, FIELD_MANAGER)
-        services = self._owned(self.services, mi, key)
         roles = self._decorated_roles(namespace, list(deep_get(mi, "spec.template.roles") or []))
         update_revision = revision_hash(roles)
-        revisions = await self._ensure_revision(mi, key, update_revision, roles, pods)
+        owned_revisions = self._owned(self.revisions, mi, key)
+        revisions = self._known_revisions(owned_revisions)
+        recorded = update_revision in revisions
+        revisions[update_revision] = [dict(r) for r in roles]
         current_revision = str(objects.status(mi).get("currentRevision") or "")
         if not current_revision or current_revision not in revisions:
             # New ModelInfer, or the old revision's record is gone: nothing older to rebuild on.
             current_revision = update_revision
-
         owner = _owner(key)
-        decided = not self.expectations.pending(owner, self._cached_child) and not self.budgets.pending(owner)
-        decision, the_plan, live_budgets, cordoned_nodes = self._decide(
-            mi, key, pods, services, roles, revisions, update_revision, current_revision, now
-        )
-        if decided and spends_floor(decision, the_plan, self.budgets.released(mi, live_budgets), pods):
-            # A release or delete that takes serving capacity is decided on the pods as the API server
-            # has them: the Pod cache may lag the Node cache (a group a drain already evicted, shown
-            # available on a node shown uncordoned), and evictions are not our writes to expect.
-            pods = await self._listed_pods(mi)
-            decision, the_plan, live_budgets, cordoned_nodes = self._decide(
-                mi, key, pods, services, roles, revisions, update_revision, current_revision, now
-            )
-        if decided:
-            await sync_podgroups(
-                self.client,
-                self.recorder,
-                self.gang,
-                mi,
-                self._owned(self.podgroups, mi, key) if self.podgroups is not None else None,
-                the_plan,
-                lambda revision: self._roles_for(revision, revisions, roles),
-                field_manager=FIELD_MANAGER,
-                delete=lambda pg: self._delete(self.gang.resource, pg),
-            )
-            await self.budgets.sync(mi, key, live_budgets, the_plan.groups, decision)
-            spared = left_to_the_drain(name, pods, cordoned_nodes, decision.released)
-            await self._act(mi, key, the_plan, revisions, roles, pods, services, spared)
-        await self._report(mi, the_plan, update_revision, current_revision, now, decision)
-        if decided:
-            await self._prune_revisions(mi, key, update_revision, current_revision, pods)
-        if the_plan.requeue_after is not None:
-            return Result(requeue_after=the_plan.requeue_after)
-        return None
-
-    def _decide(
-        self,
-        mi: Obj,
-        key: str,
-        pods: list[Obj],
-        services: list[Obj],
-        roles: list[Mapping[str, Any]],
-        revisions: dict[str, list[dict[str, Any]]],
-        update_revision: str,
-        current_revision: str,
-        now: datetime,
-    ) -> tuple[Decision, Plan, dict[str, Obj], set[str]]:
-        """Arbitrate, then plan with what the arbiter left (the drain wins over the rollout)."""
-        name = objects.name(mi)
-        spec = objects.spec(mi)
-        replicas = int(spec.get("replicas", 1))
-        pod_views, service_views = views(mi, pods, services)
-        rolling = rolling_update_configuration(mi)
-        max_unavailable = resolve_max_unavailable(rolling.get("maxUnavailable"), replicas)
-        observed = PlanInput(
-            replicas=replicas,
-            roles=shape_of(roles),
-            shapes=shapes_of(roles, revisions),
+        live_budgets = self.budgets.live(mi, self._owned(self.pdbs, mi, key))
+        podgroups = self._owned(self.podgroups, mi, key) if self.podgroups is not None else None
+        workloads = self.platform.workloads if self.platform is not None else None
+        observed = ModelInferObserved(
+            mi,
+            pods=tuple(pods),
+            services=tuple(self._owned(self.services, mi, key)),
+            roles=tuple(roles),
+            revisions=revisions,
+            recorded=recorded,
+            owned_revisions=tuple(owned_revisions),
             update_revision=update_revision,
             current_revision=current_revision,
-            partition=int(rolling.get("partition") or 0),
-            max_unavailable=max_unavailable,
-            max_surge=resolve_max_surge(rolling.get("maxSurge"), replicas),
-            recovery_policy=spec.get("recoveryPolicy") or "RoleRecreate",
-            restart_grace_period_seconds=int(deep_get(mi, "spec.template.restartGracePeriodSeconds") or 0),
-            pods=pod_views,
-            services=service_views,
-            now=now.timestamp(),
-        )
-        live_budgets = self.budgets.live(mi, self._owned(self.pdbs, mi, key))
-        cordoned_nodes = self._cordoned(pods)
-        cordoned = cordoned_groups(name, pods, cordoned_nodes)
-        decision = decide(
-            mi_name=name,
-            replicas=replicas,
-            max_unavailable=max_unavailable,
-            available=group_availability(observed),
-            cordoned=cordoned,
+            decided=not self.expectations.pending(owner, self._cached_child)
+            and not self.budgets.pending(owner),
+            budgets=live_budgets,
             released=self.budgets.released(mi, live_budgets),
+            cordoned_nodes=self._cordoned(pods),
+            podgroups=tuple(podgroups) if podgroups is not None else None,
+            gang=self.gang,
+            waiting=causes.collect(pods, podgroups=podgroups or ()),
+            queue=queue_view(self.pods.by_index(BY_MODELINFER, key), workloads),
         )
-        the_plan = plan(
-            replace(observed, cordoned=frozenset(cordoned), released=decision.released, held=decision.held)
-        )
-        return decision, the_plan, live_budgets, cordoned_nodes
+        if observed.decided:
+            arbitration, the_plan = arbitrate_and_plan(observed, self.clock.now())
+            if spends_floor(arbitration, the_plan, observed.released, pods):
+                # A release or delete that takes serving capacity is decided on the pods as the API
+                # server has them: the Pod cache may lag the Node cache (a group a drain already
+                # evicted, shown available on a node shown uncordoned), and evictions are not our
+                # writes to expect.
+                listed = await self._listed_pods(mi)
+                observed = replace(observed, pods=tuple(listed), cordoned_nodes=self._cordoned(listed))
+        return observed
+
+    def _known_revisions(self, owned: Iterable[Obj]) -> dict[str, list[dict[str, Any]]]:
+        """Every recorded revision's roles (an unreadable record is skipped)."""
+        known: dict[str, list[dict[str, Any]]] = {}
+        for cr in owned:
+            rev = revision_of(cr)
+            if rev is None:
+                continue
+            try:
+                known[rev] = roles_from_controller_revision(cr)
+            except ValueError:
+                log.warning("unreadable ControllerRevision ignored", name=objects.name(cr))
+        return known
 
     async def _listed_pods(self, mi: Obj) -> list[Obj]:
         """The ModelInfer's pods from the API server (a quorum read), those it controls."""
@@ -393,45 +338,49 @@ class ModelInferReconciler:
             out.append(decorated)
         return out
 
-    # --- revisions --------------------------------------------------------------------------------
-
-    async def _ensure_revision(
-        self, mi: Obj, key: str, revision: str, roles: list[Mapping[str, Any]], pods: list[Obj]
-    ) -> dict[str, list[dict[str, Any]]]:
-        """Every recorded revision's roles (the current spec's under ``revision``), creating the
-        ControllerRevision of a new revision first so a later partition-protected recreate can
-        find the template even if this process restarts."""
-        owned = self._owned(self.revisions, mi, key)
-        known: dict[str, list[dict[str, Any]]] = {}
-        for cr in owned:
-            rev = revision_of(cr)
-            if rev is None:
-                continue
-            try:
-                known[rev] = roles_from_controller_revision(cr)
-            except ValueError:
-                log.warning("unreadable ControllerRevision ignored", name=objects.name(cr))
-        if revision not in known:
-            body = controller_revision(mi, revision, roles, next_revision_number(owned))
-            await self.untracked.create(CONTROLLERREVISIONS, body, namespace=objects.namespace(mi))
-        known[revision] = [dict(r) for r in roles]
-        return known
-
-    async def _prune_revisions(self, mi: Obj, key: str, update: str, current: str, pods: list[Obj]) -> None:
-        in_use = {update, current} | {str(objects.labels(p).get(LABEL_REVISION)) for p in pods}
-        unused = sorted(
-            (cr for cr in self._owned(self.revisions, mi, key) if revision_of(cr) not in in_use),
-            key=lambda cr: int(cr.get("revision") or 0),
-        )
-        for cr in unused[: max(0, len(unused) - REVISION_HISTORY_LIMIT)]:
-            await self._delete(CONTROLLERREVISIONS, cr)
-
-    def _roles_for(
-        self, revision: str, revisions: Mapping[str, list[dict[str, Any]]], current: list[Mapping[str, Any]]
-    ) -> list[dict[str, Any]]:
-        return with_current_replicas(revisions.get(revision) or [dict(r) for r in current], list(current))
+    def decide(self, observed: ModelInferObserved, now: datetime) -> ModelInferDecision:
+        return decide(observed, now)
 
     # --- act --------------------------------------------------------------------------------------
+
+    async def act(self, observed: ModelInferObserved, decision: ModelInferDecision) -> None:
+        """The ControllerRevision of a new revision first (a later partition-protected recreate finds
+        its template even if this process restarts); then, once the caches show our own writes,
+        PodGroups before pods (a gang member without its PodGroup stays pending), budgets before any
+        pod delete, the plan in its order, and the unused revisions pruned."""
+        mi = dict(observed.mi)
+        if decision.revision is not None:
+            await self.untracked.create(
+                CONTROLLERREVISIONS, decision.revision, namespace=objects.namespace(mi)
+            )
+        if decision.invalid or not observed.decided or decision.plan is None or decision.arbitration is None:
+            return
+        await self._write_podgroups(mi, decision)
+        key = objects.key(mi)
+        await self.budgets.sync(mi, decision.budgets, decision.arbitration)
+        await self._act(mi, key, observed, decision.plan, decision.spared)
+        for cr in decision.prune:
+            await self._delete(CONTROLLERREVISIONS, cr)
+
+    async def _write_podgroups(self, mi: Obj, decision: ModelInferDecision) -> None:
+        podgroups = decision.podgroups
+        if podgroups is None:
+            return
+        if podgroups.unavailable:
+            self.recorder.emit(
+                mi,
+                WARNING,
+                "PodGroupsUnavailable",
+                f"spec.template.gangSchedule is set but the {self.gang.title} PodGroup API "
+                f"({self.gang.resource.api_version}) is not served: pods are created without PodGroups",
+            )
+        for write in podgroups.writes:
+            if write.op is PodGroupOp.CREATE and write.body is not None:
+                await self.untracked.create(self.gang.resource, write.body, namespace=objects.namespace(mi))
+            elif write.op is PodGroupOp.UPDATE and write.body is not None and write.live is not None:
+                await self.untracked.replace(self.gang.resource, write.live, write.body)
+            elif write.op is PodGroupOp.DELETE and write.live is not None:
+                await self._delete(self.gang.resource, write.live)
 
     async def _delete(self, res: Resource, obj: Mapping[str, Any], *, owner: str | None = None) -> bool:
         """Delete ``obj`` (UID precondition); with ``owner``, wait for the cache to show it going."""
@@ -445,26 +394,21 @@ class ModelInferReconciler:
         return await self.writer.create(res, body, owner=_owner(key)) is not None
 
     async def _act(
-        self,
-        mi: Obj,
-        key: str,
-        the_plan: Plan,
-        revisions: Mapping[str, list[dict[str, Any]]],
-        roles: list[Mapping[str, Any]],
-        pods: list[Obj],
-        services: list[Obj],
-        spared: frozenset[str] = frozenset(),
+        self, mi: Obj, key: str, observed: ModelInferObserved, the_plan: Plan, spared: frozenset[str]
     ) -> None:
         """Carry out the plan in its order. A new group gets one ``CreatedGroup`` Event (after all
         its role replicas), not one per role replica. Pods in ``spared`` are left to the drain
         evicting them (see :func:`~.disruption.left_to_the_drain`)."""
         name = objects.name(mi)
+        pods, services, roles = list(observed.pods), list(observed.services), list(observed.roles)
         # Groups with any pod in the cache (plan.groups also lists groups about to be created).
         existing_groups = {objects.labels(p).get(LABEL_GROUP_NAME) for p in pods}
         created_groups: dict[int, str] = {}
         for action in the_plan.actions:
             if isinstance(action, CreateRoleReplica):
-                group_roles = self._roles_for(action.revision, revisions, roles)
+                group_roles = with_current_replicas(
+                    observed.revisions.get(action.revision) or [dict(r) for r in roles], roles
+                )
                 made = await self._create_role_replica(mi, key, action, group_roles)
                 if f"{name}-{action.ordinal}" not in existing_groups:
                     created_groups[action.ordinal] = action.revision
@@ -535,11 +479,8 @@ class ModelInferReconciler:
     def _queue_of_group(self, mi: Obj, key: str, ordinal: int, revision: str) -> str | None:
         return queue_of_group(self.pods.by_index(BY_MODELINFER, key), mi, ordinal, revision, self.platform)
 
-    def workload_to_modelinfer(self, workload: Obj) -> list[Request]:
-        return modelinfers_of_workload(workload, self.pods)
-
     async def _delete_pods(self, mi: Obj, key: str, action: DeletePods, pods: list[Obj]) -> None:
-        """Delete the listed pods still in the cache under the uid the planner saw."""
+        """Delete the listed pods still in the cache under the uid the decision saw."""
         by_uid = {objects.uid(p): p for p in pods}
         gone = []
         for pod_name, uid in action.pods:
@@ -569,70 +510,32 @@ class ModelInferReconciler:
 
     # --- report -----------------------------------------------------------------------------------
 
-    async def _report(
-        self, mi: Obj, the_plan: Plan, update: str, current: str, now: datetime, decision: Decision
-    ) -> None:
+    async def report(self, observed: ModelInferObserved, decision: ModelInferDecision) -> Result | None:
+        mi = dict(observed.mi)
         old = objects.status(mi)
-        generation = objects.generation(mi) or 0
-        key = objects.key(mi)
-        waiting = causes.collect(
-            self._owned(self.pods, mi, key),
-            podgroups=self._owned(self.podgroups, mi, key) if self.podgroups is not None else (),
-        )
-        status = compute_status(
-            the_plan.groups,
-            generation=generation,
-            replicas=int(objects.spec(mi).get("replicas", 1)),
-            partition=int(rolling_update_configuration(mi).get("partition") or 0),
-            update_revision=update,
-            current_revision=current,
-            label_selector=label_selector(mi),
-            existing=old,
-            now=now,
-            waiting=waiting,
-        )
-        conditions, _ = set_condition(
-            status.get("conditions"),
-            "Valid",
-            "True",
-            "SpecValid",
-            "The spec describes objects the controller can build",
-            observed_generation=generation,
-            now=now,
-        )
-        conditions = disruption_condition(conditions, decision, generation=generation, now=now)
-        workloads = self.platform.workloads if self.platform is not None else None
-        queue = queue_view(self.pods.by_index(BY_MODELINFER, objects.key(mi)), workloads)
-        conditions = queueing.quota_condition(
-            conditions,
-            queue.waits,
-            queued=queue.queued,
-            undecided_parts=queue.undecided,
-            generation=generation,
-            now=now,
-        )
-        status = {**status, "conditions": conditions}
-        if await self.status.write(mi, status) is not None:
-            emit_transitions(self.recorder, mi, TRANSITION_EVENTS, old, status)
+        written = await self.status.write(mi, decision.status)
+        if written is not None:
+            self.own.wrote(_owner(objects.key(mi)), mi, written, conditional=True)
+        if decision.invalid:
+            if written is not None and _valid(old) != _valid(decision.status):
+                self.recorder.emit(mi, WARNING, "InvalidSpec", decision.invalid)
+            return None
+        if written is not None:
+            emit_transitions(self.recorder, mi, TRANSITION_EVENTS, old, decision.status)
             causes.emit_new(
-                self.recorder, mi, old.get("waitingFor"), waiting if status.get("waitingFor") else ()
+                self.recorder,
+                mi,
+                old.get("waitingFor"),
+                observed.waiting if decision.status.get("waitingFor") else (),
             )
+        requeue = decision.plan.requeue_after if decision.plan is not None else None
+        return Result(requeue_after=requeue) if requeue is not None else None
 
-    async def _report_invalid(self, mi: Obj, message: str, now: datetime) -> None:
-        old = dict(objects.status(mi))
-        generation = objects.generation(mi) or 0
-        conditions, changed = set_condition(
-            old.get("conditions"),
-            "Valid",
-            "False",
-            "InvalidSpec",
-            message,
-            observed_generation=generation,
-            now=now,
-        )
-        status = {**old, "conditions": conditions, "observedGeneration": generation}
-        if await self.status.write(mi, status) is not None and changed:
-            self.recorder.emit(mi, WARNING, "InvalidSpec", message)
+
+def _valid(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``Valid`` condition (an InvalidSpec Event follows a change of it)."""
+    conditions = status.get("conditions")
+    return get_condition(conditions if isinstance(conditions, list) else None, "Valid")
 
 
 def _labels_match(group: str, rid: str | None = None) -> Callable[[Mapping[str, Any]], bool]:
@@ -655,7 +558,7 @@ TRANSITION_EVENTS: Final = (
         from_absent=False,
     ),
     # A drain waits for a group: the message names the group, its budget, the node and the floor.
-    ConditionEvent(DISRUPTION_HELD, "True", WARNING, reason="DisruptionHeld"),
+    HELD_EVENT,
     # A group starts waiting for Kueue's quota: Kueue's reason, once per wait.
     ConditionEvent(queueing.CONDITION, "False", WARNING, reason=queueing.REASON_PENDING),
 )
@@ -667,7 +570,7 @@ PERMISSIONS: Final = (
     Permission("workload.volcano.sh", ("modelinfers/status",), ("patch",)),
     Permission("workload.volcano.sh", ("modelinfers/finalizers",), ("update",)),
     # Children: pods, services and revisions are created and deleted, never updated; a pod being deleted
-    # is patched once, to remove Kueue's finalizer (queued.release_deleted).
+    # is patched once, to remove Kueue's finalizer (queued.KueueRelease).
     Permission("", ("pods",), ("list", "watch", "create", "delete", "patch")),
     Permission("", ("services",), ("list", "watch", "create", "delete")),
     Permission("apps", ("controllerrevisions",), ("list", "watch", "create", "delete")),
@@ -703,14 +606,14 @@ def setup_controller(
     revisions = informers.informer(CONTROLLERREVISIONS, label_selector=LABEL_NAME)
     pdbs = informers.informer(PDBS, label_selector=LABEL_NAME)
     nodes = informers.informer(NODES)
-    reconciler = ModelInferReconciler(
+    shape = ModelInferController(
         client,
         mis,
         pods,
         services,
         podgroups,
         revisions,
-        EventRecorder(client, COMPONENT),
+        manager.recorder(NAME),
         manager.clock,
         platform,
         pdbs=pdbs,
@@ -726,12 +629,12 @@ def setup_controller(
         .watches(PDBS, _to_modelinfer, label_selector=LABEL_NAME)
         # Cordon and uncordon only (a status heartbeat reconciles nothing), for the ModelInfers
         # with a pod on the node.
-        .watches(NODES, reconciler.modelinfers_on_node, predicates=[unschedulable_changed])
+        .watches(NODES, shape.modelinfers_on_node, predicates=[unschedulable_changed])
     )
     if with_podgroups:
         builder = builder.watches(gang.resource, _to_modelinfer, label_selector=LABEL_NAME)
     if platform is not None and platform.workloads is not None:
-        builder = builder.watches(platform.workloads.resource, reconciler.workload_to_modelinfer)
+        builder = builder.watches(platform.workloads.resource, shape.workload_to_modelinfer)
     if platform is not None:
         builder = watch_platform(
             builder,
@@ -740,7 +643,7 @@ def setup_controller(
             lambda ns: [Request.for_object(o) for o in mis.list(ns)],
         )
     # Four workers by default: ModelInfers are independent; --max-concurrent-reconciles overrides it.
-    return builder.workers(4).reconcile(reconciler)
+    return builder.workers(4).reconcile(Shaped(shape, manager.clock))
 
 
 async def setup(manager: Manager) -> None:
@@ -758,4 +661,24 @@ async def setup(manager: Manager) -> None:
     platform = await platform_source(manager)
     manager.add_controller(
         setup_controller(manager, with_podgroups=with_podgroups, platform=platform, gang=gang)
+    )
+    manager.add_controller(setup_release_controller(manager))
+
+
+#: Releases our deleted pods from Kueue's finalizer (queued.KueueRelease).
+RELEASE_NAME: Final = "modelinfer-kueue-release"
+
+
+def setup_release_controller(manager: Manager) -> Controller:
+    """One reconcile per pod of ours (the ModelInfer controller's pod informer, shared), acting only on
+    a pod being deleted that Kueue's finalizer holds."""
+    pods = manager.informers.informer(PODS, label_selector=LABEL_NAME)
+    shape = KueueRelease(
+        manager.client, pods, manager.recorder(RELEASE_NAME), manager.field_manager(RELEASE_NAME)
+    )
+    return (
+        Controller.build(RELEASE_NAME)
+        .for_(PODS, label_selector=LABEL_NAME)
+        .workers(1)
+        .reconcile(Shaped(shape, manager.clock))
     )

@@ -8,11 +8,11 @@ module feeds it the ModelInfer's groups and carries out its verdict:
 ::
 
     observe   cordoned nodes (Node informer) under the group's live pods; each group's availability
-              as the planner sees it *before* acting (so a drain wins over the template rollout:
+              as the decision sees it *before* acting (so a drain wins over the template rollout:
               the arbiter spends the budget first, the rolling update gets what is left); what each
               group's budget says (the cached PDB, or our own write the cache does not show yet)
-    decide    :func:`decide` → released ordinals (fed to the planner: spent capacity) and held
-              ordinals (waiting; with maxSurge the planner builds replacements for them)
+    decide    :func:`decide` → released ordinals (fed to the decision: spent capacity) and held
+              ordinals (waiting; with maxSurge the decision builds replacements for them)
     act       :class:`GroupBudgets.sync`, before any pod delete of the plan: creates and
               protections first, then releases, then budgets of ordinals that are gone; each write
               only when :func:`~aiplane.controllers.disruption.budget_differs` (zero at steady state)
@@ -27,20 +27,25 @@ budget write is not in its cache.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import set_condition
 from aiplane.controllers.disruption import (
+    CONDITION,
     Arbitration,
+    BudgetFlip,
     GroupView,
     arbitrate,
     budget_differs,
     group_budget,
+    held_condition,
     is_released,
+    write_budget,
 )
 from aiplane.controllers.modelinfer.naming import (
     KIND,
@@ -58,7 +63,7 @@ from aiplane.controllers.modelinfer.plan_types import (
 )
 from aiplane.kube.children import ChildWriter, expectation_key
 from aiplane.kube.client import KubeClient
-from aiplane.kube.events import NORMAL, EventRecorder
+from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.informer import Informer
 from aiplane.kube.resources import PDBS
@@ -80,7 +85,6 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-CONDITION: Final = "DisruptionHeld"
 #: Index of the pods informer: ``spec.nodeName``.
 BY_NODE: Final = "nodeName"
 MODELINFER_API_VERSION: Final = "workload.volcano.sh/v1alpha1"
@@ -239,32 +243,10 @@ def decide(
 def disruption_condition(
     conditions: Sequence[Mapping[str, Any]] | None, decision: Decision, *, generation: int, now: datetime
 ) -> list[dict[str, Any]]:
-    """``DisruptionHeld``: True while a drain waits for a group; False once nothing waits, but only
-    once it has been there (a ModelInfer never drained keeps the status it had)."""
-    current = [dict(c) for c in conditions or ()]
-    if decision.held:
-        out, _ = set_condition(
-            current,
-            CONDITION,
-            "True",
-            "FloorReached",
-            decision.held_message(),
-            observed_generation=generation,
-            now=now,
-        )
-        return out
-    if any(c.get("type") == CONDITION for c in current):
-        out, _ = set_condition(
-            current,
-            CONDITION,
-            "False",
-            "NoDisruptionHeld",
-            "No drain waits for a group",
-            observed_generation=generation,
-            now=now,
-        )
-        return out
-    return current
+    """``DisruptionHeld`` as every workload reports it (:func:`~aiplane.controllers.disruption.held_condition`)."""
+    return held_condition(
+        conditions, decision.held_message() if decision.held else None, generation=generation, now=now
+    )
 
 
 # --- the budgets -----------------------------------------------------------------------------------
@@ -312,12 +294,18 @@ def desired_budgets(
     return desired, keep
 
 
+class BudgetOp(enum.Enum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
 @dataclass(frozen=True)
 class BudgetWrite:
-    """One budget write: ``create``, ``update`` (``release``: to minAvailable 0; ``protect``: from
-    0 back to the group's pod count) or ``delete``."""
+    """One budget write: create, update (``release``: to minAvailable 0; ``protect``: from 0 back
+    to the group's pod count) or delete."""
 
-    op: str
+    op: BudgetOp
     name: str
     body: Obj | None
     live: Obj | None
@@ -334,26 +322,19 @@ def budget_writes(live: Mapping[str, Obj], desired: Mapping[str, Obj], keep: set
         body = desired[name]
         current = live.get(name)
         if current is None:
-            first.append(BudgetWrite("create", name, body, None))
+            first.append(BudgetWrite(BudgetOp.CREATE, name, body, None))
         elif budget_differs(current, body):
             release = is_released(body) and not is_released(current)
             protect = is_released(current) and not is_released(body)
             (releases if release else first).append(
-                BudgetWrite("update", name, body, current, release, protect)
+                BudgetWrite(BudgetOp.UPDATE, name, body, current, release, protect)
             )
     deletes = [
-        BudgetWrite("delete", name, None, current)
+        BudgetWrite(BudgetOp.DELETE, name, None, current)
         for name, current in sorted(live.items())
         if name not in desired and name not in keep and not objects.is_deleting(current)
     ]
     return [*first, *releases, *deletes]
-
-
-def _updated(live: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj:
-    """``live`` with our spec fields and labels (fields others own are kept)."""
-    meta = dict(live.get("metadata") or {})
-    meta["labels"] = {**(meta.get("labels") or {}), **desired["metadata"]["labels"]}
-    return {**live, "metadata": meta, "spec": {**(live.get("spec") or {}), **desired["spec"]}}
 
 
 class GroupBudgets:
@@ -406,44 +387,41 @@ class GroupBudgets:
             if is_released(pdb) and (o := group_ordinal(mi_name, name)) is not None
         )
 
-    async def sync(
-        self, mi: Obj, key: str, live: Mapping[str, Obj], groups: Sequence[GroupSummary], decision: Decision
-    ) -> None:
-        desired, keep = desired_budgets(mi, groups, decision.released)
+    async def sync(self, mi: Obj, writes: Iterable[BudgetWrite], decision: Decision) -> None:
+        """Carry out the decided budget writes (:func:`budget_writes`' order), each a Normal Event
+        when it releases or protects a group."""
         namespace = objects.namespace(mi)
         owner = expectation_key(KIND, namespace, objects.name(mi))
         serving = _serving_before(decision)
-        for write in budget_writes(live, desired, keep):
-            if write.op == "create":
-                assert write.body is not None
-                await self.writer.create(PDBS, write.body, namespace=namespace, owner=owner)
-            elif write.op == "update":
-                assert write.body is not None and write.live is not None
-                await self.writer.replace(PDBS, write.live, _updated(write.live, write.body), owner=owner)
-                self._event(mi, write, decision, serving)
-            else:
+        for write in writes:
+            if write.op is BudgetOp.DELETE:
                 assert write.live is not None
                 await self.writer.delete(PDBS, write.live, owner=owner)
+                continue
+            assert write.body is not None
+            await write_budget(
+                self.writer,
+                self.recorder,
+                mi,
+                write.live,
+                write.body,
+                owner=owner,
+                message=partial(_flip_message, write=write, decision=decision, serving=serving),
+            )
 
-    def _event(self, mi: Obj, write: BudgetWrite, decision: Decision, serving: int) -> None:
+
+def _flip_message(flip: BudgetFlip, write: BudgetWrite, decision: Decision, serving: int) -> str:
+    if flip is BudgetFlip.RELEASED:
         ordinal = group_ordinal(decision.mi_name, write.name)
-        if write.release:
-            nodes = ", ".join(decision.cordoned.get(ordinal, ())) if ordinal is not None else ""
-            self.recorder.emit(
-                mi,
-                NORMAL,
-                "DisruptionAllowed",
-                f"Released group {write.name} for eviction from cordoned node {nodes}: {serving} of "
-                f"{decision.replicas} groups available, floor {decision.floor}",
-            )
-        elif write.protect:
-            self.recorder.emit(
-                mi,
-                NORMAL,
-                "DisruptionProtected",
-                f"Protected group {write.name} again (PodDisruptionBudget minAvailable "
-                f"{write.body['spec']['minAvailable'] if write.body else 0}): none of its pods is on a cordoned node",
-            )
+        nodes = ", ".join(decision.cordoned.get(ordinal, ())) if ordinal is not None else ""
+        return (
+            f"Released group {write.name} for eviction from cordoned node {nodes}: {serving} of "
+            f"{decision.replicas} groups available, floor {decision.floor}"
+        )
+    return (
+        f"Protected group {write.name} again (PodDisruptionBudget minAvailable "
+        f"{write.body['spec']['minAvailable'] if write.body else 0}): none of its pods is on a cordoned node"
+    )
 
 
 def _serving_before(decision: Decision) -> int:

@@ -1,6 +1,6 @@
-"""From cached Pods and Services to the planner's views (pure).
+"""From cached Pods and Services to the decision's views (pure).
 
-Why a separate step: the planner reasons about groups, role replicas and pod indices, not about label
+Why a separate step: the decision reasons about groups, role replicas and pod indices, not about label
 strings. Parsing happens once here, and objects that are not ours are dropped here: a pod carrying
 our labels but controlled by another ModelInfer (a predecessor of the same name, not yet collected)
 is waited out by the garbage collector, never adopted or deleted by us — upstream HEAD's owner-UID
@@ -48,7 +48,7 @@ def _identity(mi_name: str, obj: Obj) -> tuple[int, str, int] | None:
 
 
 def pod_view(mi_name: str, pod: Obj) -> PodView | None:
-    """The planner's view of one pod; ``None`` for a pod whose labels or name are not ours."""
+    """the decision's view of one pod; ``None`` for a pod whose labels or name are not ours."""
     identity = _identity(mi_name, pod)
     parsed = parse_ordinal(objects.name(pod))
     if identity is None or parsed is None:

@@ -1,15 +1,24 @@
-"""The planner's vocabulary: what the executor hands :func:`~.planner.plan` and what it gets back.
+"""the decision's vocabulary: what the executor hands :func:`~.decide.plan` and what it gets back.
 
-Kept apart from the decisions in :mod:`.planner` so the executor, the status computation and the
-views built in :mod:`.observe` depend on plain records, not on how the planner reaches its verdict.
+Kept apart from the decisions in :mod:`.decide` so the executor, the status computation and the
+views built in :mod:`.observe` depend on plain records, not on how the decision reaches its verdict.
 Every record is frozen: a plan is a value, compared and replayed by the tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from aiplane.controllers.gang import VOLCANO, GangBackend
+
+if TYPE_CHECKING:  # records of the modules that build on these (no import cycle at run time)
+    from aiplane.controllers.causes import Held
+    from aiplane.controllers.modelinfer.disruption import BudgetWrite
+    from aiplane.controllers.modelinfer.disruption import Decision as Arbitration
+    from aiplane.controllers.modelinfer.podgroups import PodGroups
+    from aiplane.controllers.modelinfer.queued import QueueView
 
 __all__ = [
     "Action",
@@ -19,6 +28,8 @@ __all__ = [
     "DeleteRoleReplica",
     "GroupState",
     "GroupSummary",
+    "ModelInferDecision",
+    "ModelInferObserved",
     "Plan",
     "PlanInput",
     "PodPhase",
@@ -61,7 +72,7 @@ class RoleShape:
 
 @dataclass(frozen=True)
 class PodView:
-    """What the planner needs of one pod of the ModelInfer (from its labels and status).
+    """What the decision needs of one pod of the ModelInfer (from its labels and status).
 
     ``restarted``: any container or init container has ``restartCount > 0``. ``not_ready_since``:
     epoch seconds of the ``Ready`` condition's ``lastTransitionTime`` while the pod is not ready
@@ -197,3 +208,62 @@ class Plan:
     actions: tuple[Action, ...]
     requeue_after: float | None
     groups: tuple[GroupSummary, ...]
+
+
+# --- the whole controller's observation and decision ---------------------------------------------------
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelInferObserved:
+    """One ModelInfer and what its decision reads (from the caches; the pods from a LIST when the
+    decision would spend serving capacity, see :func:`~.disruption.spends_floor`).
+
+    ``problems``: the formatted validation problems ("" when the spec is valid; nothing else is
+    then read). ``revisions``: every recorded revision's roles, the update revision's included;
+    ``recorded``: whether the update revision has its ControllerRevision. ``decided``: none of our
+    own child writes is still missing from the caches (else only the status is refreshed).
+    ``podgroups`` ``None``: the gang scheduler's PodGroup API is not served.
+    """
+
+    mi: Obj
+    problems: str = ""
+    pods: tuple[Obj, ...] = ()
+    services: tuple[Obj, ...] = ()
+    roles: tuple[Mapping[str, Any], ...] = ()
+    revisions: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    recorded: bool = True
+    owned_revisions: tuple[Obj, ...] = ()
+    update_revision: str = ""
+    current_revision: str = ""
+    decided: bool = True
+    budgets: Mapping[str, Obj] = field(default_factory=dict)
+    released: frozenset[int] = frozenset()
+    cordoned_nodes: frozenset[str] = frozenset()
+    podgroups: tuple[Obj, ...] | None = None
+    gang: GangBackend = VOLCANO
+    #: What holds the pods (for ``waitingFor``) and the groups in Kueue (for ``QuotaReserved``).
+    waiting: tuple[Held, ...] = ()
+    queue: QueueView | None = None
+
+
+@dataclass(frozen=True)
+class ModelInferDecision:
+    """What to write, in the executor's order, and the status wanted.
+
+    ``revision``: the ControllerRevision to create first; ``podgroups`` before any pod;
+    ``budgets`` before any pod delete; the ``plan``'s actions (pods in ``spared`` are left to the
+    drain); ``prune``: unused ControllerRevisions. ``invalid``: the spec's problems (nothing is written
+    but the status). Nothing but the status and the revision is written unless ``observed.decided``.
+    """
+
+    status: Mapping[str, Any]
+    invalid: str = ""
+    plan: Plan | None = None
+    arbitration: Arbitration | None = None
+    revision: Obj | None = None
+    podgroups: PodGroups | None = None
+    budgets: tuple[BudgetWrite, ...] = ()
+    spared: frozenset[str] = frozenset()
+    prune: tuple[Obj, ...] = ()

@@ -1,27 +1,52 @@
-"""The PodGroups of a ModelInfer's groups: one per group that exists or is being created (surge groups
-too), none without ``gangSchedule``; created before the pods (a gang member without its PodGroup waits
-in either gang scheduler), resized in place, deleted with their group.
+"""The PodGroups of a ModelInfer's groups, decided without I/O: one per group that exists or is being
+created (surge groups too), none without ``gangSchedule``; created before the pods (a gang member
+without its PodGroup waits in either gang scheduler), resized in place, deleted with their group.
 
 The gang scheduler in use (:class:`~aiplane.controllers.gang.GangBackend`) decides the PodGroup's API and
-fields; what is wanted, when, is decided the same way for both.
+fields; what is wanted, when, is decided the same way for both. The executor carries out the writes
+through the shared child writer.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.gang import GangBackend
 from aiplane.controllers.modelinfer.objects import build_podgroup, podgroup_needs_update, updated_podgroup
-from aiplane.controllers.modelinfer.planner import CreateRoleReplica, DeleteGroup, Plan
-from aiplane.kube.client import ApiError, KubeClient
-from aiplane.kube.events import WARNING, EventRecorder
+from aiplane.controllers.modelinfer.plan_types import CreateRoleReplica, DeleteGroup, Plan
 
-__all__ = ["sync_podgroups"]
+__all__ = ["PodGroupOp", "PodGroupWrite", "PodGroups", "podgroup_writes", "wanted_groups"]
 
 Obj = dict[str, Any]
+
+
+class PodGroupOp(enum.Enum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class PodGroupWrite:
+    """One PodGroup write: ``body`` to create, or to replace ``live`` with; ``live`` to delete."""
+
+    op: PodGroupOp
+    body: Mapping[str, Any] | None = None
+    live: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PodGroups:
+    """The PodGroup writes of one decision; ``unavailable``: gang scheduling is asked for but the
+    gang scheduler's PodGroup API is not served (the ModelInfer is told, pods go without)."""
+
+    writes: tuple[PodGroupWrite, ...] = ()
+    unavailable: bool = False
 
 
 def wanted_groups(the_plan: Plan) -> dict[int, str]:
@@ -36,32 +61,18 @@ def wanted_groups(the_plan: Plan) -> dict[int, str]:
     return wanted
 
 
-async def sync_podgroups(
-    client: KubeClient,
-    recorder: EventRecorder,
+def podgroup_writes(
     gang: GangBackend,
-    mi: Obj,
-    observed_podgroups: Iterable[Obj] | None,
+    mi: Mapping[str, Any],
+    observed_podgroups: Iterable[Mapping[str, Any]] | None,
     the_plan: Plan,
     roles_for: Callable[[str], Sequence[Mapping[str, Any]]],
-    *,
-    field_manager: str,
-    delete: Callable[[Obj], Any],
-) -> None:
+) -> PodGroups:
     """Create, resize and delete the ModelInfer's PodGroups (``observed_podgroups`` None: the gang
-    scheduler's PodGroup API is not served, which a ModelInfer asking for gang scheduling is told).
-    ``roles_for`` gives the roles of a revision; ``delete`` deletes one PodGroup (UID-preconditioned)."""
+    scheduler's PodGroup API is not served). ``roles_for`` gives the roles of a revision."""
     gang_spec = deep_get(mi, "spec.template.gangSchedule")
     if observed_podgroups is None:
-        if gang_spec is not None:
-            recorder.emit(
-                mi,
-                WARNING,
-                "PodGroupsUnavailable",
-                f"spec.template.gangSchedule is set but the {gang.title} PodGroup API "
-                f"({gang.resource.api_version}) is not served: pods are created without PodGroups",
-            )
-        return
+        return PodGroups(unavailable=gang_spec is not None)
     observed = {objects.name(pg): pg for pg in observed_podgroups}
     desired: dict[str, Obj] = {}
     if gang_spec is not None:
@@ -69,16 +80,16 @@ async def sync_podgroups(
             body = build_podgroup(mi, ordinal, roles_for(revision), gang)
             if body is not None:
                 desired[body["metadata"]["name"]] = body
+    writes: list[PodGroupWrite] = []
     for name, body in desired.items():
         existing = observed.get(name)
         if existing is None:
-            try:
-                await client.create(gang.resource, body, namespace=objects.namespace(mi))
-            except ApiError as exc:
-                if not exc.already_exists:
-                    raise
+            writes.append(PodGroupWrite(PodGroupOp.CREATE, body))
         elif podgroup_needs_update(existing, body):
-            await client.replace(gang.resource, updated_podgroup(existing, body), field_manager=field_manager)
-    for name, existing in observed.items():
-        if name not in desired:
-            await delete(existing)
+            writes.append(PodGroupWrite(PodGroupOp.UPDATE, updated_podgroup(existing, body), existing))
+    writes.extend(
+        PodGroupWrite(PodGroupOp.DELETE, live=e)
+        for n, e in observed.items()
+        if n not in desired and not objects.is_deleting(e)  # already going: nothing to write
+    )
+    return PodGroups(tuple(writes))

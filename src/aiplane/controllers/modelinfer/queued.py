@@ -7,7 +7,7 @@ its ModelInfer through the pods that own it.
 A replaced group (rolling update), a lost pod's role replica, a deleted ModelInfer: each ends with our
 pods being deleted, and Kueue keeps its finalizer on a deleted member of a serving pod group until a
 replacement joins the group, which ours cannot before the old pod is gone (the same name).
-:func:`release_deleted` removes that finalizer from our pods being deleted, one write per pod, none
+the controller ``modelinfer-kueue-release`` (:class:`KueueRelease`) removes that finalizer from our pods being deleted, one write per pod, none
 at rest (controllers/queueing.py, ``KUEUE_FINALIZER``).
 """
 
@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.meta import finalizer_patch_remove
 from aiplane.controllers import queueing
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, group_name
 from aiplane.controllers.platform_source import PlatformSource
 from aiplane.kube.client import ApiError, KubeClient
-from aiplane.kube.controller import Request
+from aiplane.kube.controller import Request, Result
+from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import Informer
 from aiplane.kube.resources import PODS
 
@@ -92,29 +93,55 @@ def modelinfers_of_workload(workload: Mapping[str, Any], pods: Informer) -> list
     return [Request(ns or None, name) for name in sorted(out)]
 
 
-def held_by_kueue(pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Our pods being deleted that Kueue's finalizer still holds."""
-    return [
-        p
-        for p in pods
-        if objects.is_deleting(p) and queueing.KUEUE_FINALIZER in (objects.meta(p).get("finalizers") or ())
-    ]
+def held_by_kueue(pod: Mapping[str, Any] | None) -> bool:
+    """Whether ``pod`` is being deleted and Kueue's finalizer still holds it."""
+    return (
+        pod is not None
+        and objects.is_deleting(pod)
+        and queueing.KUEUE_FINALIZER in (objects.meta(pod).get("finalizers") or ())
+    )
 
 
-async def release_deleted(client: KubeClient, pods: Iterable[Mapping[str, Any]], field_manager: str) -> None:
-    """Remove Kueue's finalizer from our pods being deleted (see the module docstring). The patch tests
-    the finalizer list it saw: a pod changed meanwhile (422) or gone (404) is looked at again on its
-    next watch event."""
-    for pod in held_by_kueue(pods):
+def release_patch(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch of ``pod``'s finalizers without Kueue's, guarded by the resourceVersion seen: a pod
+    changed meanwhile answers 409, which the runtime retries quietly on a fresher cache."""
+    keep = [f for f in objects.meta(pod).get("finalizers") or () if f != queueing.KUEUE_FINALIZER]
+    return {"metadata": {"finalizers": keep, "resourceVersion": objects.resource_version(pod)}}
+
+
+class KueueRelease:
+    """Releases our deleted pods from Kueue's finalizer (see the module docstring): a pod of ours being
+    deleted is decided on by itself, whether its ModelInfer still exists or not, so a ModelInfer
+    deleted whole (and its namespace) goes too. One write per deleted queued pod, none at rest."""
+
+    def __init__(
+        self, client: KubeClient, pods: Informer, recorder: EventRecorder, field_manager: str
+    ) -> None:
+        self.client = client
+        self.pods = pods
+        self.recorder = recorder
+        self.field_manager = field_manager
+
+    async def observe(self, request: Request) -> Obj | None:
+        return self.pods.get(request.key)
+
+    def decide(self, observed: Obj, now: datetime) -> dict[str, Any] | None:
+        return release_patch(observed) if held_by_kueue(observed) else None
+
+    async def act(self, observed: Obj, decision: dict[str, Any] | None) -> None:
+        if decision is None:
+            return
         try:
-            await client.patch(
+            await self.client.patch(
                 PODS,
-                objects.name(pod),
-                finalizer_patch_remove(pod, queueing.KUEUE_FINALIZER),
-                namespace=objects.namespace(pod),
-                patch_type="json",
-                field_manager=field_manager,
+                objects.name(observed),
+                decision,
+                namespace=objects.namespace(observed),
+                field_manager=self.field_manager,
             )
         except ApiError as exc:
-            if not (exc.not_found or exc.invalid):
+            if not exc.not_found:  # gone already: released
                 raise
+
+    async def report(self, observed: Obj, decision: dict[str, Any] | None) -> Result | None:
+        return None

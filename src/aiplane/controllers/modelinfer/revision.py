@@ -96,6 +96,10 @@ def revision_hash(roles: Sequence[Mapping[str, Any]]) -> str:
     return _encode(hashlib.sha256(text.encode("ascii")).digest())
 
 
+#: Unused ControllerRevisions kept for rollback archaeology (as a StatefulSet's revisionHistoryLimit).
+REVISION_HISTORY_LIMIT: Final = 10
+
+
 def controller_revision_name(mi_name: str, revision: str) -> str:
     """``<mi>-<revision>``."""
     return f"{mi_name}-{revision}"

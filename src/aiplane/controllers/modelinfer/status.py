@@ -1,6 +1,6 @@
-"""ModelInfer ``status``, computed from the planner's group summaries: :func:`compute_status`.
+"""ModelInfer ``status``, computed from the decision's group summaries: :func:`compute_status`.
 
-Pure, like :mod:`.planner`: the executor passes the :attr:`~.planner.Plan.groups` of the plan it just
+Pure, like :mod:`.decide`: the executor passes the :attr:`~.decide.Plan.groups` of the plan it just
 carried out, the spec numbers it planned with, the status it read from the cache and ``now``, and
 writes the result through ``/status`` only when :func:`~aiplane.apimachinery.conditions.status_changed` says
 it differs. On a steady state the result equals the stored status exactly (same values, same
@@ -42,14 +42,19 @@ from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import remove_condition, set_condition
-from aiplane.controllers import causes
-from aiplane.controllers.modelinfer.plan_types import GroupSummary
+from aiplane.controllers import causes, queueing
+from aiplane.controllers.modelinfer.disruption import Decision, disruption_condition
+from aiplane.controllers.modelinfer.objects import label_selector
+from aiplane.controllers.modelinfer.plan_types import GroupSummary, ModelInferObserved, Plan
+from aiplane.controllers.modelinfer.validation import rolling_update_configuration
 
 __all__ = [
     "AVAILABLE",
     "PROGRESSING",
     "UPDATE_IN_PROGRESS",
     "compute_status",
+    "invalid_status",
+    "modelinfer_status",
     "next_current_revision",
 ]
 
@@ -204,3 +209,60 @@ def compute_status(
     status = {key: ours[key] for key in _STATUS_KEYS if ours[key] is not None}
     status.update({k: v for k, v in old.items() if k not in ours})
     return status
+
+
+def modelinfer_status(
+    observed: ModelInferObserved, the_plan: Plan, arbitration: Decision, now: datetime
+) -> dict[str, Any]:
+    """The whole status of a valid ModelInfer: :func:`compute_status`, ``Valid``, ``DisruptionHeld``
+    and, for a queued one, Kueue's quota condition."""
+    mi = observed.mi
+    generation = objects.generation(mi) or 0
+    status = compute_status(
+        the_plan.groups,
+        generation=generation,
+        replicas=int(objects.spec(mi).get("replicas", 1)),
+        partition=int(rolling_update_configuration(mi).get("partition") or 0),
+        update_revision=observed.update_revision,
+        current_revision=observed.current_revision,
+        label_selector=label_selector(mi),
+        existing=objects.status(mi),
+        now=now,
+        waiting=observed.waiting,
+    )
+    conditions, _ = set_condition(
+        status.get("conditions"),
+        "Valid",
+        "True",
+        "SpecValid",
+        "The spec describes objects the controller can build",
+        observed_generation=generation,
+        now=now,
+    )
+    conditions = disruption_condition(conditions, arbitration, generation=generation, now=now)
+    queue = observed.queue
+    conditions = queueing.quota_condition(
+        conditions,
+        queue.waits if queue is not None else (),
+        queued=queue is not None and queue.queued,
+        undecided_parts=queue.undecided if queue is not None else (),
+        generation=generation,
+        now=now,
+    )
+    return {**status, "conditions": conditions}
+
+
+def invalid_status(mi: Mapping[str, Any], message: str, now: datetime) -> dict[str, Any]:
+    """The status of a ModelInfer whose spec cannot be built: ``Valid=False`` naming every problem."""
+    old = dict(objects.status(mi))
+    generation = objects.generation(mi) or 0
+    conditions, _ = set_condition(
+        old.get("conditions"),
+        "Valid",
+        "False",
+        "InvalidSpec",
+        message,
+        observed_generation=generation,
+        now=now,
+    )
+    return {**old, "conditions": conditions, "observedGeneration": generation}

@@ -24,6 +24,7 @@ Rules (docs/kaiwo.md, "GPU utilisation monitoring"):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import get_condition
+from aiplane.apimachinery.conditions import get_condition, set_condition
 from aiplane.controllers.monitoring.scrape import GpuSample
 from aiplane.kube.status import ConditionEvent
 
@@ -45,10 +46,13 @@ __all__ = [
     "WORKLOAD_TERMINATED_EARLY",
     "ConditionChange",
     "Decision",
+    "Observed",
     "Thresholds",
     "WorkloadView",
     "decide",
+    "decide_workload",
     "in_target_namespace",
+    "with_conditions",
 ]
 
 MODELINFER: Final = "ModelInfer"
@@ -145,6 +149,8 @@ class Decision:
     patch: dict[str, Any] | None = None
     #: Human summary for the debug log.
     action: str = ""
+    #: The status with ``conditions`` applied (None: no condition to report).
+    status: dict[str, Any] | None = None
 
 
 def _listed(low: Sequence[GpuSample]) -> str:
@@ -259,7 +265,45 @@ def _low_since(view: WorkloadView) -> datetime | None:
     return objects.parse_time(current.get("lastTransitionTime"))
 
 
-def decide(
+@dataclass(frozen=True)
+class Observed:
+    """One workload at one poll: its view, the samples of its pods, the thresholds, its status."""
+
+    view: WorkloadView
+    samples: tuple[GpuSample, ...]
+    thresholds: Thresholds
+    status: Mapping[str, Any]
+    generation: int
+
+
+def decide(observed: Observed, now: datetime) -> Decision:
+    """:func:`decide_workload`, with the status its condition changes leave (observedGeneration set)."""
+    decision = decide_workload(observed.view, observed.samples, observed.thresholds, now)
+    if not decision.conditions:
+        return decision
+    status = with_conditions(observed.status, decision.conditions, observed.generation, now)
+    return dataclasses.replace(decision, status=status)
+
+
+def with_conditions(
+    status: Mapping[str, Any], changes: Sequence[ConditionChange], generation: int, now: datetime
+) -> dict[str, Any]:
+    """``status`` with ``changes`` set (Kubernetes condition semantics)."""
+    conditions: list[dict[str, Any]] | None = [dict(c) for c in status.get("conditions") or ()]
+    for change in changes:
+        conditions, _ = set_condition(
+            conditions,
+            change.type,
+            change.status,
+            change.reason,
+            change.message,
+            observed_generation=generation,
+            now=now,
+        )
+    return {**status, "conditions": conditions}
+
+
+def decide_workload(
     view: WorkloadView, samples: Sequence[GpuSample], thresholds: Thresholds, now: datetime
 ) -> Decision:
     """This poll's decision for ``view`` given its ``samples`` (already filtered to its pods)."""

@@ -6,7 +6,8 @@ It is not a reconcile loop: nothing in the cluster says "look again", time does.
     observe   scrapes the endpoint (5 s timeout; parse with prometheus-client), reads the KaiwoConfig
               ``kaiwo`` (thresholds apply live), the ModelInfers, DGDs, their DCDs and pods from
               informer caches, and attributes every sample to a workload by its pod
-    decide    :func:`.decide.decide` per workload, ``now`` from the manager's clock
+    decide    :func:`.decide.decide` per workload (its patch and the status its conditions leave),
+              ``now`` from the manager's clock
     act       at most one metadata+spec merge patch (scale to zero / restore), guarded by the
               observed resourceVersion
     report    the two conditions through ``StatusWriter`` (written only when they changed, as a
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import aiohttp
@@ -32,17 +33,18 @@ import structlog
 from aiplane.api import kinds
 from aiplane.api.config import KAIWO_CONFIG_NAME, KaiwoConfigSpec
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.conditions import set_condition
 from aiplane.apimachinery.meta import controller_of
 from aiplane.controllers.monitoring.decide import (
     DGD,
     MODELINFER,
     TRANSITION_EVENTS,
     Decision,
+    Observed,
     Thresholds,
     WorkloadView,
     decide,
     in_target_namespace,
+    with_conditions,
 )
 from aiplane.controllers.monitoring.options import MonitoringOptions, parse_duration
 from aiplane.controllers.monitoring.scrape import GpuSample, parse_samples
@@ -225,10 +227,20 @@ class ResourceMonitor:
                 if not in_target_namespace(namespace, thresholds):
                     continue
                 view = view_of(kind, obj)
-                decision = decide(view, by_workload.get((kind, namespace, view.name), []), thresholds, now)
+                observed = Observed(
+                    view,
+                    tuple(by_workload.get((kind, namespace, view.name), [])),
+                    thresholds,
+                    objects.status(obj),
+                    objects.generation(obj) or 0,
+                )
+                decision = decide(observed, now)
                 try:
-                    await self.act(kind, obj, view, decision)
+                    written = await self.act(kind, obj, view, decision)
+                    await self.report(kind, obj, written, decision, now)
                 except ApiError as exc:
+                    # Decided here: a workload that moved on (409) or went (404) waits for the next
+                    # poll, and the other workloads of this poll still get theirs.
                     if not (exc.conflict or exc.not_found):
                         raise
                     log.debug(
@@ -238,35 +250,29 @@ class ResourceMonitor:
 
     # --- act and report ----------------------------------------------------------------------------
 
-    async def act(self, kind: str, obj: Obj, view: WorkloadView, decision: Decision) -> None:
-        if decision.patch is not None:
-            patch = {**decision.patch}
-            patch["metadata"] = {
-                **patch.get("metadata", {}),
-                "resourceVersion": objects.resource_version(obj),
-            }
-            resource = kinds.MODELINFERS if kind == MODELINFER else kinds.DGDS
-            obj = await self.client.patch(
-                resource, view.name, patch, namespace=view.namespace, field_manager=FIELD_MANAGER
-            )
-            log.info(decision.action, workload=f"{kind}/{view.namespace}/{view.name}")
-        if not decision.conditions:
+    async def act(self, kind: str, obj: Obj, view: WorkloadView, decision: Decision) -> Obj:
+        """The scale-to-zero or restore patch, if decided; the workload as it now is."""
+        if decision.patch is None:
+            return obj
+        patch = {**decision.patch}
+        patch["metadata"] = {**patch.get("metadata", {}), "resourceVersion": objects.resource_version(obj)}
+        resource = kinds.MODELINFERS if kind == MODELINFER else kinds.DGDS
+        written = await self.client.patch(
+            resource, view.name, patch, namespace=view.namespace, field_manager=FIELD_MANAGER
+        )
+        log.info(decision.action, workload=f"{kind}/{view.namespace}/{view.name}")
+        return written
+
+    async def report(self, kind: str, observed: Obj, obj: Obj, decision: Decision, now: datetime) -> None:
+        """The decided conditions, and their transition Events."""
+        status = decision.status
+        if status is None:
             return
         old = objects.status(obj)
-        conditions: list[dict[str, Any]] | None = [dict(c) for c in old.get("conditions") or ()]
-        now = self.clock.now()
-        generation = objects.generation(obj) or 0
-        for change in decision.conditions:
-            conditions, _ = set_condition(
-                conditions,
-                change.type,
-                change.status,
-                change.reason,
-                change.message,
-                observed_generation=generation,
-                now=now,
-            )
-        status = {**old, "conditions": conditions}
+        if obj is not observed:
+            # After our patch the status write is guarded by the new resourceVersion, so it must start
+            # from the status the patch returned (fresher than the cache), not the observed one.
+            status = with_conditions(old, decision.conditions, objects.generation(obj) or 0, now)
         if await self.status[kind].write(obj, status) is not None:
             emit_transitions(self.recorder, obj, TRANSITION_EVENTS, old, status)
 
@@ -288,7 +294,7 @@ class ResourceMonitor:
                 self._session = None
 
 
-def build(manager: Manager, options: MonitoringOptions) -> ResourceMonitor:
+def setup_controller(manager: Manager, options: MonitoringOptions) -> ResourceMonitor:
     informers = manager.informers
     return ResourceMonitor(
         manager.client,
@@ -330,4 +336,4 @@ def setup(manager: Manager) -> None:
         log.debug("resource monitoring disabled (RESOURCE_MONITORING_ENABLED is not true)")
         return
     log.info("resource monitoring enabled", endpoint=options.endpoint, interval=options.interval)
-    manager.add_runnable(build(manager, options), need_leader_election=True)
+    manager.add_runnable(setup_controller(manager, options), need_leader_election=True)

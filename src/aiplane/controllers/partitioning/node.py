@@ -1,7 +1,7 @@
-"""NodePartitioning controller: the thin executor around :func:`node_machine.decide`.
+"""NodePartitioning controller: the thin executor around :func:`node_decide.decide`.
 
 Observe (the NP, its Node, its profile, the pods on the node and DCM's Events, all from informer caches)
-→ decide (pure, ``node_machine``) → act in the order the decision module prescribes, stopping at the
+→ decide (pure, ``node_decide``) → act in the order the decision module prescribes, stopping at the
 first API error so the runtime retries with backoff: (1) add the finalizer with a JSON patch that tests
 the NP's resourceVersion (the commit point of the plan's admission), (2) write the Node once, guarded by
 its resourceVersion, (3) evict through the Eviction API (a PodDisruptionBudget's 429 and a vanished
@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, Final
 
 from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import finalizer_patch_add, finalizer_patch_remove
 from aiplane.apimachinery.selectors import compile_selector
-from aiplane.controllers.partitioning.node_actions import Cordon, Evict, Taint, apply_node_actions
-from aiplane.controllers.partitioning.node_machine import NodeObservation, decide
-from aiplane.controllers.partitioning.node_run import Decision, NodeLogicConfig
+from aiplane.controllers.partitioning.node_actions import Evict, apply_node_actions
+from aiplane.controllers.partitioning.node_decide import NodeObservation, Observed, Step, decide_step, taints
+from aiplane.controllers.partitioning.node_run import NodeLogicConfig
 from aiplane.controllers.partitioning.options import PartitioningOptions
 from aiplane.controllers.partitioning.views import (
     BlockedEviction,
@@ -53,6 +54,7 @@ from aiplane.kube.informer import InformerFactory, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import EVENTS, NODES, PDBS, PODS
+from aiplane.kube.shape import Shaped
 from aiplane.kube.status import StatusWriter
 
 #: The controller's name; its field manager and Event source follow from it (kube.controller).
@@ -128,11 +130,29 @@ class _Views:
         return seen[1]
 
 
+@dataclass(frozen=True)
+class NodeObserved:
+    """One NodePartitioning as observed: the objects the executor writes and the decision's input."""
+
+    key: str
+    np: dict[str, Any]
+    node: dict[str, Any] | None
+    observed: Observed
+    #: The pods the decision rests on (LISTed when it disrupts) and the refusals remembered for them.
+    pods: tuple[dict[str, Any], ...]
+    blocked: tuple[BlockedEviction, ...]
+
+
 class NodePartitioningExecutor:
     """Runs decisions for one NodePartitioning at a time (the controller guarantees per-key exclusion)."""
 
     def __init__(
-        self, client: KubeClient, informers: InformerFactory, config: NodeLogicConfig, clock: Clock
+        self,
+        client: KubeClient,
+        informers: InformerFactory,
+        config: NodeLogicConfig,
+        clock: Clock,
+        recorder: EventRecorder,
     ) -> None:
         self.client = client
         self.config = config
@@ -149,7 +169,7 @@ class NodePartitioningExecutor:
             EVENTS, field_selector=f"source={DCM_EVENT_SOURCE}", transform=dcm_event_for_cache
         )
         self.events.add_indexer("node", _event_node)
-        self.recorder = EventRecorder(client, COMPONENT)
+        self.recorder = recorder
         self.status = StatusWriter(client, kinds.NODEPARTITIONINGS, FIELD_MANAGER)
         # Our own latest write of each NP: the informer lags behind it, and deciding on the older
         # cached copy would replay a step already done (re-tainting a node after the operator step).
@@ -166,6 +186,9 @@ class NodePartitioningExecutor:
         # The Eviction API's last refusal per NP and pod: nothing watches that answer, and the drain
         # reports it (which budget holds which workload). Kept only for pods still on the node.
         self.blocked: dict[str, dict[str, BlockedEviction]] = {}
+        #: The NP as ``act`` left it (its finalizer patch), for ``report``'s status write; per key, and
+        #: the work queue never runs one key twice at once.
+        self._acted: dict[str, dict[str, Any]] = {}
 
     def _forget_node(self, obj: dict[str, Any]) -> None:
         self._views.nodes.pop(objects.name(obj), None)
@@ -175,6 +198,7 @@ class NodePartitioningExecutor:
         self._views.nps.pop(objects.name(obj), None)
         self.writes.deleted(objects.name(obj), obj)
         self.blocked.pop(objects.name(obj), None)
+        self._acted.pop(objects.name(obj), None)
 
     # --- mapping other kinds to the NodePartitionings they affect -----------------------------------
 
@@ -214,9 +238,12 @@ class NodePartitioningExecutor:
         name = profile["metadata"]["name"]
         return [Request(None, np["metadata"]["name"]) for np in self.nps.by_index(BY_PROFILE, name)]
 
-    # --- reconcile ------------------------------------------------------------------------------------
+    # --- the shape: observe → decide → act → report ---------------------------------------------------
 
-    async def reconcile(self, request: Request) -> Result | None:
+    async def observe(self, request: Request) -> NodeObserved | None:
+        """The NP (through the overlay of our writes), its Node, profile, pods and DCM's Events; when
+        the decision on the caches taints the node or evicts, the node's pods LISTed from the API server
+        (see below) and the decision's observation taken from that list instead."""
         np = self.writes.view(request.key, self.nps.get(request.key))
         if np is None:
             return None
@@ -235,13 +262,9 @@ class NodePartitioningExecutor:
             dcm_events=dcm_event_views(dcm_events),
             blocked=blocked,
         )
-        now = self.clock.now()
-        decision = decide(seen, now, self.config)
-        if _disrupts(decision) and not all_fresh((self.nps, self.nodes, self.pods)):
-            # A view that stopped moving (a dead watch, an unreachable API server) may hide a node
-            # already out of service or pods that moved: never start taking a node out on it.
-            return Result(requeue_after=STALE_RECHECK)
-        if _taints(decision) or decision.evictions:
+        observed = Observed(seen, self.config, fresh=all_fresh((self.nps, self.nodes, self.pods)))
+        first = decide_step(observed, self.clock.now())
+        if not first.stale and (taints(first.decision) or first.decision.evictions):
             # The taint evicts without asking PodDisruptionBudgets: "no workload pod left" must hold on
             # the API server, not only in a cache that may lag a pod bound just before the cordon
             # (drain.py). The cordon is committed (the decision saw it), so this LIST is after it.
@@ -252,14 +275,49 @@ class NodePartitioningExecutor:
             # eviction.go, checkAndDecrement then addConditionAndDeletePod).
             pods = await self._pods_listed_on(node_name)
             blocked = self._blocked_for(request.key, pods)
-            seen = replace(seen, pods=pod_views(pods), blocked=blocked)
-            decision = decide(seen, now, self.config)
-        self._forget_blocked(request.key, pods)
-        if not (decision.is_noop and not decision.evictions):
-            await self._act(request.key, np, node, decision)
+            observed = replace(observed, seen=replace(seen, pods=pod_views(pods), blocked=blocked))
+        return NodeObserved(request.key, np, node, observed, tuple(pods), blocked)
+
+    def decide(self, observed: NodeObserved, now: datetime) -> Step:
+        return decide_step(observed.observed, now)
+
+    async def act(self, observed: NodeObserved, step: Step) -> None:
+        """Steps 1-3 of ``node_decide``'s order: the finalizer, the one Node write, the evictions."""
+        if step.stale:
+            return
+        key, decision = observed.key, step.decision
+        self._forget_blocked(key, observed.pods)
+        current = observed.np
+        if decision.finalizer == "add":
+            current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
+        self._acted[key] = current
+        if decision.node_mutations and observed.node is not None:
+            node = observed.node
+            updated = apply_node_actions(node, decision.node_mutations)
+            node_written = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
+            self.node_writes.wrote(objects.name(node), node, node_written, conditional=True)
+        for eviction in decision.evictions:
+            await self._evict(key, eviction)
+
+    async def report(self, observed: NodeObserved, step: Step) -> Result | None:
+        """Steps 4-6: the status (on the NP as step 1 left it), the Events, then the finalizer's removal
+        (only after the Node write of step 2 succeeded); and when to look again."""
+        key, decision = observed.key, step.decision
+        current = self._acted.pop(key, observed.np)
+        if step.stale:
+            return Result(requeue_after=STALE_RECHECK)
+        if decision.status is not None:
+            written = await self.status.write(current, decision.status)
+            if written is not None:
+                self.writes.wrote(key, current, written, conditional=True)
+                current = written
+        for event in decision.events:
+            self.recorder.emit(current, event.type, event.reason, event.message)
+        if decision.finalizer == "remove":
+            await self._patch_finalizer(key, current, finalizer_patch_remove(current, FINALIZER))
         if not decision.evictions:
-            self.blocked.pop(request.key, None)
-        elif set(self.blocked.get(request.key, {}).values()) != set(blocked):
+            self.blocked.pop(key, None)
+        elif set(self.blocked.get(key, {}).values()) != set(observed.blocked):
             return Result(requeue=True)  # report the Eviction API's new answer now, not a retry later
         return Result(requeue_after=decision.requeue_after) if decision.requeue_after else None
 
@@ -283,29 +341,6 @@ class NodePartitioningExecutor:
             for pod_key in [k for k in memory if k not in present]:
                 del memory[pod_key]
 
-    async def _act(
-        self, key: str, np: dict[str, Any], node: dict[str, Any] | None, decision: Decision
-    ) -> None:
-        """Carry out ``decision`` in the order the module docstring gives, stopping at the first error."""
-        current = np
-        if decision.finalizer == "add":
-            current = await self._patch_finalizer(key, current, finalizer_patch_add(current, FINALIZER))
-        if decision.node_mutations and node is not None:
-            updated = apply_node_actions(node, decision.node_mutations)
-            node_written = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
-            self.node_writes.wrote(objects.name(node), node, node_written, conditional=True)
-        for eviction in decision.evictions:
-            await self._evict(key, eviction)
-        if decision.status is not None:
-            written = await self.status.write(current, decision.status)
-            if written is not None:
-                self.writes.wrote(key, current, written, conditional=True)
-                current = written
-        for event in decision.events:
-            self.recorder.emit(current, event.type, event.reason, event.message)
-        if decision.finalizer == "remove":
-            await self._patch_finalizer(key, current, finalizer_patch_remove(current, FINALIZER))
-
     async def _patch_finalizer(
         self, key: str, np: dict[str, Any], patch: list[dict[str, Any]]
     ) -> dict[str, Any]:
@@ -327,6 +362,8 @@ class NodePartitioningExecutor:
         try:
             await self.client.evict(eviction.name, eviction.namespace, delete_options=options)
         except ApiError as exc:
+            # Decided here: a budget's 429 is remembered for the drain to report, a vanished (404) or
+            # replaced (409) pod is gone from the node; anything else propagates.
             if not (exc.too_many_requests or exc.not_found or exc.conflict):
                 raise
             refusal = _budget_refusal(exc, eviction) if exc.too_many_requests else None
@@ -334,16 +371,6 @@ class NodePartitioningExecutor:
                 memory[pod_key] = refusal
                 return
         memory.pop(pod_key, None)
-
-
-def _disrupts(decision: Decision) -> bool:
-    """Does ``decision`` take a node (further) out of service: a cordon, a taint, an eviction?"""
-    return any(isinstance(action, Cordon | Taint | Evict) for action in decision.node_actions)
-
-
-def _taints(decision: Decision) -> bool:
-    """Does ``decision`` put the ``amd-dcm`` NoExecute taint on the node?"""
-    return any(isinstance(action, Taint) for action in decision.node_actions)
 
 
 def _budget_refusal(exc: ApiError, eviction: Evict) -> BlockedEviction | None:
@@ -385,7 +412,9 @@ def setup_controller(manager: Manager) -> Controller:
     """Four workers by default: node operations are independent and mostly wait on the cluster."""
     drain, operator, verify = manager.options(PartitioningOptions).timeouts()
     config = NodeLogicConfig(drain_timeout=drain, operator_timeout=operator, verify_timeout=verify)
-    executor = NodePartitioningExecutor(manager.client, manager.informers, config, manager.clock)
+    executor = NodePartitioningExecutor(
+        manager.client, manager.informers, config, manager.clock, manager.recorder(NAME)
+    )
     return (
         Controller.build(NAME)
         .for_(kinds.NODEPARTITIONINGS)
@@ -396,7 +425,7 @@ def setup_controller(manager: Manager) -> Controller:
         .watches(EVENTS, executor.event_requests, field_selector=f"source={DCM_EVENT_SOURCE}")
         .workers(4)
         .max_backoff(RETRY_BACKOFF_CAP)
-        .reconcile(executor.reconcile)
+        .reconcile(Shaped(executor, manager.clock))
     )
 
 

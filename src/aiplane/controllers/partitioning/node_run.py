@@ -1,6 +1,6 @@
 """The working state of one NodePartitioning decision, and what a decision returns.
 
-The phase handlers (``drain``, ``dcm``, ``verify``, ``node_machine``) all work on one :class:`Run`:
+The phase handlers (``drain``, ``dcm``, ``verify``, ``node_decide``) all work on one :class:`Run`:
 it holds the conditions being rewritten, the node actions decided so far, and a private copy of the
 Node those actions are applied to as they are decided, so a later step in the same decision sees
 the node as it will be. The helpers here are the state machine's shared vocabulary: set a
@@ -103,7 +103,7 @@ class Event:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the executor does for one reconcile (see ``node_machine`` for the order).
+    """What the executor does for one reconcile (see ``node_decide`` for the order).
 
     ``phase`` is the NP's phase after this decision; ``status`` the full status to write, or ``None``
     when it is unchanged (a steady NP costs zero writes); ``requeue_after`` seconds, or ``None`` when

@@ -1,6 +1,6 @@
 """PartitioningPlan controller: one NodePartitioning per selected node, admitted out of Pending under limits.
 
-All decisions live in :mod:`aiplane.controllers.partitioning.plan_logic` (pure; read its module
+All decisions live in :mod:`aiplane.controllers.partitioning.plan_decide` (pure; read its module
 docstring, in particular the admission contract). This module observes, acts and reports::
 
     observe   plan, Nodes, PartitioningProfiles and *all* NodePartitionings, from informer caches,
@@ -56,8 +56,7 @@ from aiplane.apimachinery import objects
 from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
 from aiplane.controllers.partitioning.admission import admit_from
-from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
-from aiplane.controllers.partitioning.plan_logic import (
+from aiplane.controllers.partitioning.plan_decide import (
     NODE_PARTITIONING_KIND,
     NODES_EXCLUDED,
     PAUSED,
@@ -72,6 +71,7 @@ from aiplane.controllers.partitioning.plan_logic import (
     revoke,
     stale_node_partitionings,
 )
+from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
 from aiplane.controllers.partitioning.plan_status import status_of
 from aiplane.controllers.partitioning.selection import Selection
 from aiplane.controllers.partitioning.views import (
@@ -316,6 +316,8 @@ class PlanReconciler:
                 kinds.NODEPARTITIONINGS, name, preconditions={"uid": objects.uid(np)}
             )
         except ApiError as exc:
+            # Decided here: a child already gone is recorded as gone (the overlay stops serving it)
+            # and is not reported deleted; any other error propagates.
             if not exc.not_found:
                 raise
             self.np_writes.wrote(name, np, None, conditional=False)
@@ -521,7 +523,7 @@ def setup_controller(manager: Manager) -> Controller:
         nodes,
         profiles,
         nps,
-        EventRecorder(client, COMPONENT),
+        manager.recorder(NAME),
         manager.clock,
     )
     return (

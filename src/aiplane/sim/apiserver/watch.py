@@ -50,6 +50,8 @@ from aiplane.sim.apiserver.table import TableOptions
 BOOKMARK = "BOOKMARK"
 ERROR = "ERROR"
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+#: The timeouts' jitter, from a generator of our own (not the process-wide ``random`` state).
+_JITTER = random.Random()
 #: kube-apiserver's default ``--min-request-timeout``.
 MIN_REQUEST_TIMEOUT = 1800.0
 #: How often the cacher sends a watcher a bookmark (``bookmarkFrequency``).
@@ -392,7 +394,9 @@ class _WatchOptions:
             wanted = selectors.parse_rv(query.get("resourceVersion", ""))
         except selectors.InvalidResourceVersionError as exc:
             raise selectors.storage_invalid(exc) from None
-        timeout = float(timeout_seconds) if timeout_seconds else MIN_REQUEST_TIMEOUT * (1.0 + random.random())
+        timeout = (
+            float(timeout_seconds) if timeout_seconds else MIN_REQUEST_TIMEOUT * (1.0 + _JITTER.random())
+        )
         return cls(label, fields, send_initial, bookmarks, timeout, wanted)
 
 

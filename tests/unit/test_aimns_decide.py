@@ -5,7 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from aiplane.controllers.aimns.logic import decide_config, desired_routes, route_needs_update
+from aiplane.controllers.aimns.decide import (
+    LABEL_ROUTE,
+    Observed,
+    decide,
+    decide_config,
+    desired_routes,
+    route_needs_update,
+)
 from aiplane.controllers.platform import effective_namespace_config
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -106,3 +113,53 @@ def test_routes_for_dgd_frontends_and_modelinfer_entry_services() -> None:
     assert routes[0]["metadata"]["ownerReferences"][0]["uid"] == "d"
     assert not route_needs_update(routes[0], routes[0])
     assert desired_routes(_cfg("default", {}), [dgd], [mi]) == []  # no gateway, no routes
+
+
+def _dgd(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}"},
+        "spec": {"services": {"Frontend": {"componentType": "frontend"}}},
+    }
+
+
+def _observed(configs: list[dict[str, Any]], live: list[dict[str, Any]], served: bool = True) -> Observed:
+    return Observed(
+        namespace="ns",
+        configs=tuple(configs),
+        secret_keys={},
+        gateways=frozenset({"ns/gw"}),
+        routes_served=served,
+        live_routes={r["metadata"]["name"]: r for r in live},
+        dgds=(_dgd("a"), _dgd("b")),
+        modelinfers=(),
+    )
+
+
+def test_decide_routes_first_then_the_status_names_them() -> None:
+    config = _cfg("default", {"gateway": {"name": "gw"}})
+    stale = {"metadata": {"name": "gone-dgd", "namespace": "ns", "uid": "x", "labels": {LABEL_ROUTE: "true"}}}
+    foreign = {"metadata": {"name": "theirs", "namespace": "ns", "uid": "y", "labels": {LABEL_ROUTE: "no"}}}
+    decision = decide(_observed([config], [stale, foreign]), NOW)
+    assert [(c.desired["metadata"]["name"], c.live) for c in decision.ensure] == [
+        ("a-dgd", None),
+        ("b-dgd", None),
+    ]
+    assert decision.delete == (stale,)  # only what carries our label
+    [(decided_config, status)] = decision.configs
+    assert decided_config is config and status.status["routes"] == ["a-dgd", "b-dgd"]
+    # The Gateway API not served: no routes wanted, none removed, none named in the status.
+    unserved = decide(_observed([config], [stale], served=False), NOW)
+    assert unserved.ensure == () and unserved.delete == ()
+    assert "routes" not in unserved.configs[0][1].status
+
+
+def test_decide_at_rest_writes_nothing() -> None:
+    config = _cfg("default", {"gateway": {"name": "gw"}})
+    first = decide(_observed([config], []), NOW)
+    live = [c.desired for c in first.ensure]
+    settled = {**config, "status": first.configs[0][1].status}
+    again = decide(_observed([settled], live), NOW)
+    assert all(not route_needs_update(c.live, c.desired) for c in again.ensure if c.live is not None)
+    assert again.delete == () and not again.configs[0][1].changed and again.configs[0][1].events == []

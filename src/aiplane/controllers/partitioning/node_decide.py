@@ -6,7 +6,7 @@ a Device Config Manager (DCM) profile, wait for the AMD GPU operator to repartit
 NP, its Node, its PartitioningProfile, the Pods on the node and DCM's Events from informer caches
 (:func:`observe` turns them into views), calls :func:`decide` with ``now``, and executes the
 :class:`~aiplane.controllers.partitioning.node_run.Decision`. Nothing here does I/O or reads a clock,
-so every transition is table- and property-tested (``tests/unit/partitioning/test_node_logic.py``).
+so every transition is table- and property-tested (``tests/unit/partitioning/test_node_decide.py``).
 
 Phases: ``Pending → Draining → Applying → WaitingOperator → Verifying → Succeeded``, plus ``Failed``
 and ``Skipped`` (dry run). Conditions ``NodeCordoned``, ``NodeTainted``, ``DrainCompleted``,
@@ -81,9 +81,12 @@ from aiplane.controllers.partitioning.admission import is_admitted as plan_admit
 from aiplane.controllers.partitioning.dcm import applying, waiting_operator
 from aiplane.controllers.partitioning.drain import draining
 from aiplane.controllers.partitioning.node_actions import (
+    Cordon,
+    Evict,
     NodeAction,
     NodeMutation,
     RemoveLabels,
+    Taint,
     Uncordon,
     Untaint,
     writable_copy,
@@ -129,7 +132,17 @@ from aiplane.controllers.partitioning.vocabulary import (
     WAITING_OPERATOR,
 )
 
-__all__ = ["AdmissionCheck", "NodeObservation", "decide", "observe"]
+__all__ = [
+    "AdmissionCheck",
+    "NodeObservation",
+    "Observed",
+    "Step",
+    "decide",
+    "decide_step",
+    "disrupts",
+    "observe",
+    "taints",
+]
 
 AdmissionCheck: TypeAlias = Callable[[NodePartitioningView], bool]
 
@@ -385,3 +398,40 @@ def _decide_node_missing(np: NodePartitioningView, now: datetime) -> Decision:
         events=(Event(WARNING, "NodeNotFound", message),),
         finalizer=finalizer,
     )
+
+
+# --- the executor's step: the decision, unless it would disrupt on a stale view -----------------------
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the executor observed for one NodePartitioning: the views, and whether its caches are fresh."""
+
+    seen: NodeObservation
+    config: NodeLogicConfig
+    #: Every cache a disruption rests on (NPs, Nodes, pods) heard from the API server recently.
+    fresh: bool
+
+
+@dataclass(frozen=True)
+class Step:
+    decision: Decision
+    #: The decision would take a node (further) out of service on a stale view: nothing is done, the
+    #: executor looks again later (a dead watch may hide a node already out of service, or moved pods).
+    stale: bool
+
+
+def disrupts(decision: Decision) -> bool:
+    """Does ``decision`` take a node (further) out of service: a cordon, a taint, an eviction?"""
+    return any(isinstance(action, Cordon | Taint | Evict) for action in decision.node_actions)
+
+
+def taints(decision: Decision) -> bool:
+    """Does ``decision`` put the ``amd-dcm`` NoExecute taint on the node?"""
+    return any(isinstance(action, Taint) for action in decision.node_actions)
+
+
+def decide_step(observed: Observed, now: datetime) -> Step:
+    """:func:`decide`, held back when it disrupts and the view is stale."""
+    decision = decide(observed.seen, now, observed.config)
+    return Step(decision, stale=disrupts(decision) and not observed.fresh)

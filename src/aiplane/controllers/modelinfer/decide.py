@@ -3,94 +3,33 @@
 The executor observes a ModelInfer's pods and Services from informer caches, turns them into
 :class:`PodView`/:class:`ServiceView` records, calls :func:`plan` with the spec (as :class:`PlanInput`)
 and ``now``, and carries out the :class:`Plan`. Nothing here does I/O or reads a clock, so every rule
-below is table-tested (``tests/unit/modelinfer/test_planner.py``) and checked by a hypothesis step
-simulator (``test_planner_properties.py``). Upstream's behaviour (volcano-sh/kthena,
+below is table-tested (``tests/unit/modelinfer/test_decide.py``) and checked by a hypothesis step
+simulator (``test_decide_properties.py``). Upstream's behaviour (volcano-sh/kthena,
 ``pkg/infer-controller/controller/modelinfer_controller.go``), the bugs fixed here and the design notes
-are in docs/modelinfer-planner.md.
+are in docs/modelinfer-decide.md.
 
-The planner is stateless: everything it knows comes from the observation. Whatever happened before
+The decision is stateless: everything it knows comes from the observation. Whatever happened before
 (a lost event, a crashed executor, a half-done deletion) the next call decides from what is there,
 which is why it can be re-run on every reconcile and why a lost delete event never stalls anything.
 
-Terms
------
-* **Group**: an ordinal with at least one pod or Service. Its **revision** is the revision label of
-  most of its live (not terminating) pods; ties prefer ``update_revision``, then ``current_revision``,
-  then the smallest name. Pods of a group on another revision are treated like failed pods. A group
-  whose every object is terminating is **Deleting** and only waited out; Services left without any
-  pod are debris and get a ``DeleteGroup``. Either way the ordinal is rebuilt, if still wanted, only
-  once nothing of it is left, as a new group (on ``current_revision`` below ``partition``, else on
-  ``update_revision``).
-* **Shape**: a revision's roles (:class:`RoleShape`, from its ControllerRevision). ``workerReplicas``
-  and whether a Service exists come from the group's revision; the number of role replicas always
-  comes from the *current* spec (``PlanInput.roles``; a role the current spec no longer has keeps its
-  revision's count), because scaling a role is not a rollout.
-* **Unit**: one role replica ``(ordinal, role, role_index)``: entry pod 0, workers 1…workerReplicas,
-  and a headless Service when the role has one.
-* **Available**: every expected pod of the group exists, is not terminating, is ``Running`` and
-  ``Ready``, and carries the group's revision. A pod that turns NotReady makes its group unavailable
-  at once (upstream kept such groups "Running").
-* **Outdated**: a live group at ``ordinal >= partition`` whose revision is not ``update_revision``,
-  or a group whose revision has no known shape (its ControllerRevision is gone).
+The terms (group, shape, unit, available, outdated), the steps of one call, recovery per
+``recovery_policy`` and why rollout limits hold across calls are in docs/modelinfer-decide.md
+("Terms", "One call", "Recovery", "Rolling update"); each rule is a test in
+``tests/unit/modelinfer/test_decide.py``.
 
-One call, in order
-------------------
-1. Classify groups. Groups whose every object is terminating are **Deleting**: nothing is done to
-   them until every pod and Service is gone (checked again on every call).
-2. Group-level recovery: ``InferGroupRecreate`` failures and orphaned Services (no pod left)
-   delete the group.
-3. Scale down: the desired count is ``replicas``, plus ``max_surge`` while outdated groups remain;
-   without outdated groups, plus one surge group per group a drain moves (``held`` or ``released``
-   and still on a cordoned node), at most ``max_surge``, and the surge groups already standing in.
-   Surplus live groups go not-available first (highest ordinal first among them), then those
-   ``released`` to a drain, then highest ordinal first.
-4. Rolling update: every not-available outdated group is deleted (it serves nothing, so it costs no
-   budget and never blocks the rollout); then available outdated groups, highest ordinal first,
-   while the *serving* count (available groups not ``released`` to a drain) stays at or above
-   ``replicas - max_unavailable``: capacity given to a drain is spent, the floor is shared.
-5. If no outdated group is left alive, no group stands on a cordoned node and every ordinal below
-   ``replicas`` has an available group, the surge allowance ends: scale down again to ``replicas``
-   (the surge groups, highest ordinals, go). Until then a hole below ``replicas`` left by the rollout is refilled within the surge
-   allowance, so a rollout with ``maxSurge`` ends on ordinals ``0…replicas-1`` as it started.
-6. Scale up: while fewer than the desired count of groups exist (deleting ones included: they still
-   hold their capacity and their ordinal), create the lowest unused ordinals, on ``current_revision``
-   below ``partition`` and on ``update_revision`` from it.
-7. Role level, in every group that stays: create missing role replicas (lowest role index first),
-   delete role replicas beyond the role's ``replicas`` (highest first; all in one go, scaling a role
-   has no budget), refill missing Services, and recover units (below). A unit with anything
-   terminating gets nothing created until all of it is gone.
-
-Recovery, per unit, by ``recovery_policy``. A pod *fails* when its phase is ``Failed`` (or
-``Succeeded``: an inference server that exits is as gone), or when it restarted (any restart count)
-and is not Ready. With ``restart_grace_period_seconds`` G > 0 a failure is acted on once
-``now - not_ready_since >= G`` (``requeue_after`` says when); a pod Ready again before that is
-tolerated. Missing pods, pods being deleted by someone else and pods on the wrong revision are acted
-on at once.
-
-* ``RoleRecreate`` (default): delete the whole role replica; it is rebuilt on the group's revision
-  when all of it is gone.
-* ``InferGroupRecreate``: delete the group; it is rebuilt when all of it is gone.
-* ``None``: restarted pods are the kubelet's business; a failed (or wrong-revision) pod is deleted
-  alone; a missing pod is refilled alone.
-
-A pod that merely turns NotReady (no restart) makes its group unavailable and triggers nothing.
-Outdated groups get no recovery: if unavailable, the rolling update replaces them whole.
-
-Rollout limits hold across calls because availability only drops when the planner deletes
-something (step 4 spends exactly the budget there is) or something fails (which the planner cannot
-prevent), and creations never take the number of groups in existence above ``replicas +
-max_surge``. With ``max_unavailable == 0`` the rollout moves on surge groups becoming available,
-with ``max_surge == 0`` on the unavailability budget; the validator rejects both at 0.
+:func:`decide` is the whole controller's decision around :func:`plan`: the ControllerRevision of a
+new revision, the arbiter's verdict (:mod:`.disruption`) fed to the plan, the PodGroups
+(:mod:`.podgroups`), the budgets, the revisions to prune and the status (:mod:`.status`).
 
 What the executor must respect
 ------------------------------
 * **Expectations.** Call :func:`plan` only when the cache shows the executor's own recent creates and
-  deletes (as created / terminating or gone). The planner takes the observation as complete; on a
+  deletes (as created / terminating or gone). The decision takes the observation as complete; on a
   stale cache it would create again what was just created (harmless: AlreadyExists) or delete more
   than the budget allows (not harmless).
 * **Deletes skip terminating objects.** ``DeleteGroup`` and ``DeleteRoleReplica`` mean "delete the
   pods and Services of this group / role replica that are not terminating yet", each pod with a UID
-  precondition; the planner never emits one for a unit that has nothing left to delete, so the same
+  precondition; the decision never emits one for a unit that has nothing left to delete, so the same
   delete is never issued twice.
 * **Creates.** ``CreateRoleReplica`` creates exactly the listed pods (entry first), and the Service
   when ``service`` is true, from the template of ``revision``; AlreadyExists is success.
@@ -109,9 +48,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Final
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Final
 
+from aiplane.apimachinery import objects
+from aiplane.apimachinery.meta import deep_get
+from aiplane.controllers.modelinfer.disruption import Decision as Arbitration
+from aiplane.controllers.modelinfer.disruption import (
+    budget_writes,
+    cordoned_groups,
+    desired_budgets,
+    left_to_the_drain,
+)
+from aiplane.controllers.modelinfer.disruption import decide as arbitrate
+from aiplane.controllers.modelinfer.naming import LABEL_REVISION
+from aiplane.controllers.modelinfer.observe import shape_of, shapes_of, views
 from aiplane.controllers.modelinfer.plan_types import (
     Action,
     CreateRoleReplica,
@@ -120,6 +72,8 @@ from aiplane.controllers.modelinfer.plan_types import (
     DeleteRoleReplica,
     GroupState,
     GroupSummary,
+    ModelInferDecision,
+    ModelInferObserved,
     Plan,
     PlanInput,
     PodPhase,
@@ -127,6 +81,20 @@ from aiplane.controllers.modelinfer.plan_types import (
     RecoveryPolicy,
     RoleShape,
     ServiceView,
+)
+from aiplane.controllers.modelinfer.podgroups import podgroup_writes
+from aiplane.controllers.modelinfer.revision import (
+    REVISION_HISTORY_LIMIT,
+    controller_revision,
+    next_revision_number,
+    revision_of,
+    with_current_replicas,
+)
+from aiplane.controllers.modelinfer.status import invalid_status, modelinfer_status
+from aiplane.controllers.modelinfer.validation import (
+    resolve_max_surge,
+    resolve_max_unavailable,
+    rolling_update_configuration,
 )
 
 # The records are re-exported: ``plan`` and its vocabulary are one API.
@@ -140,6 +108,8 @@ __all__ = [
     "DeleteRoleReplica",
     "GroupState",
     "GroupSummary",
+    "ModelInferDecision",
+    "ModelInferObserved",
     "Plan",
     "PlanInput",
     "PodPhase",
@@ -147,6 +117,8 @@ __all__ = [
     "RecoveryPolicy",
     "RoleShape",
     "ServiceView",
+    "arbitrate_and_plan",
+    "decide",
     "group_availability",
     "plan",
 ]
@@ -231,7 +203,7 @@ def _is_ready(pod: PodView, revision: str) -> bool:
     return not pod.terminating and pod.phase == AVAILABLE_PHASE and pod.ready and pod.revision == revision
 
 
-class _Planner:
+class _Decider:
     def __init__(self, inp: PlanInput) -> None:
         self.inp = inp
         self.current_roles = {r.name: r for r in inp.roles}
@@ -494,10 +466,10 @@ class _Groups:
     """One call's group-level decisions over the observed groups: ``deletes`` (ordinal → reason)
     and ``new`` accumulate as the steps run, each step reading what the earlier ones decided."""
 
-    def __init__(self, planner: _Planner) -> None:
-        self.planner = planner
-        self.inp = planner.inp
-        self.groups = planner.observe()
+    def __init__(self, decider: _Decider) -> None:
+        self.decider = decider
+        self.inp = decider.inp
+        self.groups = decider.observe()
         self.live = [g for g in sorted(self.groups.values(), key=lambda g: g.ordinal) if not g.deleting()]
         self.deletes: dict[int, str] = {}
         self.new: list[_NewGroup] = []
@@ -587,7 +559,7 @@ class _Groups:
 
     def scale_up(self, desired: int) -> None:
         """Create the lowest unused ordinals until ``desired`` groups exist (deleting ones count)."""
-        p = self.planner
+        p = self.decider
         ordinal = 0
         for _ in range(desired - len(self.groups)):
             while ordinal in self.groups:
@@ -632,7 +604,7 @@ class _Groups:
                 (creates if isinstance(action, CreateRoleReplica) else actions).append(action)
         actions.extend(creates)
         for n in self.new:
-            actions.extend(n.creates)  # a group of no pods cannot exist; see docs/modelinfer-planner.md
+            actions.extend(n.creates)  # a group of no pods cannot exist; see docs/modelinfer-decide.md
         return actions
 
     def summaries(self) -> list[GroupSummary]:
@@ -647,7 +619,7 @@ class _Groups:
             out.append(GroupSummary(g.ordinal, g.revision, state, available, g.expected, g.ready, g.outdated))
         out.extend(
             GroupSummary(
-                n.ordinal, n.revision, "Creating", False, self.planner.expected_pods(n.shape), 0, False
+                n.ordinal, n.revision, "Creating", False, self.decider.expected_pods(n.shape), 0, False
             )
             for n in self.new
             if n.creates
@@ -669,12 +641,12 @@ class _Groups:
 def group_availability(inp: PlanInput) -> dict[int, bool]:
     """Each live group's availability as observed, before any action: the disruption arbiter's
     input (it decides before the plan, so a drain's release is not undercut by the rollout)."""
-    return {o: g.available for o, g in _Planner(inp).observe().items() if not g.deleting()}
+    return {o: g.available for o, g in _Decider(inp).observe().items() if not g.deleting()}
 
 
 def plan(inp: PlanInput) -> Plan:
     """Decide the next actions for one ModelInfer; see the module docstring for the rules."""
-    d = _Groups(_Planner(inp))  # step 1 and the per-unit analysis of step 7 (role level, recovery)
+    d = _Groups(_Decider(inp))  # step 1 and the per-unit analysis of step 7 (role level, recovery)
     d.delete_debris()  # step 2
     d.scale_down(d.desired(d.rollout_running()))  # step 3: with the surge allowance while rolling
     d.rolling_update()  # step 4
@@ -688,3 +660,87 @@ def plan(inp: PlanInput) -> Plan:
     if rolling and not any(g.outdated for g in d.alive()):
         d.surge_gives_way(desired)
     return Plan(tuple(d.actions()), d.requeue_after(), tuple(d.summaries()))
+
+
+# --- the whole controller's decision -------------------------------------------------------------------
+
+
+def arbitrate_and_plan(observed: ModelInferObserved, now: datetime) -> tuple[Arbitration, Plan]:
+    """Arbitrate, then plan with what the arbiter left (the drain wins over the rollout)."""
+    mi, roles = observed.mi, list(observed.roles)
+    spec = objects.spec(mi)
+    replicas = int(spec.get("replicas", 1))
+    pod_views, service_views = views(mi, observed.pods, observed.services)
+    rolling = rolling_update_configuration(mi)
+    max_unavailable = resolve_max_unavailable(rolling.get("maxUnavailable"), replicas)
+    inp = PlanInput(
+        replicas=replicas,
+        roles=shape_of(roles),
+        shapes=shapes_of(roles, observed.revisions),
+        update_revision=observed.update_revision,
+        current_revision=observed.current_revision,
+        partition=int(rolling.get("partition") or 0),
+        max_unavailable=max_unavailable,
+        max_surge=resolve_max_surge(rolling.get("maxSurge"), replicas),
+        recovery_policy=spec.get("recoveryPolicy") or "RoleRecreate",
+        restart_grace_period_seconds=int(deep_get(mi, "spec.template.restartGracePeriodSeconds") or 0),
+        pods=pod_views,
+        services=service_views,
+        now=now.timestamp(),
+    )
+    cordoned = cordoned_groups(objects.name(mi), observed.pods, set(observed.cordoned_nodes))
+    arbitration = arbitrate(
+        mi_name=objects.name(mi),
+        replicas=replicas,
+        max_unavailable=max_unavailable,
+        available=group_availability(inp),
+        cordoned=cordoned,
+        released=observed.released,
+    )
+    the_plan = plan(
+        replace(inp, cordoned=frozenset(cordoned), released=arbitration.released, held=arbitration.held)
+    )
+    return arbitration, the_plan
+
+
+def decide(observed: ModelInferObserved, now: datetime) -> ModelInferDecision:
+    """Everything the ModelInfer controller does for one ModelInfer (see :class:`ModelInferDecision`)."""
+    mi = observed.mi
+    if observed.problems:
+        return ModelInferDecision(
+            status=invalid_status(mi, observed.problems, now), invalid=observed.problems
+        )
+    roles = list(observed.roles)
+    revision = None
+    if not observed.recorded:
+        number = next_revision_number(observed.owned_revisions)
+        revision = controller_revision(mi, observed.update_revision, roles, number)
+    arbitration, the_plan = arbitrate_and_plan(observed, now)
+    status = modelinfer_status(observed, the_plan, arbitration, now)
+    if not observed.decided:
+        return ModelInferDecision(status, plan=the_plan, arbitration=arbitration, revision=revision)
+
+    def roles_for(rev: str) -> list[dict[str, Any]]:
+        return with_current_replicas(observed.revisions.get(rev) or [dict(r) for r in roles], roles)
+
+    desired, keep = desired_budgets(mi, the_plan.groups, arbitration.released)
+    in_use = {observed.update_revision, observed.current_revision}
+    in_use |= {str(objects.labels(p).get(LABEL_REVISION)) for p in observed.pods}
+    unused = sorted(
+        (cr for cr in observed.owned_revisions if revision_of(cr) not in in_use),
+        key=lambda cr: int(cr.get("revision") or 0),
+    )
+    return ModelInferDecision(
+        status,
+        plan=the_plan,
+        arbitration=arbitration,
+        revision=revision,
+        podgroups=podgroup_writes(observed.gang, mi, observed.podgroups, the_plan, roles_for),
+        budgets=tuple(budget_writes(observed.budgets, desired, keep)),
+        spared=left_to_the_drain(
+            objects.name(mi), observed.pods, set(observed.cordoned_nodes), arbitration.released
+        ),
+        prune=tuple(
+            cr for cr in unused[: max(0, len(unused) - REVISION_HISTORY_LIMIT)] if not objects.is_deleting(cr)
+        ),
+    )

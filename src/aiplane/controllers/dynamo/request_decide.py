@@ -1,4 +1,7 @@
-"""The DGDR state machine (pure: typed views in, the next status + actions + Events out; no I/O).
+"""The DGDR state machine (pure: typed views in, the next status + typed actions + Events out; no I/O).
+
+:func:`decide` takes a :class:`RequestObserved` (the request as read, and what was seen of its
+profiling and its DGD); :func:`next_step` is the same function over the two parts.
 
 Upstream (``dynamographdeploymentrequest_controller.go`` of the first DGDR release, reference §3)::
 
@@ -26,10 +29,11 @@ of the previous step's status, so the chain is the same as upstream's requeue-pe
 from __future__ import annotations
 
 import copy
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from aiplane.apimachinery.conditions import get_condition, set_condition
 
@@ -40,8 +44,11 @@ __all__ = [
     "JobSeen",
     "Observed",
     "Profile",
+    "RequestAction",
+    "RequestObserved",
     "RequestView",
     "decide",
+    "next_step",
 ]
 
 Obj = dict[str, Any]
@@ -72,7 +79,17 @@ CONDITION_TYPES: Final = (
     SPEC_CHANGE_REJECTED,
 )
 
-Action = Literal["create_job", "start_plan", "write_output", "create_dgd"]
+
+class RequestAction(enum.StrEnum):
+    """What the executor does for a decision, in the decision's order."""
+
+    CREATE_JOB = "create_job"  # the online profiling Job
+    START_PLAN = "start_plan"  # the offline plan, in a worker thread
+    WRITE_OUTPUT = "write_output"  # the output ConfigMap of a finished plan
+    CREATE_DGD = "create_dgd"  # the generated DynamoGraphDeployment (autoApply)
+
+
+Action = RequestAction
 Event = tuple[str, str, str]  # (Normal|Warning, reason, message)
 
 
@@ -151,7 +168,15 @@ class Observed:
     target: tuple[str, str] = ("", "")
 
 
-@dataclass
+@dataclass(frozen=True)
+class RequestObserved:
+    """What :func:`decide` reads: the request, and what was seen of its profiling and DGD."""
+
+    view: RequestView
+    seen: Observed
+
+
+@dataclass(frozen=True)
 class Decision:
     status: Obj
     actions: list[Action] = field(default_factory=list)
@@ -165,7 +190,8 @@ class _Step:
         self.view = view
         self.now = now
         self.status: Obj = copy.deepcopy(dict(view.status))
-        self.decision = Decision(self.status)
+        self.actions: list[Action] = []
+        self.events: list[Event] = []
 
     def cond(self, type_: str, status: str, reason: str, message: str) -> None:
         conditions, _ = set_condition(
@@ -180,17 +206,26 @@ class _Step:
         self.status["conditions"] = conditions
 
     def event(self, type_: str, reason: str, message: str) -> None:
-        self.decision.events.append((type_, reason, message))
+        self.events.append((type_, reason, message))
 
     def act(self, action: Action) -> None:
-        self.decision.actions.append(action)
+        self.actions.append(action)
+
+    @property
+    def decision(self) -> Decision:
+        return Decision(self.status, self.actions, self.events)
 
     def state(self, state: str) -> None:
         self.status["state"] = state
 
 
-def decide(view: RequestView, seen: Observed, now: datetime) -> Decision:
+def decide(observed: RequestObserved, now: datetime) -> Decision:
     """The next status of the request, what to do to get there, and the Events to tell."""
+    return next_step(observed.view, observed.seen, now)
+
+
+def next_step(view: RequestView, seen: Observed, now: datetime) -> Decision:
+    """:func:`decide` over the request's view and what was seen of it."""
     step = _Step(view, now)
     state = view.state
     changed = view.observed_generation > 0 and view.generation != view.observed_generation
@@ -229,7 +264,6 @@ def _validate(step: _Step, seen: Observed) -> None:
     """ "" → Pending (then on to profiling), or Failed naming every problem."""
     view = step.view
     step.status = {"observedGeneration": view.generation}
-    step.decision.status = step.status
     if seen.problems:
         message = "; ".join(seen.problems)
         step.state(FAILED)
@@ -247,11 +281,11 @@ def _start(step: _Step, seen: Observed) -> None:
     step.state(PROFILING)
     if step.view.online:
         job = f"profile-online-{step.view.name}"
-        step.act("create_job")
+        step.act(RequestAction.CREATE_JOB)
         step.cond(PROFILING_COND, "False", "ProfilingRunning", f"profiling Job {job} is running")
         step.event("Normal", "ProfilingJobCreated", f"Created profiling Job {job}")
     else:
-        step.act("start_plan")
+        step.act(RequestAction.START_PLAN)
         step.cond(PROFILING_COND, "False", "ProfilingRunning", "planning with the performance model")
     _profile(step, seen, started=True)
 
@@ -262,7 +296,7 @@ def _profile(step: _Step, seen: Observed, *, started: bool = False) -> None:
         job = seen.job
         if job is None:
             if not started:
-                step.act("create_job")  # gone while Profiling (deleted by hand): created again
+                step.act(RequestAction.CREATE_JOB)  # gone while Profiling (deleted by hand): created again
             return
         if job.failed:
             message = f"profiling Job profile-online-{view.name} failed: {job.message or 'no reason given'}"
@@ -273,7 +307,7 @@ def _profile(step: _Step, seen: Observed, *, started: bool = False) -> None:
         if not job.complete:
             return
     elif seen.profile is None and not started:
-        step.act("start_plan")  # after an operator restart the plan is made again
+        step.act(RequestAction.START_PLAN)  # after an operator restart the plan is made again
     profile = seen.profile
     if profile is None:
         if seen.waiting:
@@ -300,7 +334,7 @@ def _profiling_failed(step: _Step, profile: Profile) -> None:
 def _generated(step: _Step, seen: Observed, profile: Profile) -> None:
     view = step.view
     if not view.online:
-        step.act("write_output")
+        step.act(RequestAction.WRITE_OUTPUT)
     step.cond(PROFILING_COND, "True", "ProfilingCompleted", profile.message or "profiling completed")
     step.status["profilingResults"] = profile.results
     step.status["generatedDeployment"] = dict(profile.generated or {})
@@ -338,7 +372,7 @@ def _follow(step: _Step, seen: Observed) -> None:
         meta = (step.status.get("generatedDeployment") or {}).get("metadata") or {}
         name = str(meta.get("name") or seen.target[0])
         namespace = str(meta.get("namespace") or seen.target[1])
-        step.act("create_dgd")
+        step.act(RequestAction.CREATE_DGD)
         step.status["deployment"] = {
             "name": name,
             "namespace": namespace,

@@ -1,6 +1,6 @@
-"""The ModelInfer planner (``planner.plan``): one table test per rule, plus :class:`World`, a small
+"""The ModelInfer decision (``decide.plan``): one table test per rule, plus :class:`World`, a small
 step simulator of the executor and the cluster that the multi-step tests here and the hypothesis
-properties in ``test_planner_properties.py`` share."""
+properties in ``test_decide_properties.py`` share."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from aiplane.controllers.modelinfer.planner import (
+from aiplane.controllers.modelinfer.decide import (
     DELETING_RECHECK_SECONDS,
     Action,
     CreateRoleReplica,
@@ -132,7 +132,7 @@ def created_groups(p: Plan) -> dict[int, str]:
 # --- a step simulator ------------------------------------------------------------------------------
 
 
-class PlannerContractError(AssertionError):
+class DecisionContractError(AssertionError):
     """The plan asked for something the executor contract forbids."""
 
 
@@ -217,7 +217,7 @@ class World:
     def _delete_all(self, objs: Sequence[PodView | ServiceView], what: str) -> None:
         live = [o for o in objs if not o.terminating]
         if not live:
-            raise PlannerContractError(f"{what}: nothing left to delete (delete issued twice)")
+            raise DecisionContractError(f"{what}: nothing left to delete (delete issued twice)")
         for o in live:
             self._terminate(o)
 
@@ -250,16 +250,16 @@ class World:
                 for name, uid in a.pods:
                     pod = self.pods.get(name)
                     if pod is None or pod.uid != uid or pod.terminating:
-                        raise PlannerContractError(
+                        raise DecisionContractError(
                             f"DeletePods {name}: gone, replaced or already terminating"
                         )
                     self._terminate(pod)
                     busy_units.add((pod.ordinal, pod.role, pod.role_index))
             else:
                 if a.ordinal in deleting_groups:
-                    raise PlannerContractError(f"create in group {a.ordinal} while it is being deleted")
+                    raise DecisionContractError(f"create in group {a.ordinal} while it is being deleted")
                 if (a.ordinal, a.role, a.role_index) in busy_units:
-                    raise PlannerContractError(
+                    raise DecisionContractError(
                         f"rebuild of {a.ordinal}/{a.role}-{a.role_index} while it is terminating"
                     )
                 self._create(a)
@@ -269,10 +269,10 @@ class World:
         role = shape[a.role]
         for k in a.pod_indices:
             if not 0 <= k < role.pods_per_replica:
-                raise PlannerContractError(f"pod index {k} outside the shape of {a.revision}")
+                raise DecisionContractError(f"pod index {k} outside the shape of {a.revision}")
             name = pod_name(a.ordinal, a.role, a.role_index, k)
             if name in self.pods:
-                raise PlannerContractError(f"create {name}: already exists")
+                raise DecisionContractError(f"create {name}: already exists")
             self.uids += 1
             self.pods[name] = PodView(
                 name, f"uid-{self.uids}", a.ordinal, a.role, a.role_index, k, a.revision, "Pending", False
@@ -280,10 +280,10 @@ class World:
             self.starting[name] = self._delay()
         if a.service:
             if not role.has_service:
-                raise PlannerContractError(f"Service for role {a.role} that has none")
+                raise DecisionContractError(f"Service for role {a.role} that has none")
             name = pod_name(a.ordinal, a.role, a.role_index, 0)
             if name in self.services:
-                raise PlannerContractError(f"create Service {name}: already exists")
+                raise DecisionContractError(f"create Service {name}: already exists")
             self.services[name] = ServiceView(name, a.ordinal, a.role, a.role_index)
 
     # -- the cluster ----------------------------------------------------------------------------
@@ -382,7 +382,7 @@ class World:
 
     def available(self) -> set[int]:
         """Groups whose expected pods are all Running and Ready, computed here independently of
-        the planner: revision = the one most live pods carry, shape from it, counts from the spec."""
+        the decision: revision = the one most live pods carry, shape from it, counts from the spec."""
         counts = {r.name: r.replicas for r in self.roles}
         out: set[int] = set()
         for o in self.ordinals():
@@ -955,7 +955,7 @@ def test_lost_delete_event_does_not_stall() -> None:
     w = world(policy="InferGroupRecreate")
     w.fail(FAILED_POD)
     w.apply(plan(w.input()))
-    # the pods vanish without anyone telling the planner; any later call rebuilds the group
+    # the pods vanish without anyone telling the decision; any later call rebuilds the group
     objects: dict[str, PodView | ServiceView] = {**w.pods, **w.services}
     for name in [n for n, x in objects.items() if x.terminating]:
         w.pods.pop(name, None)

@@ -1,4 +1,18 @@
-"""What a DynamoGraphDeployment's status says: a pure decision over the DCDs as observed.
+"""The DynamoGraphDeployment controller's decision (pure): what to write, and what the status says.
+
+:func:`decide` takes one :class:`GraphObserved` (the graph, its DCDs, the claims it names, whether
+the ServiceAccount of Dynamo's Planner service exists and LeaderWorkerSet is served) and returns a
+:class:`GraphDecision`: the finalizer change, that ServiceAccount and the PVCs to create, each DCD
+write (:func:`~.graph_sync.plan_dcd`), the stale DCDs to delete, and the status wanted once those
+writes are done. Upstream's order (ai-dynamo/dynamo ``dynamographdeployment_controller.go``) is
+kept: validation first (an invalid graph creates nothing), then the Planner service's account, the PVCs (a
+missing claim stops before any DCD), then the DCDs.
+
+A DCD the decision writes is judged, for the status, as the write will leave it (the #3567 fix
+below): created, it has no status yet ("Reconciling"); updated, its new generation is not observed
+by its controller yet.
+
+The status part:
 
 Upstream (ai-dynamo/dynamo ``internal/controller/dynamographdeployment_controller.go``; docs/dynamo.md)
 reports ``status.state`` (``pending`` | ``successful`` | ``failed``) and one condition ``Ready``
@@ -19,15 +33,35 @@ Where we depart from upstream, on purpose:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.conditions import get_condition, set_condition
-from aiplane.apimachinery.meta import is_controlled_by
+from aiplane.apimachinery.meta import has_finalizer, is_controlled_by
+from aiplane.controllers.dynamo.graph import (
+    desired_dcds,
+    multinode_problem,
+    node_count,
+    services,
+    stale_dcds,
+    validate_graph,
+)
+from aiplane.controllers.dynamo.graph_sync import (
+    DcdVerb,
+    DcdWrite,
+    WantedDcd,
+    needs_planner_account,
+    plan_dcd,
+    plan_pvcs,
+    planner_service_account,
+    wanted_dcd,
+)
 from aiplane.controllers.dynamo.naming import ANNOTATION_LAST_APPLIED_HASH
+from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.queueing import REASON_PENDING
 from aiplane.kube.status import ConditionEvent, transition_events
 
@@ -44,12 +78,15 @@ __all__ = [
     "STATE_SUCCESSFUL",
     "DcdView",
     "Failure",
+    "GraphDecision",
+    "GraphObserved",
     "GraphReport",
     "WantedDcd",
     "dcd_view",
     "decide",
     "graph_events",
     "not_ready_reason",
+    "report_of",
     "status_of",
 ]
 
@@ -120,16 +157,6 @@ def dcd_view(dcd: Obj, owner_uid: str) -> DcdView:
 
 
 @dataclass(frozen=True)
-class WantedDcd:
-    """One DCD the graph wants: its name, the hash of the body we write, and the replicas the graph
-    owns (``None``: the service sets none, so whoever scales the DCD decides)."""
-
-    name: str
-    hash: str
-    replicas: int | None = None
-
-
-@dataclass(frozen=True)
 class Failure:
     """Reconcile could not go on: the Ready reason and a message naming what to fix."""
 
@@ -188,7 +215,7 @@ def _cap(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
 
-def decide(
+def report_of(
     wanted: Sequence[WantedDcd], views: Mapping[str, DcdView], failure: Failure | None = None
 ) -> GraphReport:
     """The graph's state: ``failed`` when reconcile could not go on, else ``successful`` only when
@@ -275,3 +302,137 @@ def graph_events(before: Obj | None, after: Obj | None) -> list[tuple[str, str, 
         if cause and cause not in before_waiting:
             events.append(("Warning", REASON_WAITING, f"Pods of the graph wait for: {cause}"))
     return events
+
+
+# --- the whole decision ------------------------------------------------------------------------------
+
+#: Added before anything is created, as upstream; kept for upstream compatibility only (upstream's
+#: ``FinalizeResource`` for a DGD does nothing, and neither do we).
+FINALIZER: Final = "nvidia.com/finalizer"
+#: How long a graph refused for want of LeaderWorkerSet waits before it is looked at again (the
+#: controller's LWS probe trusts its answer as long), so installing LWS later is noticed.
+LWS_RECHECK_SECONDS: Final = 60.0
+
+
+@dataclass(frozen=True)
+class GraphObserved:
+    """One graph and what its decision reads, from the caches overlaid with our own writes.
+
+    ``dcds``: the DCDs the graph wants (by name) or controls; ``pvcs``: the names of the claims
+    ``spec.pvcs`` names that exist; ``lws_served``: asked only for a graph with a multinode service.
+    """
+
+    dgd: Mapping[str, Any]
+    dcds: Mapping[str, Mapping[str, Any]]
+    pvcs: frozenset[str]
+    planner_account: bool
+    lws_served: bool | None
+    default_storage_class: str | None
+    options: DynamoOptions = field(default_factory=DynamoOptions)
+
+
+@dataclass(frozen=True)
+class DcdChange:
+    """One DCD write and the DCD it is based on (``None``: created)."""
+
+    live: Mapping[str, Any] | None
+    write: DcdWrite
+
+
+@dataclass(frozen=True)
+class GraphDecision:
+    """What to write, in this order, and the status wanted after it (``None``: no status write)."""
+
+    #: The graph is being deleted: drop our finalizer (when it is there), write nothing else.
+    deleting: bool = False
+    remove_finalizer: bool = False
+    add_finalizer: bool = False
+    planner_account: Mapping[str, Any] | None = None
+    pvcs: tuple[Mapping[str, Any], ...] = ()
+    dcds: tuple[DcdChange, ...] = ()
+    stale: tuple[Mapping[str, Any], ...] = ()
+    status: Mapping[str, Any] | None = None
+    requeue_after: float | None = None
+
+
+def failure_status(observed: GraphObserved, failure: Failure, now: datetime) -> dict[str, Any]:
+    """The status of a graph whose reconcile stopped on ``failure`` (nothing wanted is counted)."""
+    dgd = observed.dgd
+    return status_of(report_of([], {}, failure), objects.generation(dgd) or 0, objects.status(dgd), now)
+
+
+def _after_write(change: DcdChange) -> dict[str, Any]:
+    """The DCD as the write will leave it: a new object (generation 1, no status), or the live one
+    with our body, its status kept and its generation moved on when its spec changed."""
+    after = copy.deepcopy(dict(change.write.body))
+    metadata = after.setdefault("metadata", {})
+    live = change.live
+    if live is None:
+        metadata["generation"] = 1
+        return after
+    generation = objects.generation(live) or 0
+    metadata["generation"] = generation + (objects.spec(live) != objects.spec(after))
+    if "status" in live:
+        after["status"] = copy.deepcopy(live["status"])
+    return after
+
+
+def _with_status(
+    observed: GraphObserved,
+    decision: GraphDecision,
+    wanted: Sequence[WantedDcd],
+    views: Mapping[str, DcdView],
+    now: datetime,
+    failure: Failure | None = None,
+) -> GraphDecision:
+    dgd = observed.dgd
+    report = report_of(wanted, views, failure)
+    return replace(decision, status=status_of(report, objects.generation(dgd) or 0, objects.status(dgd), now))
+
+
+def decide(observed: GraphObserved, now: datetime) -> GraphDecision:
+    """Everything the controller does for one graph (module docstring)."""
+    dgd = observed.dgd
+    finalized = has_finalizer(dgd, FINALIZER)
+    if objects.is_deleting(dgd):
+        return GraphDecision(deleting=True, remove_finalizer=finalized)
+    base = GraphDecision(add_finalizer=not finalized)
+    problems = validate_graph(dgd)
+    if problems:
+        listed = "; ".join(str(p) for p in problems)
+        return _with_status(observed, base, [], {}, now, Failure(REASON_INVALID, f"invalid spec: {listed}"))
+    if any(node_count(s) > 1 for s in services(dgd).values()):
+        problem = multinode_problem(dgd, bool(observed.lws_served))
+        if problem is not None:
+            refused = replace(base, requeue_after=LWS_RECHECK_SECONDS)
+            return _with_status(observed, refused, [], {}, now, Failure(REASON_FAILED, problem))
+    namespace = objects.namespace(dgd)
+    account = (
+        planner_service_account(namespace)
+        if needs_planner_account(dgd) and not observed.planner_account
+        else None
+    )
+    desired = desired_dcds(dgd, observed.options)
+    wanted = [wanted_dcd(body) for body in desired.values()]
+    uid = objects.uid(dgd)
+    pvcs = plan_pvcs(dgd, lambda name: {} if name in observed.pvcs else None, observed.default_storage_class)
+    before = replace(base, planner_account=account, pvcs=tuple(pvcs.create))
+    if pvcs.missing:
+        views = {n: dcd_view(o, uid) for n, o in observed.dcds.items() if n in desired}
+        return _with_status(
+            observed, before, wanted, views, now, Failure(REASON_FAILED, "; ".join(pvcs.missing))
+        )
+    after: dict[str, Mapping[str, Any]] = dict(observed.dcds)
+    changes: list[DcdChange] = []
+    for name, body in desired.items():
+        write = plan_dcd(body, observed.dcds.get(name), uid)
+        if write is None:
+            continue
+        live = observed.dcds.get(name) if write.verb is DcdVerb.UPDATE else None
+        change = DcdChange(live, write)
+        changes.append(change)
+        after[name] = _after_write(change)
+    stale = tuple(observed.dcds[n] for n in stale_dcds(dgd, observed.dcds.values()))
+    act = replace(before, dcds=tuple(changes), stale=stale)
+    views = {n: dcd_view(o, uid) for n, o in after.items() if n in desired}
+    return _with_status(observed, act, wanted, views, now)

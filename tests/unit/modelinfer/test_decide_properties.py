@@ -1,4 +1,4 @@
-"""Hypothesis properties of the ModelInfer planner, on the step simulator of ``test_planner.World``.
+"""Hypothesis properties of the ModelInfer decision, on the step simulator of ``test_decide.World``.
 
 Random specs (roles, worker counts, replicas, maxUnavailable, maxSurge, partition, recovery policy,
 grace period), random spec changes (template revisions, replicas, limits, partition, role replicas)
@@ -8,14 +8,14 @@ random delays for pods to start and objects to go away. Checked:
 1. A rollout that starts healthy, with no failure injected: at every step the available groups stay
    at or above ``replicas - max_unavailable`` (or, if already below, do not drop), and the groups in
    existence (deleting ones included) stay at or below ``replicas + max_surge`` (or do not grow).
-2. With failures: the planner's own deletions never take available groups below that floor (recovery
+2. With failures: the decision's own deletions never take available groups below that floor (recovery
    only ever deletes groups that are already unavailable).
 3. Once events stop, the cluster converges within a bounded number of steps to exactly the desired
    groups, role replicas, pods, Services and revisions, with no action left and no requeue.
 4. Planning again on the state a plan's actions leave (pods created Pending, deletions terminating)
    asks for nothing: no delete is repeated, no create doubled.
 5. A drain (some groups' pods on a cordoned node, the disruption arbiter releasing groups, an
-   eager drain evicting every released group's pods at once) during a rollout: the planner's
+   eager drain evicting every released group's pods at once) during a rollout: the decision's
    deletions and the evictions together never take the available groups below the floor (the
    floor is shared: a released group is spent capacity), the groups never exceed
    ``replicas + max_surge``, the drain completes and the ModelInfer converges.
@@ -31,8 +31,7 @@ from dataclasses import dataclass, replace
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from aiplane.controllers.modelinfer.disruption import decide
-from aiplane.controllers.modelinfer.planner import (
+from aiplane.controllers.modelinfer.decide import (
     CreateRoleReplica,
     PlanInput,
     RecoveryPolicy,
@@ -40,7 +39,8 @@ from aiplane.controllers.modelinfer.planner import (
     group_availability,
     plan,
 )
-from tests.unit.modelinfer.test_planner import World, assert_converged
+from aiplane.controllers.modelinfer.disruption import decide
+from tests.unit.modelinfer.test_decide import World, assert_converged
 
 ROLE_NAMES = ("p", "d")
 MAX_STEPS = 30  # events happen in steps 0..MAX_STEPS-1
@@ -69,7 +69,7 @@ def _role(name: str, replicas: int, workers: int) -> RoleShape:
 @st.composite
 def _roles(draw: st.DrawFn) -> tuple[RoleShape, ...]:
     n = draw(st.integers(1, 2))
-    # The first role has a replica: a group of no pods cannot exist (see test_planner).
+    # The first role has a replica: a group of no pods cannot exist (see test_decide).
     return tuple(
         _role(ROLE_NAMES[i], draw(st.integers(1 if i == 0 else 0, 2)), draw(st.integers(0, 2)))
         for i in range(n)
@@ -205,7 +205,7 @@ def drive(sc: Scenario, *, check_limits: bool) -> World:
         avail_before = len(w.available())
         total_before = len(w.ordinals())
 
-        # (2) the planner's own deletions keep the floor (checked before anything starts or heals)
+        # (2) the decision's own deletions keep the floor (checked before anything starts or heals)
         after = w.clone()
         after.apply(p)
         assert len(after.available()) >= min(floor(w), avail_before), p
@@ -224,7 +224,7 @@ def drive(sc: Scenario, *, check_limits: bool) -> World:
             assert len(w.ordinals()) <= max(w.replicas + w.max_surge, total_before)
 
     w.stats = {
-        "steps where the planner deleted down to the floor": f"{min(floor_held, 3)}+",
+        "steps where the decision deleted down to the floor": f"{min(floor_held, 3)}+",
         "steps at the surge limit": f"{min(surge_full, 3)}+",
         "deletions": "none" if not deleted else "1-5" if deleted <= 5 else "more",
     }

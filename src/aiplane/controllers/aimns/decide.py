@@ -3,6 +3,10 @@
 Inputs are cache views (plain dicts) and ``now``; nothing here does I/O. A Secret is seen only as
 its data keys (the informer empties values), and every message names a field path, a Secret and a
 key — never a value.
+
+:func:`decide` takes a namespace's :class:`Observed` and returns its :class:`Decision`: the
+HTTPRoutes wanted and those to remove, then each config's status, which names the routes wanted
+(so the status is decided from what will be, not read back from what was written).
 """
 
 from __future__ import annotations
@@ -29,7 +33,11 @@ __all__ = [
     "ROUTES_READY",
     "SECRETS_RESOLVED",
     "ConfigDecision",
+    "Decision",
+    "Observed",
     "Problem",
+    "RouteChange",
+    "decide",
     "decide_config",
     "desired_routes",
     "route_needs_update",
@@ -311,3 +319,69 @@ def _strip_defaults(spec: Mapping[str, Any]) -> Obj:
         )
     parents = [{"name": p.get("name"), "namespace": p.get("namespace")} for p in spec.get("parentRefs") or []]
     return {"parentRefs": parents, "rules": rules}
+
+
+# --- One namespace -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A namespace as the caches show it."""
+
+    namespace: str
+    #: Its AIMNamespaceConfigs that are not being deleted.
+    configs: tuple[Obj, ...]
+    #: Secret name → its data keys (never values).
+    secret_keys: Mapping[str, frozenset[str]]
+    #: ``namespace/name`` of every Gateway; ``None`` when the Gateway API is not served.
+    gateways: frozenset[str] | None
+    #: Whether we manage HTTPRoutes at all (the Gateway API is served).
+    routes_served: bool
+    #: Our HTTPRoutes in the namespace (by the route label), by name.
+    live_routes: Mapping[str, Obj]
+    dgds: tuple[Obj, ...]
+    modelinfers: tuple[Obj, ...]
+
+
+@dataclass(frozen=True)
+class RouteChange:
+    """An HTTPRoute to create or replace (``live`` is the object it replaces, if any)."""
+
+    desired: Obj
+    live: Obj | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    #: Routes wanted, each with the live route of that name (``ChildWriter.ensure`` writes only a difference).
+    ensure: tuple[RouteChange, ...]
+    #: Our routes no longer wanted.
+    delete: tuple[Obj, ...]
+    #: Each config with its decided status.
+    configs: tuple[tuple[Obj, ConfigDecision], ...]
+
+
+def decide(observed: Observed, now: datetime) -> Decision:
+    """The routes of the effective config's gateway, and every config's status naming them."""
+    ensure: list[RouteChange] = []
+    delete: list[Obj] = []
+    wanted: list[Obj] = []
+    if observed.routes_served:
+        chosen, _ = effective_namespace_config(observed.configs)
+        wanted = desired_routes(chosen, observed.dgds, observed.modelinfers)
+        live = dict(observed.live_routes)
+        ensure = [RouteChange(route, live.pop(objects.name(route), None)) for route in wanted]
+        delete = [
+            stale
+            for stale in live.values()
+            if objects.labels(stale).get(LABEL_ROUTE) == "true" and not objects.is_deleting(stale)
+        ]
+    names = [objects.name(r) for r in wanted]
+    configs = tuple(
+        (
+            config,
+            decide_config(config, observed.configs, observed.secret_keys, observed.gateways, names, now),
+        )
+        for config in observed.configs
+    )
+    return Decision(tuple(ensure), tuple(delete), configs)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aiplane.controllers.dynamo.graph_status import (
+from aiplane.controllers.dynamo.graph_decide import (
     REASON_FAILED,
     STATE_FAILED,
     STATE_PENDING,
@@ -15,7 +15,7 @@ from aiplane.controllers.dynamo.graph_status import (
     DcdView,
     Failure,
     WantedDcd,
-    decide,
+    report_of,
     status_of,
 )
 
@@ -55,7 +55,7 @@ def test_never_successful_while_a_dcd_has_not_observed_its_generation(
     case: tuple[list[WantedDcd], dict[str, DcdView]], failure: Failure | None
 ) -> None:
     wanted, views = case
-    report = decide(wanted, views, failure)
+    report = report_of(wanted, views, failure)
     stale = any(
         (v := views.get(w.name)) is None
         or v.available_generation is None
@@ -81,7 +81,7 @@ def test_successful_exactly_when_every_wanted_dcd_is_available_with_our_spec_at_
         and v.available_generation == v.generation
         for w in wanted
     )
-    assert (decide(wanted, views).state == STATE_SUCCESSFUL) == expected
+    assert (report_of(wanted, views).state == STATE_SUCCESSFUL) == expected
 
 
 @given(observed(), FAILURES, st.integers(1, 9))
@@ -89,7 +89,7 @@ def test_state_and_ready_condition_agree_and_the_status_is_idempotent(
     case: tuple[list[WantedDcd], dict[str, DcdView]], failure: Failure | None, generation: int
 ) -> None:
     wanted, views = case
-    report = decide(wanted, views, failure)
+    report = report_of(wanted, views, failure)
     status = status_of(report, generation, None, NOW)
     (ready,) = status["conditions"]
     assert (ready["status"] == "True") == (status["state"] == STATE_SUCCESSFUL)

@@ -30,7 +30,7 @@ from aiplane.controllers.partitioning.node_actions import (
     Untaint,
     apply_node_actions,
 )
-from aiplane.controllers.partitioning.node_machine import decide, observe
+from aiplane.controllers.partitioning.node_decide import decide, observe
 from aiplane.controllers.partitioning.node_run import DEFAULT_CONFIG, Decision, NodeLogicConfig
 from aiplane.controllers.partitioning.views import (
     NodePartitioningView,

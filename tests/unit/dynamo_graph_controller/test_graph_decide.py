@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from aiplane.controllers.dynamo.graph_status import (
+from aiplane.controllers.dynamo.graph_decide import (
     ANNOTATION_LAST_APPLIED_HASH,
     MAX_MESSAGE,
     REASON_ALL_READY,
@@ -21,9 +21,9 @@ from aiplane.controllers.dynamo.graph_status import (
     Failure,
     WantedDcd,
     dcd_view,
-    decide,
     graph_events,
     not_ready_reason,
+    report_of,
     status_of,
 )
 
@@ -108,7 +108,7 @@ def test_available_at_an_old_generation_is_not_successful() -> None:
     """Upstream #3567: a DCD the graph just changed still says Available=True for its old spec."""
     wanted = [WantedDcd("g-a", "h"), WantedDcd("g-b", "h")]
     views = {"g-a": view("g-a"), "g-b": view("g-b", generation=5, available_generation=4)}
-    report = decide(wanted, views)
+    report = report_of(wanted, views)
     assert report.state == STATE_PENDING and not report.ready
     assert report.reason == REASON_NOT_READY
     assert report.message == (
@@ -119,24 +119,26 @@ def test_available_at_an_old_generation_is_not_successful() -> None:
 
 
 def test_every_dcd_available_at_its_generation_is_successful() -> None:
-    report = decide([WantedDcd("g-a", "h")], {"g-a": view()})
+    report = report_of([WantedDcd("g-a", "h")], {"g-a": view()})
     assert (report.state, report.reason, report.ready_services) == (STATE_SUCCESSFUL, REASON_ALL_READY, "1/1")
 
 
 def test_a_failure_wins_and_keeps_the_ready_count() -> None:
-    report = decide([WantedDcd("g-a", "h")], {"g-a": view()}, Failure(REASON_FAILED, "spec.pvcs[0]: missing"))
+    report = report_of(
+        [WantedDcd("g-a", "h")], {"g-a": view()}, Failure(REASON_FAILED, "spec.pvcs[0]: missing")
+    )
     assert (report.state, report.reason, report.message) == (
         STATE_FAILED,
         REASON_FAILED,
         "spec.pvcs[0]: missing",
     )
     assert report.ready_services == "1/1"
-    invalid = decide([], {}, Failure(REASON_INVALID, "x" * (MAX_MESSAGE + 10)))
+    invalid = report_of([], {}, Failure(REASON_INVALID, "x" * (MAX_MESSAGE + 10)))
     assert invalid.ready_services is None and len(invalid.message) == MAX_MESSAGE
 
 
 def test_status_of_sets_state_condition_and_generation_and_keeps_the_transition_time() -> None:
-    report = decide([WantedDcd("g-a", "h")], {"g-a": view()})
+    report = report_of([WantedDcd("g-a", "h")], {"g-a": view()})
     first = status_of(report, 7, None, NOW)
     assert first["state"] == STATE_SUCCESSFUL and first["observedGeneration"] == 7
     assert first["readyServices"] == "1/1"
@@ -144,7 +146,9 @@ def test_status_of_sets_state_condition_and_generation_and_keeps_the_transition_
     assert ready["type"] == "Ready" and ready["status"] == "True" and ready["observedGeneration"] == 7
     again = status_of(report, 7, first, NOW + timedelta(minutes=5))
     assert again == first, "an unchanged decision is an unchanged status (no write)"
-    failed = status_of(decide([], {}, Failure(REASON_INVALID, "bad")), 8, first, NOW + timedelta(minutes=5))
+    failed = status_of(
+        report_of([], {}, Failure(REASON_INVALID, "bad")), 8, first, NOW + timedelta(minutes=5)
+    )
     assert "readyServices" not in failed
     assert failed["conditions"][0]["lastTransitionTime"] != ready["lastTransitionTime"]
 
@@ -188,6 +192,6 @@ def test_status_of_keeps_the_resource_monitors_conditions() -> None:
         },
     ]
     existing = {"state": STATE_SUCCESSFUL, "conditions": monitor}
-    failed = status_of(decide([], {}, Failure(REASON_INVALID, "bad")), 8, existing, NOW)
+    failed = status_of(report_of([], {}, Failure(REASON_INVALID, "bad")), 8, existing, NOW)
     assert failed["conditions"][:2] == monitor
     assert [c["type"] for c in failed["conditions"]] == [*(c["type"] for c in monitor), "Ready"]

@@ -1,0 +1,117 @@
+"""Wall time of whole ``aiplane plan`` processes, interpreter start-up included: cold and warm cache.
+
+What a user waits for: each run is a fresh ``python`` process running the CLI (what the console
+script does), timed from spawn to exit. Per case:
+
+- **cold**: an empty ``$AIPLANE_CACHE_DIR`` (a new temporary directory each run): AIC's import, its
+  measured tables loaded, every static run of the search;
+- **warm**: the same directory again: AIC's answers read back, AIC not imported.
+
+The cases are the README example and the AIC-backed cases of ``benchmarks/planner_bench.py``, one
+mixture-of-experts case and the built-in model on an AMD system. The output of every run of a case
+must be the same bytes (checked; a difference is an error). No pass/fail on time: the figures go to
+docs/benchmarks.md.
+
+    python -m benchmarks.planner_process_bench [--repeat 3] [--only TEXT] [--src OTHER/src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+#: (label, arguments of ``aiplane plan``)
+CASES: tuple[tuple[str, str], ...] = (
+    (
+        "README: Qwen3-32B-FP8 h200 trtllm 32g",
+        "--model Qwen/Qwen3-32B-FP8 --system h200 --backend trtllm --isl 4000 --osl 500 --ttft 300 --itl 10 "
+        "--total-gpus 32",
+    ),
+    (
+        "Qwen3-8B h200 vllm 8g",
+        "--model Qwen/Qwen3-8B --system h200 --backend vllm --isl 4000 --osl 1000 --ttft 300 --itl 10 "
+        "--total-gpus 8",
+    ),
+    (
+        "Llama-3.1-70B h100 vllm 16g",
+        "--model meta-llama/Llama-3.1-70B --system h100 --backend vllm --isl 2000 --osl 500 --ttft 1000 "
+        "--itl 30 --total-gpus 16",
+    ),
+    (
+        "Llama-3.1-8B a100 vllm 8g",
+        "--model meta-llama/Llama-3.1-8B --system a100 --backend vllm --isl 2000 --osl 256 --ttft 500 "
+        "--itl 25 --total-gpus 8",
+    ),
+    (
+        "MoE: Qwen3-30B-A3B h200 vllm 8g",
+        "--model Qwen/Qwen3-30B-A3B --system h200 --backend vllm --isl 4000 --osl 500 --ttft 600 --itl 20 "
+        "--total-gpus 8",
+    ),
+    (
+        "built-in: Llama-3.1-70B mi300x vllm 16g",
+        "--model meta-llama/Llama-3.1-70B --system mi300x --backend vllm --isl 2000 --osl 500 --ttft 1000 "
+        "--itl 30 --total-gpus 16",
+    ),
+)
+
+
+def run(args: list[str], cache: str, src: str = SRC) -> tuple[float, bytes]:
+    """One ``aiplane plan`` process (aiplane from ``src``): its wall seconds and its output."""
+    env = dict(os.environ, AIPLANE_CACHE_DIR=cache, PYTHONPATH=src, COLUMNS="160")
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from aiplane.cli import main; sys.exit(main())",
+        "plan",
+        *args,
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"aiplane plan {' '.join(args)} exited {done.returncode}: {done.stderr.decode()}")
+    return elapsed, done.stdout
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="cold and warm runs per case")
+    parser.add_argument("--only", help="cases whose label contains this")
+    parser.add_argument("--src", default=SRC, help="the aiplane source tree to time (another commit's)")
+    args = parser.parse_args(argv)
+    print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)")
+    print(f"{'case':42} {'cold s (median, max)':>22} {'warm s (median, max)':>22}")
+    for label, plan_args in CASES:
+        if args.only and args.only not in label:
+            continue
+        cold: list[float] = []
+        warm: list[float] = []
+        outputs: set[bytes] = set()
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory() as cache:
+                seconds, out = run(plan_args.split(), cache, args.src)
+                cold.append(seconds)
+                outputs.add(out)
+                seconds, out = run(plan_args.split(), cache, args.src)
+                warm.append(seconds)
+                outputs.add(out)
+        if len(outputs) != 1:
+            raise SystemExit(f"{label}: the runs answered differently")
+        print(
+            f"{label:42} {statistics.median(cold):>12.2f}, {max(cold):.2f}"
+            f" {statistics.median(warm):>14.2f}, {max(warm):.2f}",
+            flush=True,
+        )
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
