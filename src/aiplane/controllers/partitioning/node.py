@@ -188,6 +188,8 @@ class NodePartitioningExecutor:
         self.blocked: dict[str, dict[str, BlockedEviction]] = {}
         #: The NP as ``act`` left it (its finalizer patch), for ``report``'s status write; per key, and
         #: the work queue never runs one key twice at once.
+        # The NP as act left it, for report (a second ``writes.view`` with the object the first one
+        # served would count the cache as caught up and drop the read-your-writes entry).
         self._acted: dict[str, dict[str, Any]] = {}
 
     def _forget_node(self, obj: dict[str, Any]) -> None:
