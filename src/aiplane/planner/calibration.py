@@ -124,11 +124,31 @@ MOE_EP_IMBALANCE_EXP: Mapping[Vendor, float] = {"nvidia": 0.25, "amd": 0.25}
 #: w4a16_mxfp4 MoE table streams a touched gpt-oss expert (13.2 MB) in 4.6-5.5 us at 16-256 tokens,
 #: ~2x the 2.75 us of a plain read at 4.8 TB/s.
 W4A16_READ_FACTOR: Mapping[Vendor, float] = {"nvidia": 2.0, "amd": 2.0}
+#: The same per system and backend where AIC measured the backend's MXFP4 MoE kernel: the kernel, not
+#: the GPU, sets it (TensorRT-LLM's B200 w4a16 path streams experts no faster than its H200 one; SGLang's
+#: Hopper Triton kernel at about half vLLM's rate). A kernel-level fit, no case scored:
+#: aiconfigurator-core 0.12.0's moe_perf.parquet (AIC's default version per backend: trtllm 1.3.0rc20,
+#: vllm 0.24.0, sglang 0.5.14), w4a16_mxfp4 rows of gpt-oss's shapes at 16-256 tokens, no EP, median of measured latency
+#: less MOE_LAYER_US over our read time of the touched experts (benchmarks/planner_w4a16_fit.py, n=5-10
+#: each; the fit's variant chosen on the calibration cases' score).
+#: A (system, backend) not listed takes W4A16_READ_FACTOR.
+W4A16_READ_FACTOR_BY_BACKEND: Mapping[str, Mapping[str, float]] = {
+    "h100_sxm": {"trtllm": 1.14, "vllm": 0.95, "sglang": 3.28},
+    "h200_sxm": {"trtllm": 1.26, "vllm": 1.24, "sglang": 3.1},
+    "b200_sxm": {"trtllm": 3.92, "vllm": 1.05, "sglang": 1.1},
+    "gb200": {"trtllm": 3.93, "vllm": 1.03, "sglang": 1.04},
+}
 #: The backend's MoE kernels against vLLM's: a factor on both MoE compute shares above (SGLang's
 #: Triton fused MoE runs the same expert GEMMs slower). Same grid fit (TensorRT-LLM: 1.0 of 1-1.5,
 #: from its BF16 and FP8 experts, Qwen3-30B-A3B and DeepSeek; the calibration set has no MXFP4
 #: expert on TensorRT-LLM).
 MOE_BACKEND_SHARE: Mapping[str, float] = {"vllm": 1.0, "sglang": 0.8, "trtllm": 1.0}
+
+
+def w4a16_read_factor(system: SystemSpec, backend: str) -> float:
+    """W4A16_READ_FACTOR of ``backend``'s MXFP4 MoE kernel on ``system`` (else the vendor's value)."""
+    own = W4A16_READ_FACTOR_BY_BACKEND.get(system.name, {}).get(backend)
+    return own if own is not None else value("W4A16_READ_FACTOR", system)
 
 
 def moe_backend_share(backend: str) -> float:

@@ -224,7 +224,9 @@ def _step_ms(
     moe_share *= cal.moe_backend_share(backend)
     routed_flops *= _ep_imbalance(s, moe_ep)
     compute = (shared_flops / tp / efficiency + routed_flops / gpus / (efficiency * moe_share)) / peak * 1e3
-    routed_bytes = _experts_touched(m, moe_tokens) * _routed_params(m) * _routed_wb(m, s) / (moe_tp * moe_ep)
+    routed_bytes = (
+        _experts_touched(m, moe_tokens) * _routed_params(m) * _routed_wb(m, s, backend) / (moe_tp * moe_ep)
+    )
     bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp + routed_bytes
     kv = kv_bytes_per_token(m, tp)
     bytes_ += rows * context * kv if decode else rank_tokens * kv
@@ -279,7 +281,10 @@ def mixed_ms(
     ) / (_tflops(m, s) * 1e12)
     bytes_ = (_always_read_params(m) * wb + head * 2.0) / tp
     bytes_ += (
-        _experts_touched(m, round(tokens * dp)) * _routed_params(m) * _routed_wb(m, s) / (moe_tp * moe_ep)
+        _experts_touched(m, round(tokens * dp))
+        * _routed_params(m)
+        * _routed_wb(m, s, backend)
+        / (moe_tp * moe_ep)
     )
     bytes_ += (gen * context + p_tokens) * kv_bytes_per_token(m, tp)
     # The weights stream at the slower of the two phases' rates when both share the pass.
@@ -299,12 +304,13 @@ def mixed_ms(
     return max(compute, memory) * 1e3 + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
 
 
-def _routed_wb(m: ModelSpec, s: SystemSpec) -> float:
+def _routed_wb(m: ModelSpec, s: SystemSpec, backend: str) -> float:
     """Bytes per routed-expert weight as the MoE kernels stream them: weight-only 4-bit experts are
-    dequantised in the GEMM's main loop, which streams them slower than plain reads
-    (calibration.W4A16_READ_FACTOR: the time of reading that many times the bytes)."""
+    dequantised in the GEMM's main loop, which streams them slower than plain reads, by how much
+    depending on the backend's kernel on that GPU (calibration.w4a16_read_factor: the time of reading
+    that many times the bytes)."""
     wb = dtype_bytes(m.weight_dtype)
-    return wb * cal.value("W4A16_READ_FACTOR", s) if m.fp4_weight_only else wb
+    return wb * cal.w4a16_read_factor(s, backend) if m.fp4_weight_only else wb
 
 
 def _ep_imbalance(s: SystemSpec, moe_ep: int) -> float:

@@ -160,3 +160,20 @@ def test_expert_parallel_prefill_waits_for_the_busiest_rank() -> None:
     model, h200 = resolve_model("openai/gpt-oss-120b"), resolve_system("h200")
     ep = LAT.layout_prefill_ms(model, h200, (1, 8, 1, 8), 2000)
     assert ep > 1.2 * LAT.layout_prefill_ms(model, h200, (1, 8, 8, 1), 2000)
+
+
+def test_mxfp4_expert_decode_speed_follows_the_backends_kernel_not_the_gpu_alone() -> None:
+    """AIC's measured MoE tables: TensorRT-LLM's weight-only MXFP4 expert kernel on B200 streams
+    gpt-oss's experts no faster than its H200 one, while vLLM's B200 kernel (FlashInfer's) runs at
+    B200's bandwidth. So a memory-bound gpt-oss-120b decode step on B200 is not faster than on H200
+    with TensorRT-LLM, but is clearly faster with vLLM."""
+    model = resolve_model("openai/gpt-oss-120b")
+    h200, b200 = resolve_system("h200"), resolve_system("b200")
+    trtllm, vllm = BuiltinLatency("trtllm"), BuiltinLatency("vllm")
+    for batch in (16, 64, 128):
+        assert trtllm.decode_step_ms(model, b200, 1, batch, 2000) >= trtllm.decode_step_ms(
+            model, h200, 1, batch, 2000
+        )
+        assert vllm.decode_step_ms(model, b200, 1, batch, 2000) < 0.8 * vllm.decode_step_ms(
+            model, h200, 1, batch, 2000
+        )
