@@ -113,6 +113,14 @@ FP8_BLOCK_SMALL_M_US: Mapping[Vendor, float] = {"nvidia": 121.2, "amd": 0.0}
 MOE_PREFILL_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.3, "amd": 0.3}
 MOE_DECODE_COMPUTE_SHARE: Mapping[Vendor, float] = {"nvidia": 0.15, "amd": 0.15}
 MOE_LAYER_US: Mapping[Vendor, float] = {"nvidia": 45.0, "amd": 45.0}
+#: Fixed cost per MLA layer and pass (DeepSeek's attention: latency._layer_fixed_ms), microseconds.
+#: Fitted on the CALIBRATION cases' MLA models only (DeepSeek-V3 on H200 with SGLang and TRT-LLM,
+#: DeepSeek-R1 on B200 with TRT-LLM: 244 per-layout points of AIC's engine, prefill at batch 1 and
+#: decode at 1-512, the --fit-moe score; grid 0-120: 60 best, decode median error -24 % -> -6 %).
+#: Cross-check, AIC's B200 SGLang 0.5.14 kernel tables at one token: generation MLA 10.5 us, the
+#: two absorbed BMMs ~6.7 us each (mla_bmm_perf.parquet), four small projections at a GEMM's launch
+#: floor: ~55 us a layer that a byte-count roofline sees as ~1 us. AMD: the NVIDIA value.
+MLA_LAYER_US: Mapping[Vendor, float] = {"nvidia": 60.0, "amd": 60.0}
 #: How much more routed work the busiest expert-parallel rank gets than the mean, as ep ** this
 #: (latency._ep_imbalance; 0: balanced routing). Same grid fit. Source of the mechanism: AIC's MoE
 #: tables are measured with power-law token distributions (``distribution`` power_law_1.01 / 1.2 in

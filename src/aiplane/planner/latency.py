@@ -236,9 +236,19 @@ def _step_ms(
         comm = _allreduce_ms(m, s, tp, rank_tokens)
     else:  # attention's all-reduce within its TP group; the MoE layers' token exchange over the worker
         comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, moe_tokens)
-    fixed = cal.value("STEP_OVERHEAD_MS" if decode else "PREFILL_OVERHEAD_MS", s)
-    fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
+    fixed = cal.value("STEP_OVERHEAD_MS" if decode else "PREFILL_OVERHEAD_MS", s) + _layer_fixed_ms(m, s)
     return max(compute, memory) + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def _layer_fixed_ms(m: ModelSpec, s: SystemSpec) -> float:
+    """Fixed cost per pass of the layers' small kernels that a roofline does not see: a MoE layer's
+    routing, permutation and grouped-GEMM launches (calibration.MOE_LAYER_US), and an MLA layer's
+    extra kernels beside a GQA layer's two GEMMs (the Q down/up and KV down projections, their norms,
+    the two absorbed BMMs; calibration.MLA_LAYER_US), each near its launch floor at decode sizes."""
+    fixed = _moe_layers(m) * cal.value("MOE_LAYER_US", s)
+    if m.kv_lora_rank:
+        fixed += m.layers * cal.value("MLA_LAYER_US", s)
+    return fixed / 1e3
 
 
 def mixed_ms(
@@ -300,7 +310,7 @@ def mixed_ms(
         comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, rank_tokens * dp)
     # A pass with prompts in it pays a prefill's fixed cost (their scheduling and first sampling).
     fixed = cal.value("PREFILL_OVERHEAD_MS" if p_tokens > 0 else "STEP_OVERHEAD_MS", s)
-    fixed += _moe_layers(m) * cal.value("MOE_LAYER_US", s) / 1e3
+    fixed += _layer_fixed_ms(m, s)
     return max(compute, memory) * 1e3 + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
 
 
