@@ -14,6 +14,12 @@ experts, top-4, no MoE TP or EP (EXPERT_PARALLEL below), power-law 1.01 routing)
 the kernel is bound by reading the touched experts): the median of the measured latency, less the model's MOE_LAYER_US, over the
 built-in model's read time of those experts at factor 1 (HBM peak x DECODE_MEMORY_EFFICIENCY).
 
+The compute side (``W4A16_COMPUTE_FACTOR``) likewise at prompt sizes (2048-8192 tokens, where the
+kernels are bound by their math): measured latency over the model's routed compute time, divided by
+the same ratio's geometric mean over the calibration cases' MXFP4 pairs (H200 with vLLM and SGLang),
+so that the level stays the one the MoE compute shares were fitted to and the tables give only how
+much faster or slower another kernel is.
+
     python -m benchmarks.planner_w4a16_fit
 """
 
@@ -83,6 +89,53 @@ def factor(system: str, backend: str) -> tuple[float, int, str] | None:
     return statistics.median(ratios), len(ratios), f"moe/{backend}/{version}/moe_perf.parquet"
 
 
+#: Prompt-sized token counts, where the expert GEMMs are bound by their math.
+PREFILL_TOKENS = (2048, 4096, 8192)
+#: The (system, backend) pairs of the CALIBRATION cases with MXFP4 experts (gpt-oss-120b): the
+#: compute factor is relative to them, as the MoE compute shares were fitted on them.
+CALIBRATED = (("h200_sxm", "vllm"), ("h200_sxm", "sglang"))
+
+
+def raw_compute(system: str, backend: str) -> float | None:
+    """Median of measured w4a16 MoE latency (less MOE_LAYER_US) over the model's routed compute time
+    at prompt sizes (no EP or MoE TP): how much slower than the MoE compute shares say."""
+    pandas: Any = importlib.import_module("pandas")
+    core = importlib.import_module("aiconfigurator_core")
+    version = str(literal_version(system, backend, None))
+    path = (
+        Path(core.__file__).parent
+        / "systems"
+        / "data"
+        / system
+        / "moe"
+        / backend
+        / version
+        / "moe_perf.parquet"
+    )
+    table = pandas.read_parquet(path)
+    spec = resolve_system(system)
+    rate = spec.bf16_tflops * 1e12 * cal.value("PREFILL_COMPUTE_EFFICIENCY", spec)
+    rate *= cal.value("MOE_PREFILL_COMPUTE_SHARE", spec) * cal.moe_backend_share(backend)
+    fixed = cal.value("MOE_LAYER_US", spec) * 1e-6
+    ratios = []
+    for experts in (128, 32):
+        rows = table[
+            (table.hidden_size == HIDDEN)
+            & (table.num_experts == experts)
+            & (table.topk == TOP_K)
+            & (table.moe_tp_size == 1)
+            & (table.moe_ep_size == 1)
+            & (table.moe_dtype == "w4a16_mxfp4")
+            & (table.distribution == "power_law_1.01")
+        ]
+        for tokens in PREFILL_TOKENS:
+            measured = rows[rows.num_tokens == tokens].latency
+            if not measured.empty:
+                flops = 2.0 * TOP_K * tokens * 3 * HIDDEN * HIDDEN
+                ratios.append((float(measured.median()) * 1e-3 - fixed) / (flops / rate))
+    return statistics.median(ratios) if ratios else None
+
+
 def main() -> None:
     for system in SYSTEMS:
         for backend in BACKENDS:
@@ -90,7 +143,13 @@ def main() -> None:
             if found is None:
                 print(f"{system} {backend}: no w4a16_mxfp4 rows")
             else:
-                print(f"{system} {backend}: {found[0]:.2f} ({found[2]}, n={found[1]})")
+                print(f"{system} {backend}: read {found[0]:.2f} ({found[2]}, n={found[1]})")
+    level = statistics.geometric_mean([raw_compute(s, b) or 1.0 for s, b in CALIBRATED])
+    for system in SYSTEMS:
+        for backend in BACKENDS:
+            raw = raw_compute(system, backend)
+            if raw is not None:
+                print(f"{system} {backend}: compute {raw / level:.2f} (raw {raw:.2f}, level {level:.3f})")
 
 
 if __name__ == "__main__":

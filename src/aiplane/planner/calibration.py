@@ -159,6 +159,30 @@ def w4a16_read_factor(system: SystemSpec, backend: str) -> float:
     return own if own is not None else value("W4A16_READ_FACTOR", system)
 
 
+#: Weight-only 4-bit experts' FLOPs take this many times what the MoE compute shares give, per
+#: system and backend (latency._routed_compute_factor): their kernels dequantise in the main loop,
+#: at a rate set by the backend's kernel on that GPU (TensorRT-LLM's B200 w4a16 MoE computes no
+#: faster than its H200 one). A kernel-level fit relative to the calibration cases' kernels:
+#: aiconfigurator-core 0.12.0's moe_perf.parquet (versions as above), w4a16_mxfp4 rows of gpt-oss's
+#: shapes at 2048-8192 tokens, median of measured latency less MOE_LAYER_US over our routed compute
+#: time, divided by that ratio's geometric mean over H200 vLLM and H200 SGLang (the calibration cases'
+#: MXFP4 pairs, on which the compute shares were fitted); benchmarks/planner_w4a16_fit.py. Chosen over
+#: the undivided ratios on the calibration cases (case medians 4.6 %/11.8 % against 5.2 %/11.3 %, and a
+#: lower per-layout score), and kept over none (5.2 %/15.1 %) though its per-layout score on the
+#: calibration gpt-oss points is higher (0.634 against 0.586). A system or backend not listed: 1.
+W4A16_COMPUTE_FACTOR: Mapping[str, Mapping[str, float]] = {
+    "h100_sxm": {"trtllm": 1.02, "vllm": 0.82, "sglang": 1.39},
+    "h200_sxm": {"trtllm": 1.22, "vllm": 0.83, "sglang": 1.20},
+    "b200_sxm": {"trtllm": 2.60, "vllm": 1.36, "sglang": 1.09},
+    "gb200": {"trtllm": 2.35, "vllm": 1.24, "sglang": 1.00},
+}
+
+
+def w4a16_compute_factor(system: SystemSpec, backend: str) -> float:
+    """W4A16_COMPUTE_FACTOR of ``backend``'s MXFP4 MoE kernel on ``system`` (1 where not measured)."""
+    return W4A16_COMPUTE_FACTOR.get(system.name, {}).get(backend, 1.0)
+
+
 def moe_backend_share(backend: str) -> float:
     """MOE_BACKEND_SHARE of ``backend`` (1 for one not listed)."""
     return MOE_BACKEND_SHARE.get(backend, 1.0)

@@ -222,7 +222,7 @@ def _step_ms(
     # Routed experts run as grouped GEMMs over many small experts, below one large GEMM's rate.
     moe_share = cal.value("MOE_DECODE_COMPUTE_SHARE" if decode else "MOE_PREFILL_COMPUTE_SHARE", s)
     moe_share *= cal.moe_backend_share(backend)
-    routed_flops *= _ep_imbalance(s, moe_ep)
+    routed_flops *= _ep_imbalance(s, moe_ep) * _routed_compute_factor(m, s, backend)
     compute = (shared_flops / tp / efficiency + routed_flops / gpus / (efficiency * moe_share)) / peak * 1e3
     routed_bytes = (
         _experts_touched(m, moe_tokens) * _routed_params(m) * _routed_wb(m, s, backend) / (moe_tp * moe_ep)
@@ -279,6 +279,7 @@ def mixed_ms(
         + 2.0 * m.layers * m.num_heads * _attention_dims(m, decode=True) * gen * context
     )
     routed = 2.0 * m.experts_per_token * _routed_params(m) * dp * _ep_imbalance(s, moe_ep)
+    routed *= _routed_compute_factor(m, s, backend)
     eff_p, eff_d = cal.value("PREFILL_COMPUTE_EFFICIENCY", s), cal.value("DECODE_COMPUTE_EFFICIENCY", s)
     kernels = cal.moe_backend_share(backend)
     share_p = cal.value("MOE_PREFILL_COMPUTE_SHARE", s) * kernels
@@ -321,6 +322,12 @@ def _routed_wb(m: ModelSpec, s: SystemSpec, backend: str) -> float:
     that many times the bytes)."""
     wb = dtype_bytes(m.weight_dtype)
     return wb * cal.w4a16_read_factor(s, backend) if m.fp4_weight_only else wb
+
+
+def _routed_compute_factor(m: ModelSpec, s: SystemSpec, backend: str) -> float:
+    """How much longer weight-only 4-bit experts' FLOPs take than the MoE compute shares say, for the
+    backend's kernel on that GPU (calibration.w4a16_compute_factor); 1 for any other experts."""
+    return cal.w4a16_compute_factor(s, backend) if m.fp4_weight_only else 1.0
 
 
 def _ep_imbalance(s: SystemSpec, moe_ep: int) -> float:

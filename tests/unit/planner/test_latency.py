@@ -192,3 +192,15 @@ def test_an_mla_models_small_batch_decode_step_pays_its_layers_small_kernels() -
     assert 0.7 * 11.1 <= step <= 1.3 * 11.1
     without_mla = replace(deepseek, kv_lora_rank=0, q_lora_rank=0, num_kv_heads=8, head_dim=128)
     assert BuiltinLatency("trtllm").decode_step_ms(without_mla, b200, 8, 1, 4500) < step - 2.0
+
+
+def test_mxfp4_expert_prefill_on_b200_with_trtllm_is_no_faster_than_on_h200() -> None:
+    """The same kernel tables at prompt sizes: TensorRT-LLM's B200 w4a16 MoE takes 3.5 ms for 4096
+    gpt-oss-120b tokens, its H200 one 3.6 ms, though B200 has 2.3x the BF16 peak. A compute-bound
+    gpt-oss-120b prefill on B200 is then within 10 % of H200's with TensorRT-LLM, and clearly faster
+    with vLLM, whose B200 kernel is FlashInfer's."""
+    model = resolve_model("openai/gpt-oss-120b")
+    h200, b200 = resolve_system("h200"), resolve_system("b200")
+    trtllm, vllm = BuiltinLatency("trtllm"), BuiltinLatency("vllm")
+    assert trtllm.prefill_ms(model, b200, 1, 1, 8000) >= 0.9 * trtllm.prefill_ms(model, h200, 1, 1, 8000)
+    assert vllm.prefill_ms(model, b200, 1, 1, 8000) < 0.8 * vllm.prefill_ms(model, h200, 1, 1, 8000)
