@@ -18,7 +18,9 @@ them. The error of a case is builtin tokens/s/GPU / AIC's - 1, for each plan kin
 ``MOE_LAYER_US`` held at 45) on the CALIBRATION cases only: a grid, scored by the
 median plus half the 90th percentile of |built-in / AIC - 1| over AIC's per-layout static runs (its
 prefill at batch 1 and decode TPOT at batches 1-512, read from the answer cache the references left),
-prefill and decode together. It prints the best values; calibration.py is edited by hand.
+prefill and decode together. It prints the best values; calibration.py is edited by hand. (The
+per-(system, backend) MXFP4 factors, which override ``W4A16_READ_FACTOR`` where AIC has the kernel,
+come from AIC's kernel tables instead: ``benchmarks/planner_w4a16_fit.py``.)
 """
 
 from __future__ import annotations
