@@ -1,20 +1,23 @@
 """PartitioningPlan controller: one NodePartitioning per selected node, admitted out of Pending under limits.
 
-All decisions live in :mod:`aiplane.controllers.partitioning.plan_decide` (pure; read its module
-docstring, in particular the admission contract). This module observes, acts and reports::
+A :class:`~aiplane.kube.shape.Shape` (``PlanController``, run by ``Shaped``). The decision is
+:func:`aiplane.controllers.partitioning.plan_decide.decide` (pure; read its module docstring, and
+``admission``'s for the admission contract)::
 
     observe   plan, Nodes, PartitioningProfiles and *all* NodePartitionings, from informer caches,
               overlaid with this controller's own writes the caches have not shown yet (Expectations),
               fed per event into the plan's PlanIndex (plan_index: only what changed is recomputed)
     decide    selection → desired_node_partitionings / stale_node_partitionings (of the nodes that
-              changed) → revoke → admit_from → status_of (the index equals the from-scratch
-              select_nodes / rollup, a property test holds them together)
-    act       server-side apply of new or changed NodePartitionings (field manager FIELD_MANAGER,
-              never carrying the admission annotation); delete stale ones (uid precondition); merge
-              patches of the admission annotation carrying the resourceVersion they decided on (field
-              manager ADMISSION_FIELD_MANAGER, so an apply can never drop an admission)
-    report    /status merge patch with the plan's resourceVersion, only when ``plan_status`` says it
-              changed; Events on transitions a human cares about
+              changed) → revoke → admit_from, on the view those child writes leave (the index equals
+              the from-scratch select_nodes / rollup, a property test holds them together)
+    act       through the ChildWriter (overlay keys ``NodePartitioning//name``): server-side apply of
+              new or changed NodePartitionings (field manager FIELD_MANAGER, never carrying the
+              admission annotation); delete stale ones (uid precondition); merge patches of the
+              admission annotation carrying the resourceVersion they decided on (a second writer,
+              field manager ADMISSION_FIELD_MANAGER, so an apply can never drop an admission)
+    report    ``status_of`` the index as the writes left it; /status merge patch with the plan's
+              resourceVersion through ``StatusWriter.write_keys``, only when it changed; Events on
+              transitions a human cares about
 
 Why the pieces are the way they are:
 
@@ -33,7 +36,11 @@ Why the pieces are the way they are:
   because only then is every version between the cache and our latest write one we wrote ourselves,
   and only a complete view keeps the node-name order of admission deterministic. After creating or
   re-applying a NodePartitioning (unconditional writes) the plan admits nothing in that reconcile;
-  the watch event of that very write brings it back as soon as the cache shows it.
+  the watch event of that very write brings it back as soon as the cache shows it. ``decide``
+  foresees this (and what its deletes leave: gone, or terminating when a finalizer holds the child),
+  so one observe → decide → act → report pass admits exactly what deciding again after the writes
+  would; ``act`` checks the deletes' outcome and admits nothing on a prediction they did not bear
+  out (a finalizer the cache did not show yet), asking to look again instead.
 * **Zero writes at steady state.** Every write is guarded by a pure "does it differ" check
   (``np_needs_update``, ``stale_node_partitionings`` skipping objects already being deleted,
   ``plan_status``'s ``changed``, ``admit``/``revoke`` returning nothing), and ``lastSyncTime`` moves
