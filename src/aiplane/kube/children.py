@@ -160,6 +160,8 @@ class ChildWriter:
         replaced) is recorded as deleted too, for a controller that decides on :meth:`Expectations.view`
         and must stop being served it before its informer's delete event.
         """
+        # The kind from the resource: a LIST's items carry none (informers fill it in, callers may not).
+        key = expectation_key(res.kind, objects.namespace(obj), objects.name(obj))
         try:
             result = await self.client.delete(
                 res,
@@ -170,10 +172,10 @@ class ChildWriter:
         except ApiError as exc:
             if exc.not_found or exc.conflict:
                 if record_gone:
-                    self._wrote(key_of(obj), obj, None, owner, conditional=False)
+                    self._wrote(key, obj, None, owner, conditional=False)
                 return False
             raise
         # A delete returns the object when finalizers keep it (now terminating), else a Status.
-        terminating = result if result.get("kind") == obj.get("kind") else None
-        self._wrote(key_of(obj), obj, terminating, owner, conditional=False)
+        terminating = result if result.get("kind") == res.kind else None
+        self._wrote(key, obj, terminating, owner, conditional=False)
         return True
