@@ -6,6 +6,8 @@ Creating, replacing and deleting a child is the same few rules whoever owns it:
   informer will show the object and the next reconcile decides on it);
 * **replace if it differs**: only when the caller's "does it differ" check says so, guarded by the
   live object's resourceVersion (a conflict propagates: the runtime requeues);
+* **apply**: server-side apply of the fields the controller owns (the caller's "does it differ"
+  decides when); not guarded by a resourceVersion, so it is recorded as an unconditional write;
 * **delete what we own**: with a uid precondition, so a new object of the same name is never deleted;
   NotFound (already gone) and Conflict (replaced by a new incarnation) are not errors;
 * every write that succeeded is recorded in the controller's :class:`Expectations` under **one key
@@ -57,10 +59,16 @@ class ChildWriter:
         self.expectations = expectations
 
     def _wrote(
-        self, key: str, before: Mapping[str, Any] | None, after: Obj | None, owner: str | None
+        self,
+        key: str,
+        before: Mapping[str, Any] | None,
+        after: Obj | None,
+        owner: str | None,
+        *,
+        conditional: bool = True,
     ) -> None:
         if self.expectations is not None:
-            self.expectations.wrote(key, before, after, conditional=True, owner=owner)
+            self.expectations.wrote(key, before, after, conditional=conditional, owner=owner)
 
     async def create(
         self,
@@ -108,6 +116,22 @@ class ChildWriter:
         self._wrote(key_of(written), live, written, owner)
         return written
 
+    async def apply(
+        self,
+        res: Resource,
+        live: Mapping[str, Any] | None,
+        body: Mapping[str, Any],
+        *,
+        force: bool = True,
+        owner: str | None = None,
+    ) -> Obj:
+        """Server-side apply ``body`` (creating it when absent) over ``live``, the object it was decided
+        on (``None``: absent). Recorded unconditional: no resourceVersion guards it, so a version
+        someone else wrote may lie between ``live`` and the object written."""
+        written = await self.client.apply(res, body, field_manager=self.field_manager, force=force)
+        self._wrote(key_of(written), live, written, owner, conditional=False)
+        return written
+
     async def ensure(
         self,
         res: Resource,
@@ -126,8 +150,18 @@ class ChildWriter:
             return None
         return await self.replace(res, live, updated(live, desired), owner=owner)
 
-    async def delete(self, res: Resource, obj: Mapping[str, Any], *, owner: str | None = None) -> bool:
-        """Delete ``obj`` (uid precondition); ``False`` when it was gone or replaced by a new object."""
+    async def delete(
+        self, res: Resource, obj: Mapping[str, Any], *, owner: str | None = None, record_gone: bool = False
+    ) -> bool:
+        """Delete ``obj`` (uid precondition); ``False`` when it was gone or replaced by a new object.
+
+        The delete is recorded unconditional (a uid is not a resourceVersion: a version someone else
+        wrote may lie between ``obj`` and the deletion). ``record_gone``: a child found gone (or
+        replaced) is recorded as deleted too, for a controller that decides on :meth:`Expectations.view`
+        and must stop being served it before its informer's delete event.
+        """
+        # The kind from the resource: a LIST's items carry none (informers fill it in, callers may not).
+        key = expectation_key(res.kind, objects.namespace(obj), objects.name(obj))
         try:
             result = await self.client.delete(
                 res,
@@ -137,8 +171,11 @@ class ChildWriter:
             )
         except ApiError as exc:
             if exc.not_found or exc.conflict:
+                if record_gone:
+                    self._wrote(key, obj, None, owner, conditional=False)
                 return False
             raise
         # A delete returns the object when finalizers keep it (now terminating), else a Status.
-        self._wrote(key_of(obj), obj, result if result.get("kind") == obj.get("kind") else None, owner)
+        terminating = result if result.get("kind") == res.kind else None
+        self._wrote(key, obj, terminating, owner, conditional=False)
         return True

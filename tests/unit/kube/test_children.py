@@ -55,3 +55,30 @@ async def test_create_replace_delete_with_the_races_handled_and_each_write_recor
     assert await writer.delete(CONFIGMAPS, replaced)
     assert expectations.view(key, replaced) is None  # read your delete
     assert not await writer.delete(CONFIGMAPS, replaced)  # gone: a 404, not an error
+
+
+async def test_applies_and_deletes_are_unconditional_and_a_child_found_gone_can_be_recorded() -> None:
+    """An apply and a delete carry no resourceVersion: a version someone else wrote may lie between
+    the object decided on and ours, so the view they leave is not exact (the PartitioningPlan admits
+    nothing on it). A controller deciding on views records a child found gone as deleted."""
+    client = InMemoryKubeClient.fresh(install_crds=False)
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    expectations = Expectations()
+    writer = ChildWriter(client, "test-manager", expectations)
+    key = expectation_key("ConfigMap", NS, "cm")
+
+    applied = await writer.apply(CONFIGMAPS, None, config_map("a"))
+    viewed = expectations.view(key, None)  # the cache does not show it yet
+    assert (
+        viewed is not None and viewed["metadata"]["resourceVersion"] == applied["metadata"]["resourceVersion"]
+    )
+    assert not expectations.exact(key)
+    expectations.forget(key)
+    assert await writer.delete(CONFIGMAPS, applied)
+    assert expectations.view(key, applied) is None and not expectations.exact(key)
+
+    expectations.forget(key)
+    assert not await writer.delete(CONFIGMAPS, applied)  # a 404: nothing recorded by default
+    assert expectations.view(key, applied) == applied
+    assert not await writer.delete(CONFIGMAPS, applied, record_gone=True)
+    assert expectations.view(key, applied) is None  # read "it is gone" before the delete event

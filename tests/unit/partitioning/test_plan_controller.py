@@ -24,7 +24,7 @@ from aiplane.apimachinery.conditions import get_condition
 from aiplane.controllers.partitioning import admission
 from aiplane.controllers.partitioning.hashing import desired_hash
 from aiplane.controllers.partitioning.plan import (
-    PlanReconciler,
+    PlanController,
     setup,
     transition_events,
 )
@@ -37,6 +37,7 @@ from aiplane.kube.events import EventRecorder
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.manager import Manager
 from aiplane.kube.resources import EVENTS, NODES
+from aiplane.kube.shape import Shaped
 from aiplane.sim.client import InMemoryKubeClient
 from aiplane.sim.fleet import Fleet, GpuSpec, NodePool, node_objects
 
@@ -153,7 +154,7 @@ class Cluster:
         self.client = client
         self.manager = manager
         self.controller = controller
-        self.reconciler = cast(PlanReconciler, controller.reconciler)
+        self.reconciler = cast(PlanController, cast(Shaped[Any, Any], controller.reconciler).shape)
         self.reconciles = 0
         inner = controller.reconciler
 
@@ -761,7 +762,7 @@ async def test_a_lagging_cache_never_admits_twice() -> None:
         plans = FrozenInformer([plan])
         nodes = FrozenInformer((await client.list(NODES))["items"])
         nps = FrozenInformer()
-        reconciler = PlanReconciler(
+        reconciler = PlanController(
             client,
             cast(Any, plans),
             cast(Any, nodes),
@@ -770,24 +771,25 @@ async def test_a_lagging_cache_never_admits_twice() -> None:
             EventRecorder(client, "test"),
             FakeClock(datetime(2026, 11, 21, 12, 0, tzinfo=UTC)),
         )
+        reconcile = Shaped(reconciler, reconciler.clock)
 
         async def admitted() -> list[str]:
             items = (await client.list(NPS))["items"]
             return sorted(np["spec"]["nodeName"] for np in items if is_admitted(np))
 
-        await reconciler.reconcile("rollout")  # creates; admits nothing on views it just wrote
+        await reconcile(Request(None, "rollout"))  # creates; admits nothing on views it just wrote
         assert len((await client.list(NPS))["items"]) == 6 and await admitted() == []
         nps.objects = {o["metadata"]["name"]: o for o in (await client.list(NPS))["items"]}
         nodes.stale = True  # the Node watch went silent: admitting from it could exceed the limits
         for _ in range(3):
-            assert await reconciler.reconcile("rollout")  # deferred
+            assert await reconcile(Request(None, "rollout"))  # deferred
         assert await admitted() == []
         nodes.stale = False
         for _ in range(3):  # the cache shows the creates, then never moves again
-            assert not await reconciler.reconcile("rollout")
+            assert not await reconcile(Request(None, "rollout"))
         assert await admitted() == ["mi300x-0", "mi300x-1"]
         client.reset_counts()
-        await reconciler.reconcile("rollout")
+        await reconcile(Request(None, "rollout"))
         assert client.writes == 0
         await reconciler.recorder.flush()
     finally:

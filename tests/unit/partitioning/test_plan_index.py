@@ -305,8 +305,10 @@ async def _work_of_one_status_change(size: int) -> tuple[int, int, int]:
     one NodePartitioning's phase change, on a fleet of ``size`` nodes the plan selects."""
     from aiplane.controllers.partitioning import plan as plan_module
     from aiplane.kube.clock import FakeClock
+    from aiplane.kube.controller import Request
     from aiplane.kube.events import EventRecorder
     from aiplane.kube.resources import NODES
+    from aiplane.kube.shape import Shaped
     from aiplane.sim.client import InMemoryKubeClient
     from aiplane.sim.fleet import Fleet, GpuSpec, NodePool
     from tests.unit.partitioning.test_plan_controller import NPS, PLANS, PROFILE_DOCS, PROFILES, make_ready
@@ -331,7 +333,7 @@ async def _work_of_one_status_change(size: int) -> tuple[int, int, int]:
         nodes = EventInformer((await client.list(NODES))["items"])
         profiles = EventInformer([await client.get(PROFILES, "mi300x-cpx")])
         nps = EventInformer()
-        reconciler = plan_module.PlanReconciler(
+        reconciler = plan_module.PlanController(
             client,
             cast(Any, plans),
             cast(Any, nodes),
@@ -340,10 +342,11 @@ async def _work_of_one_status_change(size: int) -> tuple[int, int, int]:
             EventRecorder(client, "test"),
             FakeClock(T0),
         )
+        reconcile = Shaped(reconciler, reconciler.clock)
 
         async def settle() -> None:
             for _ in range(4):  # the controller writes, the "watch" delivers, until nothing moves
-                await reconciler.reconcile("rollout")
+                await reconcile(Request(None, "rollout"))
                 for np in (await client.list(NPS))["items"]:
                     if nps.get(np["metadata"]["name"]) != np:
                         nps.put(np)
@@ -364,7 +367,7 @@ async def _work_of_one_status_change(size: int) -> tuple[int, int, int]:
                 NPS, np["metadata"]["name"], {"status": {"phase": "Draining"}}, subresource="status"
             )
             nps.put(np)
-            await reconciler.reconcile("rollout")
+            await reconcile(Request(None, "rollout"))
         finally:
             plan_module.node_partitioning_view = real  # type: ignore[assignment]
         status = (await client.get(PLANS, "rollout"))["status"]

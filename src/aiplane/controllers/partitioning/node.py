@@ -45,6 +45,7 @@ from aiplane.controllers.partitioning.vocabulary import (
     RETRY_BACKOFF_CAP,
     STALE_RECHECK,
 )
+from aiplane.kube.children import ChildWriter, expectation_key
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
@@ -84,6 +85,11 @@ def _profile_name(obj: Mapping[str, Any]) -> list[str]:
 def _phase(obj: Mapping[str, Any]) -> list[str]:
     phase = objects.status(obj).get("phase")
     return [phase] if isinstance(phase, str) and phase else []
+
+
+def _node_key(name: str) -> str:
+    """A Node's key in the overlay of our Node writes (the ChildWriter's scheme)."""
+    return expectation_key("Node", None, name)
 
 
 def _event_node(obj: Mapping[str, Any]) -> list[str]:
@@ -180,6 +186,8 @@ class NodePartitioningExecutor:
         # state label left from the node's previous profile read as the answer to our request
         # (Verifying with the drain's taint left on), a deletion that finds no cordon of ours.
         self.node_writes = Expectations()
+        #: The Node write (guarded by the Node's resourceVersion), recorded under its ``Node//name`` key.
+        self.node_writer = ChildWriter(client, FIELD_MANAGER, self.node_writes)
         self._views = _Views()
         self.nps.add_handler(on_delete=self._forget)
         self.nodes.add_handler(on_delete=self._forget_node)
@@ -194,7 +202,7 @@ class NodePartitioningExecutor:
 
     def _forget_node(self, obj: dict[str, Any]) -> None:
         self._views.nodes.pop(objects.name(obj), None)
-        self.node_writes.deleted(objects.name(obj), obj)
+        self.node_writes.deleted(_node_key(objects.name(obj)), obj)
 
     def _forget(self, obj: dict[str, Any]) -> None:
         self._views.nps.pop(objects.name(obj), None)
@@ -251,7 +259,7 @@ class NodePartitioningExecutor:
             return None
         spec = np.get("spec") or {}
         node_name = spec.get("nodeName", "")
-        node = self.node_writes.view(node_name, self.nodes.get(node_name))
+        node = self.node_writes.view(_node_key(node_name), self.nodes.get(node_name))
         profile = self.profiles.get(((spec.get("profileRef") or {}).get("name")) or "")
         pods = self.pods.by_index(BY_NODE, node_name)
         dcm_events = self.events.by_index("node", node_name)
@@ -296,8 +304,7 @@ class NodePartitioningExecutor:
         if decision.node_mutations and observed.node is not None:
             node = observed.node
             updated = apply_node_actions(node, decision.node_mutations)
-            node_written = await self.client.replace(NODES, updated, field_manager=FIELD_MANAGER)
-            self.node_writes.wrote(objects.name(node), node, node_written, conditional=True)
+            await self.node_writer.replace(NODES, node, updated)
         for eviction in decision.evictions:
             await self._evict(key, eviction)
 

@@ -1,20 +1,23 @@
 """PartitioningPlan controller: one NodePartitioning per selected node, admitted out of Pending under limits.
 
-All decisions live in :mod:`aiplane.controllers.partitioning.plan_decide` (pure; read its module
-docstring, in particular the admission contract). This module observes, acts and reports::
+A :class:`~aiplane.kube.shape.Shape` (``PlanController``, run by ``Shaped``). The decision is
+:func:`aiplane.controllers.partitioning.plan_decide.decide` (pure; read its module docstring, and
+``admission``'s for the admission contract)::
 
     observe   plan, Nodes, PartitioningProfiles and *all* NodePartitionings, from informer caches,
               overlaid with this controller's own writes the caches have not shown yet (Expectations),
               fed per event into the plan's PlanIndex (plan_index: only what changed is recomputed)
     decide    selection → desired_node_partitionings / stale_node_partitionings (of the nodes that
-              changed) → revoke → admit_from → status_of (the index equals the from-scratch
-              select_nodes / rollup, a property test holds them together)
-    act       server-side apply of new or changed NodePartitionings (field manager FIELD_MANAGER,
-              never carrying the admission annotation); delete stale ones (uid precondition); merge
-              patches of the admission annotation carrying the resourceVersion they decided on (field
-              manager ADMISSION_FIELD_MANAGER, so an apply can never drop an admission)
-    report    /status merge patch with the plan's resourceVersion, only when ``plan_status`` says it
-              changed; Events on transitions a human cares about
+              changed) → revoke → admit_from, on the view those child writes leave (the index equals
+              the from-scratch select_nodes / rollup, a property test holds them together)
+    act       through the ChildWriter (overlay keys ``NodePartitioning//name``): server-side apply of
+              new or changed NodePartitionings (field manager FIELD_MANAGER, never carrying the
+              admission annotation); delete stale ones (uid precondition); merge patches of the
+              admission annotation carrying the resourceVersion they decided on (a second writer,
+              field manager ADMISSION_FIELD_MANAGER, so an apply can never drop an admission)
+    report    ``status_of`` the index as the writes left it; /status merge patch with the plan's
+              resourceVersion through ``StatusWriter.write_keys``, only when it changed; Events on
+              transitions a human cares about
 
 Why the pieces are the way they are:
 
@@ -33,7 +36,11 @@ Why the pieces are the way they are:
   because only then is every version between the cache and our latest write one we wrote ourselves,
   and only a complete view keeps the node-name order of admission deterministic. After creating or
   re-applying a NodePartitioning (unconditional writes) the plan admits nothing in that reconcile;
-  the watch event of that very write brings it back as soon as the cache shows it.
+  the watch event of that very write brings it back as soon as the cache shows it. ``decide``
+  foresees this (and what its deletes leave: gone, or terminating when a finalizer holds the child),
+  so one observe → decide → act → report pass admits exactly what deciding again after the writes
+  would; ``act`` checks the deletes' outcome and admits nothing on a prediction they did not bear
+  out (a finalizer the cache did not show yet), asking to look again instead.
 * **Zero writes at steady state.** Every write is guarded by a pure "does it differ" check
   (``np_needs_update``, ``stale_node_partitionings`` skipping objects already being deleted,
   ``plan_status``'s ``changed``, ``admit``/``revoke`` returning nothing), and ``lastSyncTime`` moves
@@ -47,6 +54,7 @@ Why the pieces are the way they are:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 import structlog
@@ -55,7 +63,6 @@ from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.memo import ViewMemo
 from aiplane.apimachinery.meta import deep_get
-from aiplane.controllers.partitioning.admission import admit_from
 from aiplane.controllers.partitioning.plan_decide import (
     NODE_PARTITIONING_KIND,
     NODES_EXCLUDED,
@@ -63,17 +70,15 @@ from aiplane.controllers.partitioning.plan_decide import (
     PLAN_READY,
     ROLLOUT_COMPLETED,
     ROLLOUT_DEGRADED,
+    PlanDecision,
+    PlanObserved,
     admission_patch,
-    desired_node_partitionings,
-    np_needs_update,
+    decide,
     plan_view,
     revocation_patch,
-    revoke,
-    stale_node_partitionings,
 )
 from aiplane.controllers.partitioning.plan_index import PlanIndex, build_index, index_key
 from aiplane.controllers.partitioning.plan_status import status_of
-from aiplane.controllers.partitioning.selection import Selection
 from aiplane.controllers.partitioning.views import (
     NodePartitioningView,
     NodeView,
@@ -84,7 +89,8 @@ from aiplane.controllers.partitioning.views import (
     profile_view,
 )
 from aiplane.controllers.partitioning.vocabulary import RETRY_BACKOFF_CAP, STALE_RECHECK
-from aiplane.kube.client import ApiError, KubeClient
+from aiplane.kube.children import ChildWriter, expectation_key
+from aiplane.kube.client import KubeClient
 from aiplane.kube.clock import Clock
 from aiplane.kube.controller import (
     Controller,
@@ -100,6 +106,7 @@ from aiplane.kube.informer import Informer, all_fresh
 from aiplane.kube.manager import Manager
 from aiplane.kube.rbac import EVENTS_WRITE, READ, Permission
 from aiplane.kube.resources import NODES
+from aiplane.kube.shape import Shaped
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 from aiplane.kube.status import transition_events as status_events
 
@@ -107,7 +114,7 @@ __all__ = [
     "ADMISSION_FIELD_MANAGER",
     "COMPONENT",
     "FIELD_MANAGER",
-    "PlanReconciler",
+    "PlanController",
     "setup",
     "setup_controller",
     "transition_events",
@@ -122,6 +129,8 @@ FIELD_MANAGER: Final = field_manager_for(NAME)
 #: Manager of the admission annotation (merge patches). Kept apart from :data:`FIELD_MANAGER` so an
 #: apply, which deletes fields its manager owns but omits, can never remove an admission.
 ADMISSION_FIELD_MANAGER: Final = "aiplane-partitioningplan-admission"
+#: The kind of the plans (their keys in the overlay of our status writes).
+PLAN_KIND: Final = "PartitioningPlan"
 #: The Event source component.
 COMPONENT: Final = event_source_for(NAME)
 
@@ -159,11 +168,25 @@ def transition_events(
     return status_events(TRANSITION_EVENTS, before, after)
 
 
-# --- the reconciler ------------------------------------------------------------------------------
+# --- the controller ------------------------------------------------------------------------------
 
 
-class PlanReconciler:
-    """Observe → decide → act → report for one plan; state shared across reconciles is the overlay."""
+def _np_key(name: str) -> str:
+    """The expectation key of a NodePartitioning (cluster-scoped): the ``ChildWriter``'s scheme."""
+    return expectation_key(NODE_PARTITIONING_KIND, None, name)
+
+
+def _plan_key(name: str) -> str:
+    return expectation_key(PLAN_KIND, None, name)
+
+
+#: ``_np_key(name)[_NP_KEY_PREFIX:]`` is ``name``.
+_NP_KEY_PREFIX: Final = len(_np_key(""))
+
+
+class PlanController:
+    """The plan's four steps (:class:`~aiplane.kube.shape.Shape`); what is shared across reconciles is
+    the overlay of our writes and each plan's index."""
 
     def __init__(
         self,
@@ -185,6 +208,10 @@ class PlanReconciler:
         self.status = StatusWriter(client, kinds.PARTITIONINGPLANS, FIELD_MANAGER)
         self.plan_writes = Expectations()
         self.np_writes = Expectations()
+        #: The NodePartitionings' spec, plan label and owner reference (server-side apply), deletes.
+        self.children = ChildWriter(client, FIELD_MANAGER, self.np_writes)
+        #: The admission annotation, under its own field manager (see ADMISSION_FIELD_MANAGER).
+        self.admissions = ChildWriter(client, ADMISSION_FIELD_MANAGER, self.np_writes)
         self.profile_views = ViewMemo(profile_view)
         # Each plan's index, and per plan the Nodes and NodePartitionings changed since it was fed:
         # a reconcile costs O(changed), not O(fleet) (plan_index's module docstring).
@@ -194,7 +221,9 @@ class PlanReconciler:
         self._np_memo: dict[str, NodePartitioningView] = {}
         #: Indexes built from the whole caches so far: what a test counts.
         self.rebuilds = 0
-        nps.add_handler(on_delete=lambda obj: self.np_writes.deleted(objects.name(obj), obj))
+        #: Plans whose last act found the view its writes left other than decided: look again.
+        self._again: set[str] = set()
+        nps.add_handler(on_delete=lambda obj: self.np_writes.deleted(_np_key(objects.name(obj)), obj))
         nps.add_handler(
             on_add=self._np_event,
             on_update=lambda _old, new: self._np_event(new),
@@ -205,12 +234,44 @@ class PlanReconciler:
             on_update=lambda old, new: self._node_event(new, old),
             on_delete=self._node_deleted,
         )
-        plans.add_handler(on_delete=lambda obj: self.plan_writes.deleted(objects.name(obj), obj))
+        plans.add_handler(on_delete=lambda obj: self.plan_writes.deleted(_plan_key(objects.name(obj)), obj))
 
     # --- observe ----------------------------------------------------------------------------------
 
     def plan(self, name: str) -> Obj | None:
-        return self.plan_writes.view(name, self.plans.get(name))
+        return self.plan_writes.view(_plan_key(name), self.plans.get(name))
+
+    async def observe(self, request: Request) -> PlanObserved | None:
+        """The plan through the overlay of our status writes, its index fed with what changed since
+        the last reconcile, and which children's views rest on unconditional writes of ours."""
+        name = request.name
+        plan = self.plan(name)
+        if plan is None or objects.is_deleting(plan):
+            # Deleted: the garbage collector removes the NodePartitionings (owner references), and
+            # their finalizers restore nodes mid-operation. Nothing to admit for a plan going away.
+            self.indexes.pop(name, None)
+            self._dirty.pop(name, None)
+            self._again.discard(name)
+            return None
+        view = plan_view(plan)
+        profiles = {p.name: p for p in self.profile_views.all(self.profiles.list())}
+        index = self._index(view, profiles)
+        return PlanObserved(
+            plan=plan,
+            view=view,
+            profiles=profiles,
+            index=index,
+            selection=index.selection(),
+            unchecked=tuple(sorted(index.unchecked)),
+            fresh=all_fresh((self.plans, self.nodes, self.nps)),
+            inexact=self._inexact(),
+        )
+
+    def _inexact(self) -> frozenset[str]:
+        """Children whose view is not exact (only names with an outstanding write can be)."""
+        written = self.np_writes
+        pending = written.keys()
+        return frozenset(key[_NP_KEY_PREFIX:] for key in pending if not written.exact(key))
 
     def _index(self, view: PlanView, profiles: Mapping[str, ProfileView]) -> PlanIndex:
         """The plan's index, fed with what changed since the last reconcile; rebuilt from the caches
@@ -242,9 +303,10 @@ class PlanReconciler:
             obj = self.nodes.get(name)
             index.put_node(name, self._node_view(name, obj) if obj is not None else None)
         nodes.clear()
-        pending = self.np_writes.keys()
+        keys = self.np_writes.keys()
+        pending = [key[_NP_KEY_PREFIX:] for key in keys]
         for name in nps.union(pending) if pending else nps:
-            obj = self.np_writes.view(name, self.nps.get(name))
+            obj = self.np_writes.view(_np_key(name), self.nps.get(name))
             if obj is None:
                 self._np_memo.pop(name, None)
                 index.put_np(name, None)
@@ -291,46 +353,111 @@ class PlanReconciler:
         # overlay; the rest (nearly all, at scale) are taken as cached.
         get = self.nps.get
         names = self.nps.keys()
-        pending = set(self.np_writes.keys())
+        keys = self.np_writes.keys()
+        pending = {key[_NP_KEY_PREFIX:] for key in keys}
         views = []
         for name in sorted(pending.union(names) if pending else names):
-            view = self.np_writes.view(name, get(name)) if name in pending else get(name)
+            view = self.np_writes.view(_np_key(name), get(name)) if name in pending else get(name)
             if view is not None:
                 views.append(view)
         return views
 
+    # --- decide -----------------------------------------------------------------------------------
+
+    def decide(self, observed: PlanObserved, now: datetime) -> PlanDecision:
+        return decide(observed, now)
+
     # --- act: API errors propagate; a conflict or NotFound is retried quietly by the runtime --------
 
-    async def _apply(self, body: Obj, existing: Mapping[str, Any] | None) -> None:
-        name = body["metadata"]["name"]
-        result = await self.client.apply(
-            kinds.NODEPARTITIONINGS, body, field_manager=FIELD_MANAGER, force=True
-        )
-        before = existing if existing is not None and objects.name(existing) == name else None
-        self.np_writes.wrote(name, before, result, conditional=False)
-
-    async def _delete(self, np: Mapping[str, Any]) -> bool:
-        name = objects.name(np)
+    async def act(self, observed: PlanObserved, decision: PlanDecision) -> None:
+        """The children's writes, then (when decided, and the deletes left the view predicted) the
+        revocations and admissions; the index is fed each write's result."""
+        index, plan = observed.index, observed.plan
+        index.unchecked.clear()
         try:
-            result = await self.client.delete(
-                kinds.NODEPARTITIONINGS, name, preconditions={"uid": objects.uid(np)}
+            for apply in decision.applies:
+                live = apply.live.obj if apply.live is not None else None
+                before = live if live is not None and objects.name(live) == objects.name(apply.body) else None
+                await self.children.apply(kinds.NODEPARTITIONINGS, before, apply.body)
+            deleted: list[str] = []
+            for delete in decision.deletes:
+                np = delete.np
+                if await self.children.delete(kinds.NODEPARTITIONINGS, np.obj, record_gone=True):
+                    deleted.append(f"{np.name} (node {np.node_name})")
+        except BaseException:
+            index.unchecked.update(observed.unchecked)  # not done: look again next time
+            raise
+        finally:
+            self._sync(index)
+        if deleted:
+            self.recorder.emit(
+                plan, NORMAL, "NodePartitioningDeleted", f"Removed NodePartitioning {', '.join(deleted)}"
             )
-        except ApiError as exc:
-            # Decided here: a child already gone is recorded as gone (the overlay stops serving it)
-            # and is not reported deleted; any other error propagates.
-            if not exc.not_found:
-                raise
-            self.np_writes.wrote(name, np, None, conditional=False)
-            return False
-        terminating = result.get("kind") == NODE_PARTITIONING_KIND and objects.is_deleting(result)
-        self.np_writes.wrote(name, np, result if terminating else None, conditional=False)
+        if not self._as_predicted(observed, decision):
+            self._again.add(observed.view.name)
+            return
+        if decision.admission:
+            await self._admit(plan, index, decision)
+
+    def _as_predicted(self, observed: PlanObserved, decision: PlanDecision) -> bool:
+        """Did the child writes leave the view ``decide`` predicted (deletes gone or terminating as
+        foreseen; applied children inexact)? Otherwise nothing is admitted on that prediction."""
+        index = observed.index
+        for delete in decision.deletes:
+            if (index.children.get(delete.np.name) is None) != delete.gone:
+                return False
+        # An apply the server found identical records nothing: the view may be exact after all, and
+        # no watch event would bring the plan back to admit.
+        return not decision.applies or decision.stale or not self._exact(index)
+
+    def _exact(self, index: PlanIndex) -> bool:
+        """Is the view of every child the plan keeps (one per node) exact? Only names with an
+        outstanding write can be inexact."""
+        for name in self._inexact():
+            np = index.children.get(name)
+            if np is not None and index.kept.get(np.node_name) is np:
+                return False
         return True
 
-    async def _annotate(self, np: Mapping[str, Any], patch: Obj) -> None:
-        result = await self.client.patch(
-            kinds.NODEPARTITIONINGS, objects.name(np), patch, field_manager=ADMISSION_FIELD_MANAGER
+    async def _admit(self, plan: Obj, index: PlanIndex, decision: PlanDecision) -> None:
+        for np in decision.revoke:
+            await self.admissions.patch(kinds.NODEPARTITIONINGS, np.obj, revocation_patch(np))
+        self._sync(index)
+        try:
+            for np in decision.admit:
+                await self.admissions.patch(kinds.NODEPARTITIONINGS, np.obj, admission_patch(np))
+        finally:
+            self._sync(index)
+        if decision.admit:
+            admitted = [np.node_name for np in decision.admit]
+            self.recorder.emit(
+                plan,
+                NORMAL,
+                "NodesAdmitted",
+                f"Admitted {len(admitted)} node(s) to start partitioning: {', '.join(admitted)}",
+            )
+
+    # --- report -----------------------------------------------------------------------------------
+
+    async def report(self, observed: PlanObserved, decision: PlanDecision) -> Result | None:
+        """The status as the writes left the index, through the status writer when it changed."""
+        plan, index, now = observed.plan, observed.index, decision.now
+        again = observed.view.name in self._again
+        self._again.discard(observed.view.name)
+        previous = plan.get("status")
+        stamped = index.node_statuses(
+            previous if isinstance(previous, Mapping) else {}, objects.resource_version(plan), now
         )
-        self.np_writes.wrote(objects.name(np), np, result, conditional=True)
+        status, changed = status_of(index.rollup(observed.view), now, previous, stamped=stamped)
+        if not changed:
+            index.written(objects.resource_version(plan), stamped[0])
+        else:
+            written = await self._write_status(plan, status, list_changed=stamped[1])
+            index.written(objects.resource_version(written), stamped[0])
+            emit_transitions(self.recorder, plan, TRANSITION_EVENTS, plan.get("status"), status)
+        if decision.stale:
+            return Result(requeue_after=STALE_RECHECK)
+        return Result(requeue=True) if again else None
 
     async def _write_status(self, plan: Obj, status: Obj, *, list_changed: bool) -> Obj:
         """The status keys that changed, through the status writer, guarded by the plan's resourceVersion.
@@ -340,114 +467,8 @@ class PlanReconciler:
         ``StatusWriter.write`` would) was a fleet-wide cost on every status write.
         """
         result = await self.status.write_keys(plan, status, hints={"nodeStatuses": list_changed})
-        self.plan_writes.wrote(objects.name(plan), plan, result, conditional=True)
+        self.plan_writes.wrote(_plan_key(objects.name(plan)), plan, result, conditional=True)
         return result
-
-    # --- reconcile --------------------------------------------------------------------------------
-
-    async def __call__(self, request: Request) -> Result | None:
-        deferred = await self.reconcile(request.name)
-        return Result(requeue_after=STALE_RECHECK) if deferred else None
-
-    async def reconcile(self, name: str) -> bool:
-        """One reconcile; whether admission was deferred because a view it rests on is stale."""
-        plan = self.plan(name)
-        if plan is None or objects.is_deleting(plan):
-            # Deleted: the garbage collector removes the NodePartitionings (owner references), and
-            # their finalizers restore nodes mid-operation. Nothing to admit for a plan going away.
-            self.indexes.pop(name, None)
-            self._dirty.pop(name, None)
-            return False
-        now = self.clock.now()
-        view = plan_view(plan)
-        profiles = {p.name: p for p in self.profile_views.all(self.profiles.list())}
-        index = self._index(view, profiles)
-        selection = index.selection()
-        await self._converge_children(view, plan, index, selection, profiles)
-
-        # Admission and revocation decide on exact views only (see the module docstring). While
-        # a child is inexact, the informer event of our own write will bring this plan back.
-        # Nor on a stale view (an informer that heard nothing from the API server for too long): it may
-        # hide nodes already out of service, so admitting from it could exceed the limits.
-        deferred = not all_fresh((self.plans, self.nodes, self.nps))
-        if not deferred and self._exact(index):
-            await self._admit(view, plan, index, selection)
-
-        previous = plan.get("status")
-        stamped = index.node_statuses(
-            previous if isinstance(previous, Mapping) else {}, objects.resource_version(plan), now
-        )
-        status, changed = status_of(index.rollup(view), now, previous, stamped=stamped)
-        if not changed:
-            index.written(objects.resource_version(plan), stamped[0])
-            return deferred
-        written = await self._write_status(plan, status, list_changed=stamped[1])
-        index.written(objects.resource_version(written), stamped[0])
-        emit_transitions(self.recorder, plan, TRANSITION_EVENTS, plan.get("status"), status)
-        return deferred
-
-    async def _converge_children(
-        self,
-        view: PlanView,
-        plan: Obj,
-        index: PlanIndex,
-        selection: Selection,
-        profiles: Mapping[str, ProfileView],
-    ) -> None:
-        """Apply the desired NodePartitioning of, and delete the stale ones on, the nodes whose
-        place or children changed since the last reconcile (all of them after a rebuild)."""
-        nodes = sorted(index.unchecked)
-        index.unchecked.clear()
-        try:
-            for node, body in desired_node_partitionings(view, selection, profiles, nodes=nodes).items():
-                existing = index.kept.get(node)
-                if np_needs_update(existing, body):
-                    await self._apply(body, existing.obj if existing is not None else None)
-            deleted: list[str] = []
-            for np_name_ in stale_node_partitionings(view, selection, index.children_on(nodes)):
-                np = index.children[np_name_]
-                if await self._delete(np.obj):
-                    deleted.append(f"{np_name_} (node {np.node_name})")
-        except BaseException:
-            index.unchecked.update(nodes)  # not done: look again next time
-            raise
-        finally:
-            self._sync(index)
-        if deleted:
-            self.recorder.emit(
-                plan, NORMAL, "NodePartitioningDeleted", f"Removed NodePartitioning {', '.join(deleted)}"
-            )
-
-    def _exact(self, index: PlanIndex) -> bool:
-        """Is the view of every child the plan keeps (one per node) exact? Only names with an
-        outstanding write can be inexact."""
-        pending = self.np_writes.keys()
-        for key in pending:
-            np = index.children.get(key)
-            if np is not None and index.kept.get(np.node_name) is np and not self.np_writes.exact(key):
-                return False
-        return True
-
-    async def _admit(self, view: PlanView, plan: Obj, index: PlanIndex, selection: Selection) -> None:
-        eligible = selection.admissible
-        revocable = {node: index.kept[node] for node in index.revocable}
-        for node in revoke(view, revocable, eligible=eligible):
-            await self._annotate(revocable[node].obj, revocation_patch(revocable[node]))
-        self._sync(index)
-        admitted = admit_from(view, index.slots, index.awaiting, eligible=eligible)
-        chosen = [index.kept[node] for node in admitted]
-        try:
-            for np in chosen:
-                await self._annotate(np.obj, admission_patch(np))
-        finally:
-            self._sync(index)
-        if admitted:
-            self.recorder.emit(
-                plan,
-                NORMAL,
-                "NodesAdmitted",
-                f"Admitted {len(admitted)} node(s) to start partitioning: {', '.join(admitted)}",
-            )
 
 
 # --- wiring --------------------------------------------------------------------------------------
@@ -517,7 +538,7 @@ def setup_controller(manager: Manager) -> Controller:
     nodes = informers.informer(NODES)
     profiles = informers.informer(kinds.PARTITIONINGPROFILES)
     nps = informers.informer(kinds.NODEPARTITIONINGS)
-    reconciler = PlanReconciler(
+    shape = PlanController(
         client,
         plans,
         nodes,
@@ -535,7 +556,7 @@ def setup_controller(manager: Manager) -> Controller:
         .watches(kinds.PARTITIONINGPROFILES, _plans_using_profile(plans))
         .workers(1, fixed="the plan controller is the single admission point (one admitting actor)")
         .max_backoff(RETRY_BACKOFF_CAP)
-        .reconcile(reconciler)
+        .reconcile(Shaped(shape, manager.clock))
     )
 
 

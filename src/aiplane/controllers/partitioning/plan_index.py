@@ -62,7 +62,7 @@ from aiplane.controllers.partitioning.views import (
 )
 from aiplane.controllers.partitioning.vocabulary import FAILED, PENDING
 
-__all__ = ["PlanIndex", "build_index", "index_key"]
+__all__ = ["PlanIndex", "build_index", "index_key", "kept_child"]
 
 Obj = dict[str, Any]
 
@@ -77,6 +77,20 @@ def index_key(plan: PlanView, profiles: Mapping[str, ProfileView]) -> tuple[Any,
         objects.spec(plan.obj),
         tuple(sorted((name, id(view)) for name, view in profiles.items())),
     )
+
+
+def kept_child(plan: str, children: Iterable[NodePartitioningView]) -> NodePartitioningView | None:
+    """``children_by_node``'s choice among one node's children of plan ``plan``: the one of the
+    node's own name first, then one not being deleted, then by name."""
+    best: NodePartitioningView | None = None
+    best_rank: tuple[bool, bool, str] | None = None
+    for np in children:
+        if not np.node_name:
+            continue
+        rank = (np.name != np_name(plan, np.node_name), np.deleting, np.name)
+        if best_rank is None or rank < best_rank:
+            best, best_rank = np, rank
+    return best
 
 
 class _NodeState:
@@ -300,16 +314,7 @@ class PlanIndex:
         self._node_in(node, state)
 
     def _keep(self, children: Mapping[str, NodePartitioningView]) -> NodePartitioningView | None:
-        """``children_by_node``'s choice among one node's children."""
-        best: NodePartitioningView | None = None
-        best_rank: tuple[bool, bool, str] | None = None
-        for np in children.values():
-            if not np.node_name:
-                continue
-            rank = (np.name != np_name(self.plan.name, np.node_name), np.deleting, np.name)
-            if best_rank is None or rank < best_rank:
-                best, best_rank = np, rank
-        return best
+        return kept_child(self.plan.name, children.values())
 
     def _child_out(self, name: str) -> None:
         phase = self._effective.pop(name, None)
