@@ -49,11 +49,17 @@ def coverage(
         sm = spec.get("gpu", {}).get("sm_version")
         for phase in ("context", "generation"):
             a2a = a2a_probe(shape.hidden_size, shape.topk, shape.num_experts, quant, phase)
-            compute = _compute_eps(database, backend, shape, quant, phase)
             per_backend: dict[str, set[int]] = {}
+            compute: set[int] | None = None
             for name, backend_spec in comm.MOE_A2A_BACKENDS.items():
                 if backend not in backend_spec.frameworks or phase not in backend_spec.inference_phases:
                     continue
+                if not a2a.get(name):
+                    # No all-to-all rows: _a2a_covers is False for every EP, so the expert-compute
+                    # tables (a Python load of AIC's MoE tables, ~2 s) are not read for it.
+                    continue
+                if compute is None:
+                    compute = _compute_eps(database, backend, shape, quant, phase)
                 eps = {
                     ep
                     for ep in compute

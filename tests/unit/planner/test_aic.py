@@ -382,3 +382,31 @@ def test_answers_kept_by_other_planner_code_are_not_read_back(
         assert aic_search.recall(("prefill", "some layout")) is aic_search.MISSING
     finally:
         aic_search._code_digest.cache_clear()
+
+
+@needs_aic
+def test_moe_coverage_reads_expert_tables_only_where_an_all_to_all_backend_has_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whether a MoE layout's EP is priced with AIC's all-to-all data needs its expert-compute tables
+    only when some all-to-all backend has rows (reading them costs a cold plan ~2 s): Qwen3-30B-A3B
+    on vLLM/H200 has none, so no large-EP pricing and no read; DeepSeek-V3 on TRT-LLM has some, and
+    its covered EP sizes are exactly those both tables cover."""
+    from aiplane.planner import aic_moe_comm
+
+    reads: list[str] = []
+    real = aic_moe_comm._compute_eps
+
+    def counting(database: object, backend: str, shape: object, quant: object, phase: str) -> set[int]:
+        reads.append(phase)
+        return real(database, backend, shape, quant, phase)
+
+    monkeypatch.setattr(aic_moe_comm, "_compute_eps", counting)
+    monkeypatch.setattr(aic_moe_comm, "_COVERAGE", {})
+    vllm = aic._database("h200_sxm", "vllm", None)
+    assert aic_moe_comm.coverage("Qwen/Qwen3-30B-A3B", "vllm", vllm, None) == {}
+    assert reads == []
+    trtllm = aic._database("h200_sxm", "trtllm", None)
+    found = aic_moe_comm.coverage("deepseek-ai/DeepSeek-V3", "trtllm", trtllm, None)
+    assert found and set(reads) == set(found)
+    assert all(16 in eps for per_backend in found.values() for eps in per_backend.values())
