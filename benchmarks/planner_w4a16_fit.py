@@ -49,8 +49,9 @@ TOKENS = (16, 32, 64, 128, 256)
 EXPERT_PARALLEL = (1,)
 
 
-def factor(system: str, backend: str) -> tuple[float, int, str] | None:
-    """(median factor, points, source table) for one system and backend; None without MXFP4 rows."""
+def _mxfp4_rows(system: str, backend: str, experts: int) -> Any | None:
+    """AIC's ``w4a16_mxfp4`` rows of one of gpt-oss's MoE shapes (no MoE TP, power-law 1.01 routing),
+    every EP size; None where AIC has no MoE table for this backend on this system."""
     pandas: Any = importlib.import_module("pandas")
     core = importlib.import_module("aiconfigurator_core")
     try:
@@ -62,19 +63,30 @@ def factor(system: str, backend: str) -> tuple[float, int, str] | None:
     if not path.exists():
         return None
     table = pandas.read_parquet(path)
+    return table[
+        (table.hidden_size == HIDDEN)
+        & (table.num_experts == experts)
+        & (table.topk == TOP_K)
+        & (table.moe_tp_size == 1)
+        & (table.moe_dtype == "w4a16_mxfp4")
+        & (table.distribution == "power_law_1.01")
+    ]
+
+
+def _source(system: str, backend: str) -> str:
+    return f"moe/{backend}/{literal_version(system, backend, None)}/moe_perf.parquet"
+
+
+def factor(system: str, backend: str) -> tuple[float, int, str] | None:
+    """(median factor, points, source table) for one system and backend; None without MXFP4 rows."""
     spec = resolve_system(system)
     rate = spec.memory_bandwidth_tbs * 1e12 * cal.value("DECODE_MEMORY_EFFICIENCY", spec)
     fixed = cal.value("MOE_LAYER_US", spec) * 1e-6
     ratios: list[float] = []
     for experts in (128, 32):
-        rows = table[
-            (table.hidden_size == HIDDEN)
-            & (table.num_experts == experts)
-            & (table.topk == TOP_K)
-            & (table.moe_tp_size == 1)
-            & (table.moe_dtype == "w4a16_mxfp4")
-            & (table.distribution == "power_law_1.01")
-        ]
+        rows = _mxfp4_rows(system, backend, experts)
+        if rows is None:
+            return None
         for ep in EXPERT_PARALLEL:
             for tokens in TOKENS:
                 measured = rows[(rows.num_tokens == tokens) & (rows.moe_ep_size == ep)].latency
@@ -86,7 +98,7 @@ def factor(system: str, backend: str) -> tuple[float, int, str] | None:
                 ratios.append(streaming / (touched * EXPERT_BYTES / ep / rate))
     if not ratios:
         return None
-    return statistics.median(ratios), len(ratios), f"moe/{backend}/{version}/moe_perf.parquet"
+    return statistics.median(ratios), len(ratios), _source(system, backend)
 
 
 #: Prompt-sized token counts, where the expert GEMMs are bound by their math.
@@ -99,35 +111,16 @@ CALIBRATED = (("h200_sxm", "vllm"), ("h200_sxm", "sglang"))
 def raw_compute(system: str, backend: str) -> float | None:
     """Median of measured w4a16 MoE latency (less MOE_LAYER_US) over the model's routed compute time
     at prompt sizes (no EP or MoE TP): how much slower than the MoE compute shares say."""
-    pandas: Any = importlib.import_module("pandas")
-    core = importlib.import_module("aiconfigurator_core")
-    version = str(literal_version(system, backend, None))
-    path = (
-        Path(core.__file__).parent
-        / "systems"
-        / "data"
-        / system
-        / "moe"
-        / backend
-        / version
-        / "moe_perf.parquet"
-    )
-    table = pandas.read_parquet(path)
     spec = resolve_system(system)
     rate = spec.bf16_tflops * 1e12 * cal.value("PREFILL_COMPUTE_EFFICIENCY", spec)
     rate *= cal.value("MOE_PREFILL_COMPUTE_SHARE", spec) * cal.moe_backend_share(backend)
     fixed = cal.value("MOE_LAYER_US", spec) * 1e-6
     ratios = []
     for experts in (128, 32):
-        rows = table[
-            (table.hidden_size == HIDDEN)
-            & (table.num_experts == experts)
-            & (table.topk == TOP_K)
-            & (table.moe_tp_size == 1)
-            & (table.moe_ep_size == 1)
-            & (table.moe_dtype == "w4a16_mxfp4")
-            & (table.distribution == "power_law_1.01")
-        ]
+        shape = _mxfp4_rows(system, backend, experts)
+        if shape is None:
+            return None
+        rows = shape[shape.moe_ep_size == 1]
         for tokens in PREFILL_TOKENS:
             measured = rows[rows.num_tokens == tokens].latency
             if not measured.empty:
