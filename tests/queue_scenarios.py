@@ -608,8 +608,9 @@ async def queued_modelinfer_groups_are_replaced(client: Client, namespace: str, 
     """A queued, gang-scheduled ModelInfer of three groups (its groups Kueue pod groups) rolls to a new
     image: every group is replaced by a new pod group on the new revision, never fewer than
     ``replicas - maxUnavailable`` groups available on any pod change the watch delivers, and it ends
-    with no pod Terminating and every group admitted and Running. Then a deleted pod's role replica is
-    recreated into its group, which Kueue keeps admitted. ``follow(client, PODS, callback)`` is the tier's
+    with no pod Terminating and every group admitted and Running. Then, as in a drain, a gang member's node
+    cordoned and its role replica's pods deleted: the replica is recreated on another node into its gang
+    and its pod group, which Kueue keeps admitted. ``follow(client, PODS, callback)`` is the tier's
     watch (an async context manager calling back on every pod change)."""
     from tests.integration.test_modelinfer_e2e import modelinfer as build
 
@@ -645,23 +646,34 @@ async def queued_modelinfer_groups_are_replaced(client: Client, namespace: str, 
 
     await eventually(all_gone, TIMEOUT, "the deleted ModelInfer's pods gone")
 
-    # A pod deleted: RoleRecreate replaces its role replica (the same names), which rejoins its admitted
-    # pod group. Without gang scheduling: a gang's partial re-placement under Kueue's topology-aware
-    # scheduling and Coscheduling is another matter (docs/real-cluster.md).
-    body = build("heal", replicas=ROLL_REPLICAS, gang=False)
+    # A gang member's node cordoned and its role replica's pods deleted, as a drain does: RoleRecreate
+    # replaces the replica (the same names) on another node, and it rejoins its running gang and its
+    # admitted pod group. Were our flavors topology-aware, Kueue would pin the replica to the node it was
+    # admitted on, and it could never come back elsewhere.
+    body = build("heal", replicas=ROLL_REPLICAS)
     body["metadata"]["namespace"] = namespace
     await client.create(MI, body, namespace=namespace)
     pods = await queued_converged(client, namespace, "heal")
     groups = {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods}
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
-    await client.delete(PODS, "heal-1-decode-0-1", namespace=namespace)
+    replica = ("heal-1-decode-0-0", "heal-1-decode-0-1")
+    node = next(p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] == replica[1])
+    await client.patch(NODES, node, {"spec": {"unschedulable": True}})
+    try:
+        for name in replica:  # the drain's evictions of the replica's two pods
+            await client.delete(PODS, name, namespace=namespace)
 
-    async def replaced() -> bool:
-        now = {
-            p["metadata"]["name"]: p["metadata"]["uid"] for p in await _all_mi_pods(client, namespace, "heal")
-        }
-        return all(now.get(n) not in (None, uids[n]) for n in ("heal-1-decode-0-0", "heal-1-decode-0-1"))
+        async def replaced() -> bool:
+            now = {
+                p["metadata"]["name"]: p["metadata"]["uid"]
+                for p in await _all_mi_pods(client, namespace, "heal")
+            }
+            return all(now.get(n) not in (None, uids[n]) for n in replica)
 
-    await eventually(replaced, TIMEOUT, "role replica decode-0 of heal-1 recreated")
-    pods = await queued_converged(client, namespace, "heal")
+        await eventually(replaced, TIMEOUT, "role replica decode-0 of heal-1 recreated")
+        pods = await queued_converged(client, namespace, "heal")
+    finally:
+        await client.patch(NODES, node, {"spec": {"unschedulable": None}})
     assert {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods} == groups, "the same pod groups"
+    placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+    assert node not in {placed[n] for n in replica}, f"the recreated replica left cordoned {node}: {placed}"

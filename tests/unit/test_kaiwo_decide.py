@@ -109,3 +109,45 @@ def test_a_foreign_cluster_queue_is_never_touched() -> None:
     decision = decide(_observed(fleet, {"kaiwo": foreign}), NOW)
     assert all(w.body["kind"] == "LocalQueue" for w in decision.kueue)  # only the LocalQueues go on
     assert _conditions(decision.status) == {"Ready": "NotOurs"}
+
+
+def _settled(config: dict[str, Any]) -> tuple[Fleet, dict[str, dict[str, Any]]]:
+    """A fleet with one GPU node and the Kueue objects a first decision on ``config`` creates."""
+    fleet = Fleet()
+    fleet.put(node("gpu"))
+    first = decide(_observed(fleet, {}, config), NOW)
+    created = {_key(w.body): w.body for w in first.kueue if w.op is KueueOp.CREATE}
+    for obj in created.values():
+        obj["metadata"]["resourceVersion"] = "7"
+    return fleet, created
+
+
+def test_a_flavor_is_never_topology_aware_and_is_patched_in_place_when_its_taints_go() -> None:
+    untainted: dict[str, Any] = {**CONFIG, "spec": {"dynamicallyUpdateDefaultClusterQueue": True}}
+    fleet, created = _settled(untainted)
+    flavors = [o for o in created.values() if o["kind"] == "ResourceFlavor"]
+    assert flavors and all("topologyName" not in f["spec"] for f in flavors)
+    # The same flavor still carrying a taint its pool no longer has: a merge patch nulls it out, in place
+    # (a delete would hang on Kueue's resource-in-use finalizer while the ClusterQueue lists the flavor).
+    stale = {
+        **flavors[0],
+        "spec": {**flavors[0]["spec"], "nodeTaints": [{"key": "x", "effect": "NoSchedule"}]},
+    }
+    decision = decide(_observed(fleet, {**created, _key(stale): stale}, untainted), NOW)
+    [write] = [w for w in decision.kueue if w.resource.kind == "ResourceFlavor"]
+    assert write.op is KueueOp.PATCH
+    assert write.body["spec"]["nodeTaints"] is None
+    assert merge_patch(stale, write.body)["spec"] == flavors[0]["spec"]
+
+
+def test_a_topology_aware_flavor_of_ours_is_deleted_to_be_recreated_without_a_topology() -> None:
+    dynamic: dict[str, Any] = {
+        **CONFIG,
+        "spec": {**CONFIG["spec"], "dynamicallyUpdateDefaultClusterQueue": True},
+    }
+    fleet, created = _settled(dynamic)
+    flavor = next(o for o in created.values() if o["kind"] == "ResourceFlavor")
+    tas = {**flavor, "spec": {**flavor["spec"], "topologyName": "default-topology"}}
+    decision = decide(_observed(fleet, {**created, _key(tas): tas}, dynamic), NOW)
+    writes = [w for w in decision.kueue if w.resource.kind == "ResourceFlavor"]
+    assert [(w.op, _key(w.body)) for w in writes] == [(KueueOp.DELETE, _key(tas))]

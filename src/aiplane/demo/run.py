@@ -27,7 +27,6 @@ from aiplane.api import kinds
 from aiplane.apimachinery import objects
 from aiplane.controllers import registry
 from aiplane.controllers.dynamo.options import DynamoOptions
-from aiplane.controllers.queueing import SKIP_QUEUE_ANNOTATION
 from aiplane.demo import queued as queued_demo
 from aiplane.demo.common import (
     DEMO_NAMESPACE,
@@ -250,12 +249,6 @@ async def modelinfer_section(
     console: Console,
 ) -> bool:
     doc = load_manifests(opts.examples / "modelinfer-1p2d.yaml")[0]
-    if opts.real:
-        # Rollouts of a queued ModelInfer run under upstream Kueue, but section 3's drains do not yet: a
-        # group whose evicted pods are recreated rejoins its still admitted Kueue pod group and stayed
-        # Unschedulable (README, "not done yet"). On the real control plane the example stays out of
-        # the queue until that is solved.
-        doc["metadata"].setdefault("annotations", {})[SKIP_QUEUE_ANNOTATION] = "true"
     namespace, name = doc["metadata"]["namespace"], doc["metadata"]["name"]
     rolling = (doc["spec"].get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
     max_unavailable, max_surge = int(rolling.get("maxUnavailable", 1)), int(rolling.get("maxSurge", 0))

@@ -208,7 +208,9 @@ def _queues(
             ensure(TOPOLOGIES, observed.topologies, kueue.topology(config))
         for pool in pools:
             taints = kueue.pool_taints(views[n] for n in pool.nodes if n in views)
-            ensure(RESOURCEFLAVORS, observed.flavors, kueue.resource_flavor(pool, config, taints))
+            ensure(
+                RESOURCEFLAVORS, observed.flavors, kueue.resource_flavor(pool, config, taints), update=True
+            )
         quotas = {p.name: held_quota(p, current.get(p.name)) for p in pools}
         desired_cq = kueue.cluster_queue(
             name, spec.defaultClusterQueueCohortName, list(pools), current, config
@@ -234,7 +236,8 @@ def _ensure(
     resource: Resource, live: Mapping[str, Obj], desired: Obj, uid: str, conflicts: list[str], *, update: bool
 ) -> list[KueueWrite]:
     """Create ``desired``, or fix ours when it differs (patch in place when ``update``, else delete to
-    recreate: Kueue makes flavors' and LocalQueues' specs immutable); never touch one not ours."""
+    recreate: Kueue makes a LocalQueue's ``clusterQueue`` and a flavor with ``topologyName`` immutable);
+    never touch one not ours."""
     meta = desired["metadata"]
     namespace = meta.get("namespace")
     actual = live.get(f"{namespace}/{meta['name']}" if namespace else meta["name"])
@@ -245,8 +248,13 @@ def _ensure(
         return []
     if not kueue.spec_differs(desired, actual) or objects.is_deleting(actual):
         return []
-    if update:
-        body = {"metadata": {"resourceVersion": objects.resource_version(actual)}, "spec": desired["spec"]}
+    if update and "topologyName" not in objects.spec(actual):
+        spec = dict(desired["spec"])
+        # A merge patch keeps what it does not name: a field of ours now unwanted is nulled out.
+        for field in kueue.OWNED_SPEC_FIELDS.get(resource.kind, ()):
+            if field in objects.spec(actual) and field not in spec:
+                spec[field] = None
+        body = {"metadata": {"resourceVersion": objects.resource_version(actual)}, "spec": spec}
         return [KueueWrite(KueueOp.PATCH, resource, body, actual)]
     return [KueueWrite(KueueOp.DELETE, resource, actual, actual)]
 

@@ -57,6 +57,11 @@ PREEMPTION: Final = {
     "reclaimWithinCohort": "Never",
     "borrowWithinCohort": {"policy": "Never"},
 }
+#: Spec fields that are ours alone on an object of each kind: present on the cluster but absent from
+#: what we want means the object differs.
+OWNED_SPEC_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "ResourceFlavor": ("nodeLabels", "nodeTaints", "topologyName"),
+}
 #: Kueue's limits on one resource group (``MaxItems`` in clusterqueue_types.go).
 MAX_FLAVORS: Final = 64
 MAX_RESOURCES: Final = 64
@@ -121,7 +126,7 @@ def _passing(key: str) -> bool:
 def resource_flavor(
     pool: Pool, owner: Mapping[str, Any], taints: Sequence[Mapping[str, Any]] = ()
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"nodeLabels": {NODEPOOL_LABEL: pool.name}, "topologyName": TOPOLOGY_NAME}
+    spec: dict[str, Any] = {"nodeLabels": {NODEPOOL_LABEL: pool.name}}
     if taints:
         spec["nodeTaints"] = [dict(t) for t in taints]
     return {
@@ -190,7 +195,13 @@ def _same(desired: Any, actual: Any) -> bool:
 
 
 def spec_differs(desired: Mapping[str, Any], actual: Mapping[str, Any]) -> bool:
-    return not _same(desired.get("spec") or {}, objects.spec(actual))
+    """Ours differs from ``desired`` in a field we set, or carries one of :data:`OWNED_SPEC_FIELDS` that
+    ``desired`` leaves out (a flavor written by an older release with ``topologyName``, or with the
+    ``nodeTaints`` its pool no longer has)."""
+    wanted = desired.get("spec") or {}
+    spec = objects.spec(actual)
+    stale = any(f in spec and f not in wanted for f in OWNED_SPEC_FIELDS.get(str(desired.get("kind")), ()))
+    return stale or not _same(wanted, spec)
 
 
 def check_limits(pools: Sequence[Pool]) -> str | None:
