@@ -20,6 +20,7 @@ caller's to catch; everything else propagates to the runtime, which requeues wit
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.expectations import Expectations
 from aiplane.kube.resources import Resource
 
-__all__ = ["ChildWriter", "expectation_key", "key_of"]
+__all__ = ["ChildWriter", "after_write", "expectation_key", "key_of"]
 
 Obj = dict[str, Any]
 
@@ -41,6 +42,23 @@ def expectation_key(kind: str, namespace: str | None, name: str) -> str:
 def key_of(obj: Mapping[str, Any]) -> str:
     """:func:`expectation_key` of an object (its ``kind``: informers fill it in on cached objects)."""
     return expectation_key(str(obj.get("kind") or ""), objects.namespace(obj), objects.name(obj))
+
+
+def after_write(live: Mapping[str, Any] | None, body: Mapping[str, Any]) -> Obj:
+    """A child as a create or replace of ``body`` will leave it, for a decision that reads its own
+    writes: a new object (generation 1, no status), or the live one with ``body``, its status kept and
+    its generation moved on when its spec changed (the API server's rule for a spec write)."""
+    after = copy.deepcopy(dict(body))
+    metadata = after.setdefault("metadata", {})
+    if live is None:
+        metadata["generation"] = 1
+        after.pop("status", None)
+        return after
+    generation = objects.generation(live) or 0
+    metadata["generation"] = generation + (objects.spec(live) != objects.spec(after))
+    if "status" in live:
+        after["status"] = copy.deepcopy(live["status"])
+    return after
 
 
 class ChildWriter:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from aiplane.controllers.modelinfer.decide import CreateRoleReplica, ModelInferObserved, decide
+from aiplane.controllers.modelinfer.decide import (
+    CreateRoleReplica,
+    ModelInferObserved,
+    decide,
+    queue_of_group,
+)
 from aiplane.controllers.modelinfer.podgroups import PodGroupOp
 from aiplane.controllers.modelinfer.revision import revision_hash
 
@@ -86,3 +91,23 @@ def test_an_invalid_spec_writes_nothing_but_its_status() -> None:
         "InvalidSpec",
         "spec.replicas: bad",
     )
+
+
+def test_new_groups_go_to_the_platforms_queue_and_a_refill_follows_its_groups_pods() -> None:
+    mi = modelinfer()
+    revision = revision_hash(list(mi["spec"]["template"]["roles"]))
+    decision = decide(fresh(mi, platform_queue="kaiwo"), NOW)
+    assert decision.queues == {(0, revision): "kaiwo", (1, revision): "kaiwo"}
+    assert decide(fresh(mi), NOW).queues == {(0, revision): None, (1, revision): None}
+    # Group m-1 already has a pod that Kueue does not manage (created before the queue existed): its
+    # refill stays out of the queue too, so a group is never split between Kueue and the scheduler.
+    unqueued = {
+        "metadata": {
+            "name": "m-1-decode-0-9",
+            "namespace": "ns",
+            "uid": "p",
+            "labels": {"modelinfer.volcano.sh/group-name": "m-1", "modelinfer.volcano.sh/revision": revision},
+        },
+    }
+    assert queue_of_group((unqueued,), mi, 1, revision, "kaiwo") is None
+    assert queue_of_group((unqueued,), mi, 0, revision, "kaiwo") == "kaiwo"

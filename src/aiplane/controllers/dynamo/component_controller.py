@@ -1,17 +1,18 @@
-"""DynamoComponentDeployment controller: the executor around :mod:`.component_children` (what should
+"""DynamoComponentDeployment controller: the four steps (:class:`~aiplane.kube.shape.Shape`) around
+:mod:`.component_decide` (what to write and report, pure), :mod:`.component_children` (what should
 exist) and :mod:`.component_status` (what to report).
 
 ::
 
     observe   the DCD, its children (Deployments, PodDisruptionBudgets, Services, Ingresses,
-              VirtualServices, HPAs, LeaderWorkerSets, PodGroups it controls) from informer caches, overlaid with our own
-              writes (Expectations.view); the parent DGD's backend; the component ServiceAccount;
-              for multinode, its LeaderWorkerSet pods and the cordoned Nodes they stand on
-    decide    component_children.desired_children → disruption.arbitrate (multinode replica budgets,
-              component_disruption) → component_status.*_availability
-    act       create what is missing, replace what carries another spec hash, delete what this DCD
-              controls but no longer wants (surplus LeaderWorkerSets, an HPA turned off, …)
-    report    StatusWriter (only when changed) + transition Events
+              VirtualServices, HPAs, LeaderWorkerSets, PodGroups it controls or that stand at a name it
+              wants) from informer caches, overlaid with our own writes (Expectations.view); the
+              parent DGD's backend; the component ServiceAccount; the namespace's Kueue Workloads; what
+              holds its pods; for multinode, its LeaderWorkerSet pods and the cordoned Nodes
+    decide    component_decide.decide: the children's creates, replaces, budget flips and deletes, in
+              order, and the status as those writes leave the children
+    act       through the shared ChildWriter (fewest writes: only what differs); the etcd finalizer
+    report    StatusWriter (only when changed) + transition Events + one Warning per new cause
 
 Why the pieces are the way they are:
 
@@ -39,52 +40,34 @@ Why the pieces are the way they are:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from datetime import datetime
 from typing import Any, Final
 
 import structlog
 
 from aiplane.api import kinds
 from aiplane.apimachinery import objects
-from aiplane.apimachinery.meta import (
-    controller_of,
-    finalizer_patch_add,
-    finalizer_patch_remove,
-    has_finalizer,
-    is_controlled_by,
-)
+from aiplane.apimachinery.meta import controller_of, finalizer_patch_add, finalizer_patch_remove
 from aiplane.controllers import causes, queueing
-from aiplane.controllers.disruption import HELD_EVENT, Arbitration, BudgetFlip, arbitrate, write_budget
+from aiplane.controllers.disruption import HELD_EVENT, BudgetFlip, write_budget
 from aiplane.controllers.dynamo import component_disruption as cdis
 from aiplane.controllers.dynamo import etcd
-from aiplane.controllers.dynamo.component_children import (
-    ANNOTATION_HASH,
-    REASON_INVALID,
-    REASON_NO_ORCHESTRATOR,
-    ChildrenError,
-    ChildrenInput,
-    Desired,
-    child_labels,
-    desired_children,
-    needs_update,
-    node_count,
-    updated,
+from aiplane.controllers.dynamo.component_children import ChildrenInput, node_count
+from aiplane.controllers.dynamo.component_decide import (
+    FAILURE_REASONS,
+    FINALIZER,
+    ChildOp,
+    ComponentDecision,
+    ComponentObserved,
+    ReplicaPods,
+    child_names,
+    decide,
+    deployment_of_pod_name,
 )
-from aiplane.controllers.dynamo.component_status import (
-    CONDITION_AVAILABLE,
-    Availability,
-    compute_status,
-    deployment_availability,
-    lws_availability,
-)
+from aiplane.controllers.dynamo.component_status import CONDITION_AVAILABLE
 from aiplane.controllers.dynamo.naming import DCD_KIND, DGD_KIND
 from aiplane.controllers.dynamo.options import DynamoOptions
-from aiplane.controllers.dynamo.podtemplate import (
-    LABEL_SELECTOR,
-    as_dcd,
-    deployment_strategy,
-    dynamo_namespace,
-)
+from aiplane.controllers.dynamo.podtemplate import LABEL_SELECTOR, as_dcd, dynamo_namespace
 from aiplane.controllers.gang import VOLCANO, GangBackend, GangOptions
 from aiplane.controllers.platform import Platform
 from aiplane.controllers.platform_source import PERMISSIONS as PLATFORM_PERMISSIONS
@@ -112,6 +95,7 @@ from aiplane.kube.resources import (
     STORAGECLASSES,
     Resource,
 )
+from aiplane.kube.shape import Shaped
 from aiplane.kube.status import ConditionEvent, StatusWriter, emit_transitions
 
 Obj = dict[str, Any]
@@ -119,7 +103,6 @@ Obj = dict[str, Any]
 #: The controller's name; its field manager and Event source follow from it (kube.controller).
 NAME: Final = "dynamocomponentdeployment"
 FIELD_MANAGER: Final = field_manager_for(NAME)
-FINALIZER: Final = "nvidia.com/finalizer"
 #: ServiceAccounts with this label run component pods (upstream: the first one found).
 LABEL_COMPONENT_POD_SA: Final = "nvidia.com/dynamo-component-pod"
 #: Index of the child informers: the uid of the DCD that controls the object.
@@ -147,10 +130,6 @@ def _dcd_key(dcd: Mapping[str, Any]) -> str:
     return expectation_key(DCD_KIND, objects.namespace(dcd), objects.name(dcd))
 
 
-REASON_CHILD_NOT_CONTROLLED: Final = "ChildNotControlled"
-#: Reasons that mean "fix something", not "still rolling out".
-FAILURE_REASONS: Final = (REASON_INVALID, REASON_NO_ORCHESTRATOR, REASON_CHILD_NOT_CONTROLLED)
-
 #: Events for the Available condition flipping (DynamoComponentReady always follows it): Normal when
 #: it turns True; Warning when a ready component loses availability, or for a failure. A component
 #: that is still starting (Unknown → False, DeploymentNotReady) is progress, not a warning.
@@ -164,21 +143,6 @@ TRANSITION_EVENTS: Final = (
         CONDITION_AVAILABLE, "False", WARNING, on_reason_change=True, reasons=(queueing.REASON_PENDING,)
     ),
 )
-
-
-def _deployment_of_pod_name(pod: str) -> str | None:
-    """``<deployment>-<pod-template-hash>-<5 random>``: the Deployment a ReplicaSet's pod is named after."""
-    parts = pod.rsplit("-", 2)
-    return parts[0] if len(parts) == 3 and len(parts[2]) == 5 else None
-
-
-def _deployment_pod_owner(workload: Mapping[str, Any], deployment: str) -> str | None:
-    """The name of the pod owning ``workload`` when it is a pod of ``deployment``, else None."""
-    for ref in objects.meta(workload).get("ownerReferences") or []:
-        name = str(ref.get("name") or "")
-        if ref.get("kind") == "Pod" and _deployment_of_pod_name(name) == deployment:
-            return name
-    return None
 
 
 def _by_node(pod: Mapping[str, Any]) -> list[str]:
@@ -221,11 +185,21 @@ def unschedulable_changed(old: Obj, new: Obj) -> bool:
     return bool(objects.spec(old).get("unschedulable")) != bool(objects.spec(new).get("unschedulable"))
 
 
+def _nodes_of(dcd: Mapping[str, Any]) -> int:
+    """``spec.multinode.nodeCount`` (1 when absent or not a number: the decision reports a bad one)."""
+    try:
+        return node_count(dcd)
+    except (TypeError, ValueError):
+        return 1
+
+
 def _cordoned(nodes: Informer) -> frozenset[str]:
     return frozenset(objects.name(n) for n in nodes.list() if objects.spec(n).get("unschedulable") is True)
 
 
-class ComponentReconciler:
+class ComponentController:
+    """The DCD controller's four steps (:class:`~aiplane.kube.shape.Shape`)."""
+
     def __init__(
         self,
         client: KubeClient,
@@ -258,7 +232,7 @@ class ComponentReconciler:
         self.options = options
         self.missing_multinode_api = missing_multinode_api
         self.status = StatusWriter(client, kinds.DCDS, FIELD_MANAGER)
-        self.expectations = Expectations()
+        self.expectations = Expectations(clock=clock.monotonic)
         self.writer = ChildWriter(client, FIELD_MANAGER, self.expectations)
         #: The component pods (what holds them; with LeaderWorkerSets, multinode replica budgets).
         self.pods = pods
@@ -286,15 +260,74 @@ class ComponentReconciler:
     def _child_deleted(self, obj: Obj) -> None:
         self.expectations.deleted(key_of(obj), obj)
 
-    async def __call__(self, request: Any) -> Result | None:
-        return await self.reconcile(request.namespace or "", request.name)
-
     # --- observe ----------------------------------------------------------------------------------
+
+    async def observe(self, request: Request) -> ComponentObserved | None:
+        """The DCD and what its decision reads; our own writes overlay the cache until it shows them."""
+        namespace, name = request.namespace or "", request.name
+        dcd = self.expectations.view(
+            expectation_key(DCD_KIND, namespace, name), self.dcds.get(f"{namespace}/{name}")
+        )
+        if dcd is None:
+            return None
+        platform = self.platform.platform(namespace) if self.platform else Platform()
+        inputs = ChildrenInput(
+            dcd,
+            self.options,
+            graph_backend=self._graph_backend(dcd),
+            service_account=self._service_account(namespace),
+            missing_multinode_api=self.missing_multinode_api,
+            virtual_services="VirtualService" in self.children,
+            platform=platform,
+            queue=queueing.queue_for(platform, dcd, self._graph(dcd)) if self.platform else None,
+            gang=self.gang,
+        )
+        workloads = self.platform.workloads if self.platform is not None else None
+        return ComponentObserved(
+            dcd,
+            inputs,
+            self._children(dcd),
+            etcd=bool(self.options.etcd_endpoints),
+            replica_pods=self._replica_pods(dcd),
+            workloads=tuple(workloads.list(namespace)) if workloads is not None else None,
+            held=self._held(dcd),
+        )
 
     def _view(self, kind: str, namespace: str, name: str) -> Obj | None:
         _, informer = self.children[kind]
         return self.expectations.view(
             expectation_key(kind, namespace, name), informer.get(f"{namespace}/{name}")
+        )
+
+    def _children(self, dcd: Obj) -> dict[str, dict[str, Obj]]:
+        """Per served kind, the children this DCD controls and those at a name it may want."""
+        namespace, uid = objects.namespace(dcd), objects.uid(dcd)
+        names = child_names(dcd)
+        out: dict[str, dict[str, Obj]] = {}
+        for kind, (_, informer) in self.children.items():
+            found = names | {objects.name(o) for o in informer.by_index(BY_DCD, uid)}
+            views = ((n, self._view(kind, namespace, n)) for n in sorted(found))
+            out[kind] = {n: v for n, v in views if v is not None}
+        return out
+
+    def _replica_pods(self, dcd: Obj) -> ReplicaPods | None:
+        """The multinode replicas' pods and the cordoned nodes (None: no budgets are kept here)."""
+        if self.pods is None or self.nodes is None or _nodes_of(dcd) <= 1:
+            return None
+        namespace = objects.namespace(dcd)
+        pods = {n: tuple(self.pods.by_index(BY_LWS, f"{namespace}/{n}")) for n in child_names(dcd)}
+        return ReplicaPods(pods, _cordoned(self.nodes))
+
+    def _held(self, dcd: Obj) -> tuple[causes.Held, ...]:
+        """What holds the component's pods (the decision reports it while the component is not up)."""
+        if self.pods is None:
+            return ()
+        namespace = objects.namespace(dcd)
+        claims, classes = self.claims, self.storage_classes
+        return causes.collect(
+            self.pods.by_index(BY_COMPONENT, objects.key(dcd)),
+            claims=(lambda name: claims.get(f"{namespace}/{name}")) if claims is not None else None,
+            storage_classes=(lambda name: classes.get(name) is not None) if classes is not None else None,
         )
 
     def _graph(self, dcd: Mapping[str, Any]) -> Obj | None:
@@ -308,37 +341,9 @@ class ComponentReconciler:
         backend = objects.spec(dgd).get("backendFramework") if dgd else None
         return str(backend) if backend else None
 
-    # --- Kueue --------------------------------------------------------------------------------------
-
-    def _queue_waits(self, dcd: Obj, desired: Desired) -> list[tuple[str, queueing.QuotaWait]]:
-        """The component's Kueue Workloads that wait: a LeaderWorkerSet's own, or its Deployment's pods'
-        (Kueue gives each pod of a Deployment a Workload owned by the pod)."""
-        workloads = self.platform.workloads if self.platform is not None else None
-        if workloads is None:
-            return []
-        namespace, name = objects.namespace(dcd), objects.name(dcd)
-        listed = workloads.list(namespace)
-        if desired.multinode:
-            waits = []
-            for child in desired.children:
-                if child["kind"] != "LeaderWorkerSet":
-                    continue
-                lws = self._view("LeaderWorkerSet", namespace, objects.name(child))
-                if lws is None or queueing.QUEUE_LABEL not in objects.labels(lws):
-                    continue
-                for wl in queueing.owned_workloads(listed, [objects.uid(lws)]):
-                    wait = queueing.quota_wait(wl)
-                    if wait is not None:
-                        waits.append((f"LeaderWorkerSet {objects.name(lws)}", wait))
-            return waits
-        deployment = self._view("Deployment", namespace, name)
-        if deployment is None or queueing.QUEUE_LABEL not in objects.labels(deployment):
-            return []
-        return [
-            (f"pod {pod}", wait)
-            for wl in listed
-            if (pod := _deployment_pod_owner(wl, name)) and (wait := queueing.quota_wait(wl)) is not None
-        ]
+    def _service_account(self, namespace: str) -> str | None:
+        names = sorted(objects.name(sa) for sa in self.service_accounts.list(namespace))
+        return names[0] if names else None
 
     def workload_to_dcd(self, workload: Obj) -> list[Request]:
         """A Kueue Workload's DCD: its LeaderWorkerSet's owner, or the Deployment its pod is named after."""
@@ -351,163 +356,58 @@ class ComponentReconciler:
                     return [Request(ns or None, str(owner["name"]))]
                 return []
             if ref.get("kind") == "Pod":
-                deployment = _deployment_of_pod_name(str(ref.get("name") or ""))
+                deployment = deployment_of_pod_name(str(ref.get("name") or ""))
                 if deployment and self.dcds.get(f"{ns}/{deployment}") is not None:
                     return [Request(ns or None, deployment)]
         return []
 
-    def _service_account(self, namespace: str) -> str | None:
-        names = sorted(objects.name(sa) for sa in self.service_accounts.list(namespace))
-        return names[0] if names else None
+    # --- decide -----------------------------------------------------------------------------------
 
-    # --- reconcile --------------------------------------------------------------------------------
-
-    async def reconcile(self, namespace: str, name: str) -> Result | None:
-        key = f"{namespace}/{name}"
-        dcd = self.expectations.view(expectation_key(DCD_KIND, namespace, name), self.dcds.get(key))
-        if dcd is None:
-            return None
-        if objects.is_deleting(dcd):
-            await self._finalize(dcd)
-            return None  # owner references cascade the children's deletion
-        if self.options.etcd_endpoints and not has_finalizer(dcd, FINALIZER):
-            before = dcd
-            dcd = await self.client.patch(
-                kinds.DCDS,
-                name,
-                finalizer_patch_add(dcd, FINALIZER),
-                namespace=namespace,
-                patch_type="json",
-                field_manager=FIELD_MANAGER,
-            )
-            self.expectations.wrote(expectation_key(DCD_KIND, namespace, name), before, dcd, conditional=True)
-        # No status write before the children exist (upstream writes Unknown first): the first status
-        # is written once they are, Unknown/Reconciling until the Deployment controller has observed
-        # them — one write fewer per new component, and the same first answer.
-        try:
-            desired = desired_children(
-                ChildrenInput(
-                    dcd,
-                    self.options,
-                    graph_backend=self._graph_backend(dcd),
-                    service_account=self._service_account(namespace),
-                    missing_multinode_api=self.missing_multinode_api,
-                    virtual_services="VirtualService" in self.children,
-                    platform=self.platform.platform(namespace) if self.platform else Platform(),
-                    queue=queueing.queue_for(self.platform.platform(namespace), dcd, self._graph(dcd))
-                    if self.platform
-                    else None,
-                    gang=self.gang,
-                )
-            )
-        except ChildrenError as exc:
-            await self._report(dcd, Availability("False", exc.reason, str(exc)))
-            return None  # retrying cannot fix the spec; a change to the DCD brings it back
-        budgets, held = self._replica_budgets(dcd, desired)
-        conflicts = await self._sync(
-            dcd, key, [*desired.children, *budgets], hpa_owns_replicas=desired.hpa_owns_replicas
-        )
-        if conflicts:
-            message = "; ".join(conflicts)
-            await self._report(dcd, Availability("False", REASON_CHILD_NOT_CONTROLLED, message), held)
-            return None
-        await self._report(dcd, self._availability(dcd, desired), held)
-        return None
-
-    # --- decide: multinode replica budgets --------------------------------------------------------
-
-    def _replica_budgets(self, dcd: Obj, desired: Desired) -> tuple[list[Obj], str | None]:
-        """The replica budgets the arbiter wants now, and the DisruptionHeld message (None: none held)."""
-        if not desired.multinode or self.pods is None or self.nodes is None:
-            return [], None
-        floor = cdis.replica_floor(deployment_strategy(dcd), desired.replicas)
-        if floor is None:
-            return [], None  # Recreate: the owner accepts the whole component down
-        namespace = objects.namespace(dcd)
-        names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
-        size = node_count(dcd)
-        cordoned = _cordoned(self.nodes)
-        views = [
-            cdis.replica_view(
-                name,
-                index,
-                self.pods.by_index(BY_LWS, f"{namespace}/{name}"),
-                size,
-                cordoned,
-                self._view("PodDisruptionBudget", namespace, name),
-            )
-            for index, name in enumerate(names)
-        ]
-        arbitration: Arbitration = arbitrate(views, floor)
-        labels = child_labels(dcd)
-        budgets = [
-            cdis.replica_budget(dcd, name, size, arbitration.is_released(name), labels) for name in names
-        ]
-        holds = cdis.held(arbitration, views)
-        message = cdis.held_message(dcd, holds, arbitration, desired.replicas) if holds else None
-        return budgets, message
+    def decide(self, observed: ComponentObserved, now: datetime) -> ComponentDecision:
+        return decide(observed, now)
 
     # --- act --------------------------------------------------------------------------------------
 
-    async def _sync(self, dcd: Obj, key: str, children: list[Obj], *, hpa_owns_replicas: bool) -> list[str]:
-        """Create, update and delete children; returns the objects in the way (same name, not ours).
-
-        Replica budgets carry no spec hash (their ``minAvailable`` flips with the arbiter): they are
-        compared with ``budget_differs`` and their flips are reported as Events."""
-        namespace, uid = objects.namespace(dcd), objects.uid(dcd)
-        wanted: set[str] = set()
-        conflicts: list[str] = []
-        for body in children:
-            kind = str(body["kind"])
-            if kind not in self.children:
-                continue
-            wanted.add(key_of(body))
-            live = self._view(kind, namespace, objects.name(body))
-            if live is None:
-                await self._create(key, body)
-            elif not is_controlled_by(live, uid):
-                conflicts.append(f"{kind} {objects.name(body)} exists and is not controlled by this DCD")
-            elif ANNOTATION_HASH not in objects.annotations(body):
-                # A replica budget: no spec hash (its minAvailable flips with the arbiter).
+    async def act(self, observed: ComponentObserved, decision: ComponentDecision) -> None:
+        dcd = observed.dcd
+        if decision.deleting:
+            if decision.remove_finalizer:
+                await self._finalize(dcd)
+            return  # owner references cascade the children's deletion
+        if decision.add_finalizer:
+            patched = await self.client.patch(
+                kinds.DCDS,
+                objects.name(dcd),
+                finalizer_patch_add(dcd, FINALIZER),
+                namespace=objects.namespace(dcd),
+                patch_type="json",
+                field_manager=FIELD_MANAGER,
+            )
+            self.expectations.wrote(_dcd_key(dcd), dcd, patched, conditional=True)
+        owner = _dcd_key(dcd)
+        for write in decision.writes:
+            res, _ = self.children[str(write.body["kind"])]
+            if write.op is ChildOp.CREATE:
+                await self.writer.create(res, write.body, owner=owner)
+            elif write.op is ChildOp.REPLACE:
+                assert write.live is not None
+                await self.writer.replace(res, write.live, write.body, owner=owner)
+            else:
                 await write_budget(
                     self.writer,
                     self.recorder,
                     dcd,
-                    live,
-                    body,
-                    owner=f"{DCD_KIND}/{key}",
-                    message=_flip_message(body),
+                    write.live,
+                    write.body,
+                    owner=owner,
+                    message=_flip_message(write.body),
                 )
-            elif needs_update(live, body):
-                keep = hpa_owns_replicas and kind == "Deployment"
-                await self._replace(key, live, updated(live, body, keep_replicas=keep))
-        for kind, (_, informer) in self.children.items():
-            for cached in informer.by_index(BY_DCD, uid):
-                child = key_of(cached)
-                if child in wanted or objects.is_deleting(cached):
-                    continue
-                if self._view(kind, namespace, objects.name(cached)) is not None:
-                    await self._delete(key, cached)
-        return conflicts
-
-    # ``owner`` is the DCD's ``namespace/name``; its writes are recorded under its expectation key.
-
-    async def _create(self, owner: str, body: Obj) -> None:
-        res, _ = self.children[str(body["kind"])]
-        await self.writer.create(res, body, owner=f"{DCD_KIND}/{owner}")
-
-    async def _replace(self, owner: str, live: Obj, body: Obj) -> None:
-        res, _ = self.children[str(body["kind"])]
-        await self.writer.replace(res, live, body, owner=f"{DCD_KIND}/{owner}")
-
-    async def _delete(self, owner: str, obj: Obj) -> None:
-        res, _ = self.children[str(obj["kind"])]
-        await self.writer.delete(res, obj, owner=f"{DCD_KIND}/{owner}")
+        for child in decision.deletes:
+            res, _ = self.children[str(child["kind"])]
+            await self.writer.delete(res, child, owner=owner)
 
     async def _finalize(self, dcd: Obj) -> None:
         """Delete the component's etcd keys, then let the DCD go."""
-        if not has_finalizer(dcd, FINALIZER):
-            return
         service = str(objects.spec(dcd).get("serviceName") or "")
         if self.options.etcd_endpoints and service:
             await etcd.delete_component_keys(
@@ -524,46 +424,19 @@ class ComponentReconciler:
 
     # --- report -----------------------------------------------------------------------------------
 
-    def _availability(self, dcd: Obj, desired: Desired) -> Availability:
-        namespace, name = objects.namespace(dcd), objects.name(dcd)
-        if not desired.multinode:
-            found = deployment_availability(self._view("Deployment", namespace, name), name)
-        else:
-            names = [objects.name(c) for c in desired.children if c["kind"] == "LeaderWorkerSet"]
-            observed = {n: self._view("LeaderWorkerSet", namespace, n) for n in names}
-            found = lws_availability(names, observed)
-        waits = self._queue_waits(dcd, desired) if found.status != "True" else []
-        if not waits:
-            return found
-        # Not available because Kueue has not admitted it: say so, in Kueue's words.
-        return replace(found, reason=queueing.REASON_PENDING, message=queueing.wait_message(waits))
-
-    def _waiting(self, dcd: Obj, availability: Availability) -> tuple[causes.Held, ...]:
-        """What holds the component's pods, while it is not available for want of them."""
-        if self.pods is None or availability.status == "True" or availability.reason in FAILURE_REASONS:
-            return ()
-        namespace = objects.namespace(dcd)
-        claims, classes = self.claims, self.storage_classes
-        return causes.collect(
-            self.pods.by_index(BY_COMPONENT, objects.key(dcd)),
-            claims=(lambda name: claims.get(f"{namespace}/{name}")) if claims is not None else None,
-            storage_classes=(lambda name: classes.get(name) is not None) if classes is not None else None,
-        )
-
-    async def _report(self, dcd: Obj, availability: Availability, held: str | None = None) -> Obj:
-        """Write the status if it changed; returns the DCD as written (or as it was)."""
+    async def report(self, observed: ComponentObserved, decision: ComponentDecision) -> Result | None:
+        """Write the status if it changed, with its transition Events and one per new cause."""
+        if decision.status is None:
+            return None
+        # The DCD as our finalizer write left it: the status write is guarded by it.
+        dcd = self.expectations.view(_dcd_key(observed.dcd), observed.dcd) or observed.dcd
         old = objects.status(dcd)
-        now = self.clock.now()
-        waiting = self._waiting(dcd, availability)
-        status = compute_status(dcd, availability, now=now, waiting=waiting)
-        status = cdis.with_held(status, held, generation=objects.generation(dcd) or 0, now=now)
-        written = await self.status.write(dcd, status)
-        if written is None:
-            return dcd
-        self.expectations.wrote(_dcd_key(dcd), dcd, written, conditional=True)
-        emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, status)
-        causes.emit_new(self.recorder, dcd, old.get("waitingFor"), waiting)
-        return written
+        written = await self.status.write(dcd, decision.status)
+        if written is not None:
+            self.expectations.wrote(_dcd_key(dcd), dcd, written, conditional=True)
+            emit_transitions(self.recorder, dcd, TRANSITION_EVENTS, old, decision.status)
+            causes.emit_new(self.recorder, dcd, old.get("waitingFor"), decision.waiting)
+        return None
 
 
 def _flip_message(budget: Obj) -> Callable[[BudgetFlip], str]:
@@ -644,7 +517,7 @@ def setup_controller(
     # and without LWS there are none.
     pods = informers.informer(PODS, label_selector=LABEL_SELECTOR)
     nodes = informers.informer(NODES) if lws else None
-    reconciler = ComponentReconciler(
+    shape = ComponentController(
         manager.client,
         dcds,
         children,
@@ -666,9 +539,9 @@ def setup_controller(
         builder = builder.owns(res)
     builder = builder.watches(PODS, _dcd_of_pod, predicates=[pod_changed], label_selector=LABEL_SELECTOR)
     if lws:
-        builder = builder.watches(NODES, reconciler.dcds_on_node, predicates=[unschedulable_changed])
+        builder = builder.watches(NODES, shape.dcds_on_node, predicates=[unschedulable_changed])
     if platform is not None and platform.workloads is not None:
-        builder = builder.watches(platform.workloads.resource, reconciler.workload_to_dcd)
+        builder = builder.watches(platform.workloads.resource, shape.workload_to_dcd)
     if platform is not None:
         builder = watch_platform(
             builder,
@@ -677,7 +550,7 @@ def setup_controller(
             lambda ns: [Request.for_object(o) for o in dcds.list(ns)],
         )
     # Four workers by default: components are independent; --max-concurrent-reconciles overrides it.
-    return builder.workers(4).reconcile(reconciler)
+    return builder.workers(4).reconcile(Shaped(shape, manager.clock))
 
 
 def _log_missing(names: Iterable[tuple[str, bool]]) -> None:

@@ -33,7 +33,6 @@ Where we depart from upstream, on purpose:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -63,6 +62,7 @@ from aiplane.controllers.dynamo.graph_sync import (
 from aiplane.controllers.dynamo.naming import ANNOTATION_LAST_APPLIED_HASH
 from aiplane.controllers.dynamo.options import DynamoOptions
 from aiplane.controllers.queueing import REASON_PENDING
+from aiplane.kube.children import after_write
 from aiplane.kube.status import ConditionEvent, transition_events
 
 __all__ = [
@@ -361,22 +361,6 @@ def failure_status(observed: GraphObserved, failure: Failure, now: datetime) -> 
     return status_of(report_of([], {}, failure), objects.generation(dgd) or 0, objects.status(dgd), now)
 
 
-def _after_write(change: DcdChange) -> dict[str, Any]:
-    """The DCD as the write will leave it: a new object (generation 1, no status), or the live one
-    with our body, its status kept and its generation moved on when its spec changed."""
-    after = copy.deepcopy(dict(change.write.body))
-    metadata = after.setdefault("metadata", {})
-    live = change.live
-    if live is None:
-        metadata["generation"] = 1
-        return after
-    generation = objects.generation(live) or 0
-    metadata["generation"] = generation + (objects.spec(live) != objects.spec(after))
-    if "status" in live:
-        after["status"] = copy.deepcopy(live["status"])
-    return after
-
-
 def _with_status(
     observed: GraphObserved,
     decision: GraphDecision,
@@ -431,7 +415,7 @@ def decide(observed: GraphObserved, now: datetime) -> GraphDecision:
         live = observed.dcds.get(name) if write.verb is DcdVerb.UPDATE else None
         change = DcdChange(live, write)
         changes.append(change)
-        after[name] = _after_write(change)
+        after[name] = after_write(change.live, change.write.body)
     stale = tuple(observed.dcds[n] for n in stale_dcds(dgd, observed.dcds.values()))
     act = replace(before, dcds=tuple(changes), stale=stale)
     views = {n: dcd_view(o, uid) for n, o in after.items() if n in desired}

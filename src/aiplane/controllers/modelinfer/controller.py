@@ -85,7 +85,6 @@ from aiplane.controllers.modelinfer.podgroups import PodGroupOp
 from aiplane.controllers.modelinfer.queued import (
     KueueRelease,
     modelinfers_of_workload,
-    queue_of_group,
     queue_view,
 )
 from aiplane.controllers.modelinfer.revision import (
@@ -290,6 +289,9 @@ class ModelInferController:
             gang=self.gang,
             waiting=causes.collect(pods, podgroups=podgroups or ()),
             queue=queue_view(self.pods.by_index(BY_MODELINFER, key), workloads),
+            platform_queue=queueing.queue_for(self.platform.platform(objects.namespace(mi)), mi)
+            if self.platform is not None
+            else None,
         )
         if observed.decided:
             arbitration, the_plan = arbitrate_and_plan(observed, self.clock.now())
@@ -358,7 +360,7 @@ class ModelInferController:
         await self._write_podgroups(mi, decision)
         key = objects.key(mi)
         await self.budgets.sync(mi, decision.budgets, decision.arbitration)
-        await self._act(mi, key, observed, decision.plan, decision.spared)
+        await self._act(mi, key, observed, decision.plan, decision.spared, decision.queues)
         for cr in decision.prune:
             await self._delete(CONTROLLERREVISIONS, cr)
 
@@ -394,7 +396,13 @@ class ModelInferController:
         return await self.writer.create(res, body, owner=_owner(key)) is not None
 
     async def _act(
-        self, mi: Obj, key: str, observed: ModelInferObserved, the_plan: Plan, spared: frozenset[str]
+        self,
+        mi: Obj,
+        key: str,
+        observed: ModelInferObserved,
+        the_plan: Plan,
+        spared: frozenset[str],
+        queues: Mapping[tuple[int, str], str | None],
     ) -> None:
         """Carry out the plan in its order. A new group gets one ``CreatedGroup`` Event (after all
         its role replicas), not one per role replica. Pods in ``spared`` are left to the drain
@@ -409,7 +417,7 @@ class ModelInferController:
                 group_roles = with_current_replicas(
                     observed.revisions.get(action.revision) or [dict(r) for r in roles], roles
                 )
-                made = await self._create_role_replica(mi, key, action, group_roles)
+                made = await self._create_role_replica(mi, key, action, group_roles, queues)
                 if f"{name}-{action.ordinal}" not in existing_groups:
                     created_groups[action.ordinal] = action.revision
                 elif made:
@@ -444,7 +452,12 @@ class ModelInferController:
             )
 
     async def _create_role_replica(
-        self, mi: Obj, key: str, action: CreateRoleReplica, group_roles: list[dict[str, Any]]
+        self,
+        mi: Obj,
+        key: str,
+        action: CreateRoleReplica,
+        group_roles: list[dict[str, Any]],
+        queues: Mapping[tuple[int, str], str | None],
     ) -> int:
         """Create the action's pods and Service: entry → Service → workers, as upstream, so workers
         find the entry's address as soon as they start. Returns how many objects were created
@@ -453,7 +466,7 @@ class ModelInferController:
         workers = [k for k in indices if k != 0]
         made = 0
 
-        queue = self._queue_of_group(mi, key, action.ordinal, action.revision)
+        queue = queues.get((action.ordinal, action.revision))
         kueue_group = queueing.pod_group_name(group_name(objects.name(mi), action.ordinal), action.revision)
 
         def new_pod(k: int) -> Obj:
@@ -475,9 +488,6 @@ class ModelInferController:
         for k in workers:
             made += await self._create(PODS, key, new_pod(k))
         return made
-
-    def _queue_of_group(self, mi: Obj, key: str, ordinal: int, revision: str) -> str | None:
-        return queue_of_group(self.pods.by_index(BY_MODELINFER, key), mi, ordinal, revision, self.platform)
 
     async def _delete_pods(self, mi: Obj, key: str, action: DeletePods, pods: list[Obj]) -> None:
         """Delete the listed pods still in the cache under the uid the decision saw."""

@@ -47,13 +47,14 @@ What the executor must respect
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.apimachinery.meta import deep_get
+from aiplane.controllers import queueing
 from aiplane.controllers.modelinfer.disruption import Decision as Arbitration
 from aiplane.controllers.modelinfer.disruption import (
     budget_writes,
@@ -62,7 +63,7 @@ from aiplane.controllers.modelinfer.disruption import (
     left_to_the_drain,
 )
 from aiplane.controllers.modelinfer.disruption import decide as arbitrate
-from aiplane.controllers.modelinfer.naming import LABEL_REVISION
+from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_REVISION, group_name
 from aiplane.controllers.modelinfer.observe import shape_of, shapes_of, views
 from aiplane.controllers.modelinfer.plan_types import (
     Action,
@@ -743,4 +744,31 @@ def decide(observed: ModelInferObserved, now: datetime) -> ModelInferDecision:
         prune=tuple(
             cr for cr in unused[: max(0, len(unused) - REVISION_HISTORY_LIMIT)] if not objects.is_deleting(cr)
         ),
+        queues={
+            (a.ordinal, a.revision): queue_of_group(
+                observed.pods, mi, a.ordinal, a.revision, observed.platform_queue
+            )
+            for a in the_plan.actions
+            if isinstance(a, CreateRoleReplica)
+        },
     )
+
+
+def queue_of_group(
+    pods: Iterable[Mapping[str, Any]],
+    mi: Mapping[str, Any],
+    ordinal: int,
+    revision: str,
+    platform: str | None,
+) -> str | None:
+    """The Kueue queue of a new pod of group ``ordinal`` on ``revision``: its siblings' when the group
+    has pods already (a group is never split between Kueue and the scheduler), else ``platform``'s."""
+    group = group_name(objects.name(mi), ordinal)
+    siblings = [
+        p
+        for p in pods
+        if objects.labels(p).get(LABEL_GROUP_NAME) == group
+        and objects.labels(p).get(LABEL_REVISION) == revision
+    ]
+    queue, any_sibling = queueing.sibling_queue(siblings)
+    return queue if any_sibling else platform

@@ -246,6 +246,8 @@ class ModelInferObserved:
     #: What holds the pods (for ``waitingFor``) and the groups in Kueue (for ``QuotaReserved``).
     waiting: tuple[Held, ...] = ()
     queue: QueueView | None = None
+    #: The Kueue LocalQueue the platform gives this ModelInfer's new groups (None: none, or opted out).
+    platform_queue: str | None = None
 
 
 @dataclass(frozen=True)
@@ -267,3 +269,6 @@ class ModelInferDecision:
     budgets: tuple[BudgetWrite, ...] = ()
     spared: frozenset[str] = frozenset()
     prune: tuple[Obj, ...] = ()
+    #: The Kueue queue of the pods each ``CreateRoleReplica`` makes, by ``(ordinal, revision)``
+    #: (None: not queued): its group's pods' when the group has any, else the platform's.
+    queues: Mapping[tuple[int, str], str | None] = field(default_factory=dict)

@@ -20,8 +20,7 @@ from typing import Any
 
 from aiplane.apimachinery import objects
 from aiplane.controllers import queueing
-from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, group_name
-from aiplane.controllers.platform_source import PlatformSource
+from aiplane.controllers.modelinfer.naming import LABEL_NAME
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Request, Result
 from aiplane.kube.events import EventRecorder
@@ -29,28 +28,6 @@ from aiplane.kube.informer import Informer
 from aiplane.kube.resources import PODS
 
 Obj = dict[str, Any]
-
-
-def queue_of_group(
-    pods: Iterable[Mapping[str, Any]],
-    mi: Mapping[str, Any],
-    ordinal: int,
-    revision: str,
-    platform: PlatformSource | None,
-) -> str | None:
-    """The Kueue queue of a new pod of group ``ordinal`` on ``revision``: its siblings' when the group
-    has pods already (a group is never split between Kueue and the scheduler), else the platform's."""
-    group = group_name(objects.name(mi), ordinal)
-    siblings = [
-        p
-        for p in pods
-        if objects.labels(p).get(LABEL_GROUP_NAME) == group
-        and objects.labels(p).get(LABEL_REVISION) == revision
-    ]
-    queue, any_sibling = queueing.sibling_queue(siblings)
-    if any_sibling or platform is None:
-        return queue
-    return queueing.queue_for(platform.platform(objects.namespace(mi)), mi)
 
 
 @dataclass(frozen=True)
