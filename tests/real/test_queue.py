@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import pytest
 from kubernetes import client, config
 
-from aiplane.kube.client import HttpKubeClient
-from aiplane.kube.resources import NAMESPACES, PODS
+from aiplane.controllers.kaiwo.kueue import MANAGED_LABEL, MANAGED_VALUE, TOPOLOGY_NAME
+from aiplane.kube.client import ApiError, HttpKubeClient
+from aiplane.kube.resources import CLUSTERQUEUES, NAMESPACES, PODS, RESOURCEFLAVORS
 from aiplane.realcluster import RealCluster
 from tests import queue_scenarios as scenario
 from tests.polling import eventually
@@ -164,3 +165,40 @@ async def test_a_queued_modelinfers_groups_are_replaced_and_admitted(
     admin: HttpKubeClient, namespace: str
 ) -> None:
     await scenario.queued_modelinfer_groups_are_replaced(admin, namespace, following)
+
+
+async def test_a_flavor_of_ours_made_topology_aware_is_recreated_without_a_topology(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    """Someone gives one of our flavors a ``topologyName`` (immutable from then on): the controller deletes
+    it past Kueue's in-use finalizer (our ClusterQueue keeps naming it, so Kueue alone would hold the
+    delete for ever) and creates it again as ours, and the ClusterQueue admits again."""
+    (flavor,) = [
+        f
+        for f in (await admin.list(RESOURCEFLAVORS))["items"]
+        if f["metadata"].get("labels", {}).get(MANAGED_LABEL) == MANAGED_VALUE
+        and f["metadata"]["name"].startswith("amd-mi300x-")
+    ]
+    name, uid = flavor["metadata"]["name"], flavor["metadata"]["uid"]
+    await admin.patch(RESOURCEFLAVORS, name, {"spec": {"topologyName": TOPOLOGY_NAME}})
+
+    async def recreated() -> bool:
+        try:
+            now = await admin.get(RESOURCEFLAVORS, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return now["metadata"]["uid"] != uid and "topologyName" not in now["spec"]
+
+    await eventually(
+        recreated, timeout=60, what=f"flavor {name} recreated without topologyName", interval=0.2
+    )
+
+    async def active() -> bool:
+        cq = await admin.get(CLUSTERQUEUES, scenario.QUEUE)
+        conditions = {c["type"]: c["status"] for c in cq.get("status", {}).get("conditions", [])}
+        return conditions.get("Active") == "True"
+
+    await eventually(active, timeout=60, what="the ClusterQueue active again", interval=0.2)
+    await scenario.opt_out_is_never_queued(admin, namespace)  # and workloads still run

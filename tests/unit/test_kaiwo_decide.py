@@ -150,4 +150,4 @@ def test_a_topology_aware_flavor_of_ours_is_deleted_to_be_recreated_without_a_to
     tas = {**flavor, "spec": {**flavor["spec"], "topologyName": "default-topology"}}
     decision = decide(_observed(fleet, {**created, _key(tas): tas}, dynamic), NOW)
     writes = [w for w in decision.kueue if w.resource.kind == "ResourceFlavor"]
-    assert [(w.op, _key(w.body)) for w in writes] == [(KueueOp.DELETE, _key(tas))]
+    assert [(w.op, _key(w.body)) for w in writes] == [(KueueOp.RECREATE, _key(tas))]

@@ -31,6 +31,7 @@ from aiplane.api.config import KAIWO_CONFIG_NAME, KaiwoConfigSpec
 from aiplane.apimachinery import objects
 from aiplane.controllers.kaiwo.decide import READY, TOPOLOGIES, Decision, KueueOp, NodeCheck, Observed, decide
 from aiplane.controllers.kaiwo.fleet import Fleet
+from aiplane.controllers.kaiwo.kueue import IN_USE_FINALIZER
 from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import KubeClient
 from aiplane.kube.controller import Controller, Request, Result, event_source_for, field_manager_for
@@ -158,7 +159,19 @@ class KaiwoConfigReconciler:
                 assert write.live is not None
                 await self.writer.patch(write.resource, write.live, write.body)
             else:
+                if write.op is KueueOp.RECREATE:
+                    await self._release(write.resource, write.body)
                 await self.writer.delete(write.resource, write.body)
+
+    async def _release(self, resource: Resource, obj: Obj) -> None:
+        """Drop Kueue's in-use finalizer from an object of ours about to be deleted and created again:
+        our ClusterQueue keeps naming it, so Kueue would otherwise hold the delete for ever."""
+        finalizers = objects.meta(obj).get("finalizers") or []
+        if IN_USE_FINALIZER not in finalizers:
+            return
+        rest = [f for f in finalizers if f != IN_USE_FINALIZER] or None
+        body = {"metadata": {"resourceVersion": objects.resource_version(obj), "finalizers": rest}}
+        await self.writer.patch(resource, obj, body)
 
     async def report(self, observed: Observed, decision: Decision) -> Result | None:
         config = observed.config

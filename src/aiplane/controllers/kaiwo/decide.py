@@ -90,8 +90,12 @@ class KueueOp(Enum):
     CREATE = "create"
     #: A merge patch of the spec, guarded by the live object's resourceVersion (the ClusterQueue).
     PATCH = "patch"
-    #: Ours and not wanted, or differing where Kueue forbids an update (recreated once gone).
+    #: Ours and not wanted.
     DELETE = "delete"
+    #: Ours, wanted, and differing where Kueue forbids an update: deleted, and created again once gone.
+    #: Kueue's ``resource-in-use`` finalizer is removed first (a flavor's name stays in our ClusterQueue,
+    #: so Kueue would hold the delete for ever), as upstream Kaiwo does.
+    RECREATE = "recreate"
 
 
 @dataclass(frozen=True)
@@ -256,7 +260,7 @@ def _ensure(
                 spec[field] = None
         body = {"metadata": {"resourceVersion": objects.resource_version(actual)}, "spec": spec}
         return [KueueWrite(KueueOp.PATCH, resource, body, actual)]
-    return [KueueWrite(KueueOp.DELETE, resource, actual, actual)]
+    return [KueueWrite(KueueOp.RECREATE, resource, actual, actual)]
 
 
 def _prune(resource: Resource, live: Mapping[str, Obj], wanted: set[str], uid: str) -> list[KueueWrite]:

@@ -57,6 +57,8 @@ PREEMPTION: Final = {
     "reclaimWithinCohort": "Never",
     "borrowWithinCohort": {"policy": "Never"},
 }
+#: Kueue's finalizer on a ResourceFlavor or ClusterQueue some ClusterQueue or Workload still uses.
+IN_USE_FINALIZER: Final = "kueue.x-k8s.io/resource-in-use"
 #: Spec fields that are ours alone on an object of each kind: present on the cluster but absent from
 #: what we want means the object differs.
 OWNED_SPEC_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
