@@ -4,7 +4,6 @@ started per test on free loopback ports and spoken to through its v3 JSON gatewa
 from __future__ import annotations
 
 import base64
-import socket
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from aiplane.controllers.dynamo.etcd import (
     delete_component_keys,
     prefix_range_end,
 )
+from aiplane.realcluster.net import free_port
 from tests.polling import eventually
 
 
@@ -32,13 +32,6 @@ def _etcd_binary() -> Path:
     return binary
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 async def _healthy(session: aiohttp.ClientSession, url: str) -> bool:
     try:
         async with session.get(f"{url}/health") as response:
@@ -50,7 +43,7 @@ async def _healthy(session: aiohttp.ClientSession, url: str) -> bool:
 @pytest.fixture
 async def etcd(tmp_path: Path) -> AsyncIterator[str]:
     """A single-member etcd; yields its client URL."""
-    client, peer = _free_port(), _free_port()
+    client, peer = free_port(), free_port()
     url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
     args = [
         str(_etcd_binary()),
@@ -122,12 +115,12 @@ async def test_only_the_components_keys_go(etcd: str, form: str) -> None:
 
 async def test_a_dead_endpoint_is_skipped_for_the_next(etcd: str) -> None:
     await _put(etcd, *GONE, *KEPT)
-    await delete_component_keys(f"127.0.0.1:{_free_port()}, {etcd}", "dyn", "worker")
+    await delete_component_keys(f"127.0.0.1:{free_port()}, {etcd}", "dyn", "worker")
     assert await _keys(etcd) == sorted(KEPT)
 
 
 async def test_no_endpoint_answering_is_an_error_naming_each() -> None:
-    dead = [f"127.0.0.1:{_free_port()}", f"http://127.0.0.1:{_free_port()}"]
+    dead = [f"127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
     with pytest.raises(EtcdError, match="no etcd endpoint answered") as err:
         await delete_component_keys(",".join(dead), "dyn", "worker")
     assert f"http://{dead[0]}" in str(err.value) and dead[1] in str(err.value)

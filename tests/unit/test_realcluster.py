@@ -4,6 +4,7 @@ it makes, and that ``cluster down`` signals only processes of its own cluster.""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from aiplane.realcluster import pki, running_pids, stop_cluster
 from aiplane.realcluster.launcher import audit_policy
+from aiplane.realcluster.net import free_port
 from aiplane.realcluster.nodes import fake_nodes
 from aiplane.sim.fleet import AMD_PRODUCTS, NVIDIA_PRODUCTS, Fleet, GpuSpec, NodePool, node_objects
 
@@ -107,3 +109,16 @@ def test_the_node_write_audit_records_every_clients_node_writes_in_full() -> Non
     assert {"group": "", "resources": ["nodes"]} in first["resources"]
     assert full["rules"][len(full["rules"]) - len(default["rules"]) :] == default["rules"]
     assert not any(r["level"] == "RequestResponse" for r in default["rules"])
+
+
+def test_free_ports_are_never_handed_out_twice_and_stay_off_the_ephemeral_range() -> None:
+    """Kueue once got one port for its webhook and its health probe and exited ("address already in use")
+    at start-up: two picks in a row must differ, and none may be a port an outgoing connection can take."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii").split()[0])
+    ports = [free_port() for _ in range(2000)]
+    assert len(set(ports)) == len(ports)
+    assert all(port < low for port in ports)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", ports[-1]))
+        held.listen()
+        assert free_port() != ports[-1]
