@@ -86,6 +86,8 @@ MOE = (
     Case("Qwen/Qwen3-235B-A22B-FP8", "h200_sxm", "vllm", 16, 4000, 500, 1000, 30),
     Case("openai/gpt-oss-120b", "h200_sxm", "vllm", 8, 2000, 500, 600, 20),
     Case("deepseek-ai/DeepSeek-V3", "h200_sxm", "trtllm", 16, 4000, 500, 2000, 50),
+    # SGLang's wide-EP attention (FP8 for DeepSeek's DeepEP layouts, BF16 for its fused ones).
+    Case("deepseek-ai/DeepSeek-V3", "h200_sxm", "sglang", 16, 4000, 500, 2000, 50),
 )
 CASES = (*DENSE, *MOE)
 

@@ -11,7 +11,7 @@ runs, its search), the tokens/s/GPU of its best disaggregated and aggregated pla
 stored in ``benchmarks/builtin_reference.json`` (computing them takes minutes); ``--refresh`` recomputes
 them. The error of a case is builtin tokens/s/GPU / AIC's - 1, for each plan kind.
 
-    python -m benchmarks.planner_builtin_validate [--refresh] [--only TEXT] [--fit-moe]
+    python -m benchmarks.planner_builtin_validate [--refresh] [--only TEXT] [--fit-moe] [--fit-mla]
 
 ``--fit-moe`` refits the mixture-of-experts constants (``MOE_PREFILL_COMPUTE_SHARE``,
 ``MOE_DECODE_COMPUTE_SHARE``, ``MOE_EP_IMBALANCE_EXP``, ``MOE_BACKEND_SHARE``, ``W4A16_READ_FACTOR``;
@@ -60,8 +60,8 @@ CALIBRATION = (
     # Added after the first held-out run showed no Blackwell MoE among the cases above.
     Case("Qwen/Qwen3-30B-A3B", "b200_sxm", "trtllm", 8, 2000, 500, 600, 20),
     Case("deepseek-ai/DeepSeek-R1", "b200_sxm", "trtllm", 16, 4000, 1000, 2000, 50),
-    # Added after the second held-out run: SGLang's mixture-of-experts tables on another system.
-    Case("deepseek-ai/DeepSeek-V3", "h200_sxm", "sglang", 16, 4000, 500, 2000, 50),
+    # Added after the second held-out run: SGLang's mixture-of-experts tables on another system
+    # (DeepSeek-V3 on H200 with SGLang, now among the cases above, compared with AIC's CLI).
     Case("openai/gpt-oss-120b", "h200_sxm", "sglang", 8, 2000, 500, 600, 20),
 )
 #: Held out: never used to choose a constant. Long prompt (ISL >= 8000), chat (~1-2k/0.5-1k), long
@@ -176,6 +176,37 @@ def _moe_points(
     return points
 
 
+def _score(points: list[tuple[str, Case, Any, Any, tuple[int, int, int, int], int, float]]) -> float:
+    """Median plus half the 90th percentile of |built-in / AIC - 1|, prefill and decode each."""
+    latency._prefill_envelope.cache_clear()
+    latency._decode_envelope.cache_clear()
+    errors: dict[str, list[float]] = {"prefill": [], "decode": []}
+    for kind, case, model, system, p4, batch, reference in points:
+        lat = BuiltinLatency(case.backend)
+        if kind == "decode":
+            ours = lat.layout_decode_ms(model, system, p4, batch, case.isl + case.osl // 2)
+            ours *= DECODE_LATENCY_CORRECTION
+        else:
+            ours = lat.layout_prefill_ms(model, system, p4, case.isl) * PREFILL_LATENCY_CORRECTION
+        errors[kind].append(abs(ours / reference - 1))
+    score = 0.0
+    for values in errors.values():
+        values.sort()
+        score += statistics.median(values) + 0.5 * values[int(0.9 * len(values))]
+    return score
+
+
+def fit_mla() -> None:
+    """Grid-fit MLA_LAYER_US on the calibration cases' MLA models (DeepSeek) only, by the same score."""
+    points = [p for p in _moe_points(CALIBRATION) if p[2].kv_lora_rank]
+    scores = []
+    for us in range(0, 130, 10):
+        cal.MLA_LAYER_US = {"nvidia": float(us), "amd": float(us)}
+        scores.append((_score(points), us))
+        print(f"MLA_LAYER_US {us}: score {scores[-1][0]:.3f}")
+    print(f"{len(points)} points; best MLA_LAYER_US {min(scores)[1]} (score {min(scores)[0]:.3f})")
+
+
 def fit_moe() -> None:
     """Grid-fit the MoE constants on the calibration cases (module docstring)."""
     points = _moe_points(CALIBRATION)
@@ -194,21 +225,7 @@ def fit_moe() -> None:
             setattr(cal, name, {"nvidia": value, "amd": value})
         cal.MOE_BACKEND_SHARE = {"vllm": 1.0, "sglang": chosen[4], "trtllm": chosen[5]}
         cal.W4A16_READ_FACTOR = {"nvidia": chosen[6], "amd": chosen[6]}
-        latency._prefill_envelope.cache_clear()
-        latency._decode_envelope.cache_clear()
-        errors: dict[str, list[float]] = {"prefill": [], "decode": []}
-        for kind, case, model, system, p4, batch, reference in points:
-            lat = BuiltinLatency(case.backend)
-            if kind == "decode":
-                ours = lat.layout_decode_ms(model, system, p4, batch, case.isl + case.osl // 2)
-                ours *= DECODE_LATENCY_CORRECTION
-            else:
-                ours = lat.layout_prefill_ms(model, system, p4, case.isl) * PREFILL_LATENCY_CORRECTION
-            errors[kind].append(abs(ours / reference - 1))
-        score = 0.0
-        for values in errors.values():
-            values.sort()
-            score += statistics.median(values) + 0.5 * values[int(0.9 * len(values))]
+        score = _score(points)
         if best is None or score < best[0]:
             best = (score, chosen)
     assert best is not None
@@ -235,9 +252,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fit-moe", action="store_true", help="refit the MoE constants on the calibration cases"
     )
+    parser.add_argument("--fit-mla", action="store_true", help="refit MLA_LAYER_US on the calibration cases")
     args = parser.parse_args(argv)
     if args.fit_moe:
         fit_moe()
+        return
+    if args.fit_mla:
+        fit_mla()
         return
     stored: dict[str, Any] = json.loads(STORE.read_text()) if STORE.exists() else {}
     sets: dict[str, tuple[Case, ...]] = {"calibration": CALIBRATION, "held-out": HELD_OUT}

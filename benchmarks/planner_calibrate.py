@@ -13,9 +13,10 @@ framework and version). This script reads them and fits, per NVIDIA system:
   (``generation_attention_perf``, context >= 1024);
 - ``ALLREDUCE_EFFICIENCY`` / ``ALLREDUCE_LATENCY_US``: least squares of
   latency = a + 2(n-1)/n x bytes / (eff x our link bandwidth) over ``custom_allreduce_perf``;
-- ``PREFILL_OVERHEAD_MS`` / ``STEP_OVERHEAD_MS``: what AIC's whole-engine estimate (the same tables
+- ``PREFILL_OVERHEAD_MS`` / ``DECODE_LAYER_US``: what AIC's whole-engine estimate (the same tables
   plus its norms, element-wise ops and corrections) adds on top of our roofline with the efficiencies
-  above, over a grid of dense models, TP sizes, batches and lengths (least squares in relative error).
+  above, over a grid of dense models, TP sizes, batches and lengths (least squares in relative error):
+  a fixed time per prefill, and per layer of a decode step (the decode's addition grows with the depth).
 
 A vendor key takes the median over its systems (the model's constants are per vendor). AMD has no
 AIC data: its values stay the public-spec ones. The fitted values and their provenance (table,
@@ -56,7 +57,7 @@ FRAMEWORK: AicBackend = "vllm"
 OVERHEAD_MODELS = ("Qwen/Qwen3-8B", "Qwen/Qwen3-32B", "meta-llama/Llama-3.1-70B")
 #: The AMD values fitted to public measurements instead (their "# amd" provenance lines stay put).
 AMD_SOURCE = dict.fromkeys(
-    ("DECODE_MEMORY_EFFICIENCY", "DECODE_COMPUTE_EFFICIENCY", "STEP_OVERHEAD_MS"),
+    ("DECODE_MEMORY_EFFICIENCY", "DECODE_COMPUTE_EFFICIENCY", "DECODE_LAYER_US"),
     "fitted to OCI's public MI300X latency table (benchmarks/planner_amd_public.py)",
 )
 CALIBRATION = Path(__file__).resolve().parents[1] / "src/aiplane/planner/calibration.py"
@@ -67,7 +68,7 @@ CONSTANTS = (
     "DECODE_COMPUTE_EFFICIENCY",
     "ALLREDUCE_EFFICIENCY",
     "ALLREDUCE_LATENCY_US",
-    "STEP_OVERHEAD_MS",
+    "DECODE_LAYER_US",
     "PREFILL_OVERHEAD_MS",
     "FP8_BLOCK_GEMM_US",
     "FP8_BLOCK_SMALL_M_US",
@@ -216,11 +217,21 @@ def _ours(kind: str, model: ModelSpec, system: SystemSpec, tp: int, batch: int, 
     return raw(model, system, tp, batch, x)
 
 
-def _overhead(pts: list[tuple[float, float]]) -> tuple[float, float]:
-    """The c >= 0 minimising sum(((ours + c) / aic - 1)^2), and that sum."""
-    c = sum((aic - ours) / aic**2 for ours, aic in pts) / sum(1.0 / aic**2 for _, aic in pts)
+def _overhead(pts: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """The c >= 0 minimising sum(((ours + c x scale) / aic - 1)^2) over (ours, aic, scale), and that sum
+    (scale 1: a fixed cost; a model's layers: a cost per layer)."""
+    c = sum((aic - ours) * k / aic**2 for ours, aic, k in pts) / sum(k * k / aic**2 for _, aic, k in pts)
     c = max(0.0, c)
-    return c, sum(((ours + c) / aic - 1.0) ** 2 for ours, aic in pts)
+    return c, sum(((ours + c * k) / aic - 1.0) ** 2 for ours, aic, k in pts)
+
+
+def _decode_points(system: SystemSpec, points: list[Any]) -> list[tuple[float, float, float]]:
+    """(ours, AIC's, layers) of the decode points, at the constants in force."""
+    return [
+        (_ours(k, m, system, tp, b, x), aic, float(m.layers))
+        for k, m, tp, b, x, aic in points
+        if k == "decode"
+    ]
 
 
 def fit_overheads(system: SystemSpec, points: list[Any], fits: dict[str, Fit]) -> dict[str, Fit]:
@@ -232,7 +243,7 @@ def fit_overheads(system: SystemSpec, points: list[Any], fits: dict[str, Fit]) -
     and the kernel-table value is kept in the provenance.
     """
     values = {k: f.value for k, f in fits.items()}
-    zero = {"PREFILL_OVERHEAD_MS": 0.0, "STEP_OVERHEAD_MS": 0.0}
+    zero = {"PREFILL_OVERHEAD_MS": 0.0, "DECODE_LAYER_US": 0.0}
     out: dict[str, Fit] = {}
     # Prefill: the compute efficiency jointly with the overhead too. The GEMM tables' median MFU misses
     # AIC's whole prefill by ~10% on some systems (Qwen3-32B on H100: 201 vs 183 ms), enough to flip the
@@ -240,7 +251,9 @@ def fit_overheads(system: SystemSpec, points: list[Any], fits: dict[str, Fit]) -
     prefill_best: tuple[float, float, float] | None = None
     for step in range(40, 100):
         with _constants(system.vendor, {**values, **zero, "PREFILL_COMPUTE_EFFICIENCY": step / 100.0}):
-            pts = [(_ours(k, m, system, tp, b, x), aic) for k, m, tp, b, x, aic in points if k == "prefill"]
+            pts = [
+                (_ours(k, m, system, tp, b, x), aic, 1.0) for k, m, tp, b, x, aic in points if k == "prefill"
+            ]
         c, loss = _overhead(pts)
         if prefill_best is None or loss < prefill_best[2]:
             prefill_best = (step / 100.0, c, loss)
@@ -248,8 +261,8 @@ def fit_overheads(system: SystemSpec, points: list[Any], fits: dict[str, Fit]) -
     peff, c, _ = prefill_best
     values["PREFILL_COMPUTE_EFFICIENCY"] = peff
     with _constants(system.vendor, {**values, **zero}):
-        pts = [(_ours(k, m, system, tp, b, x), aic) for k, m, tp, b, x, aic in points if k == "prefill"]
-    error = statistics.median(abs((ours + c) / aic - 1.0) for ours, aic in pts)
+        pts = [(_ours(k, m, system, tp, b, x), aic, 1.0) for k, m, tp, b, x, aic in points if k == "prefill"]
+    error = statistics.median(abs((ours + c) / aic - 1.0) for ours, aic, _ in pts)
     out["PREFILL_OVERHEAD_MS"] = Fit(round(c, 2), len(pts), error, "AIC engine vs our roofline, joint")
     kernel_p = fits["PREFILL_COMPUTE_EFFICIENCY"]
     out["PREFILL_COMPUTE_EFFICIENCY"] = Fit(
@@ -263,15 +276,15 @@ def fit_overheads(system: SystemSpec, points: list[Any], fits: dict[str, Fit]) -
     for step in range(40, 96):
         eff = step / 100.0
         with _constants(system.vendor, {**values, **zero, "DECODE_MEMORY_EFFICIENCY": eff}):
-            pts = [(_ours(k, m, system, tp, b, x), aic) for k, m, tp, b, x, aic in points if k == "decode"]
+            pts = _decode_points(system, points)
         c, loss = _overhead(pts)
         if best is None or loss < best[2]:
             best = (eff, c, loss)
     assert best is not None
     eff, c, _ = best
     with _constants(system.vendor, {**values, **zero, "DECODE_MEMORY_EFFICIENCY": eff}):
-        pts = [(_ours(k, m, system, tp, b, x), aic) for k, m, tp, b, x, aic in points if k == "decode"]
-    error = statistics.median(abs((ours + c) / aic - 1.0) for ours, aic in pts)
+        pts = _decode_points(system, points)
+    error = statistics.median(abs((ours + c * layers) / aic - 1.0) for ours, aic, layers in pts)
     kernel = fits["DECODE_MEMORY_EFFICIENCY"]
     out["DECODE_MEMORY_EFFICIENCY"] = Fit(
         eff,
@@ -280,7 +293,7 @@ def fit_overheads(system: SystemSpec, points: list[Any], fits: dict[str, Fit]) -
         f"AIC engine, joint with the step overhead; kernel tables alone: {kernel.value} "
         f"({kernel.source}, n={kernel.samples}, median |dev| {kernel.error:.1%})",
     )
-    out["STEP_OVERHEAD_MS"] = Fit(round(c, 2), len(pts), error, "AIC engine vs our roofline, joint")
+    out["DECODE_LAYER_US"] = Fit(round(c * 1e3, 1), len(pts), error, "AIC engine vs our roofline, joint")
     return out
 
 
@@ -292,8 +305,8 @@ def fit_fp8_block(system: SystemSpec, aic: AicLatency, values: dict[str, float])
     shrink with the shard, so the extra time is per GEMM and per GPU, not per byte."""
     model = resolve_model(FP8_BLOCK_MODEL)
     gemms = model.layers * latency._GEMMS_PER_LAYER
-    small: list[tuple[float, float]] = []
-    large: list[tuple[float, float]] = []
+    small: list[tuple[float, float, float]] = []
+    large: list[tuple[float, float, float]] = []
     zero = {"FP8_BLOCK_GEMM_US": 0.0, "FP8_BLOCK_SMALL_M_US": 0.0}
     with _constants(system.vendor, {**values, **zero}):
         for kind, tp, batch, x in _grid(model, system, fp8=True):
@@ -301,12 +314,12 @@ def fit_fp8_block(system: SystemSpec, aic: AicLatency, values: dict[str, float])
             rows = batch * x if kind == "prefill" else batch
             if latency._SMALL_M <= rows < latency._LARGE_M:
                 continue
-            point = (_ours(kind, model, system, tp, batch, x), measure(model, system, tp, batch, x))
+            point = (_ours(kind, model, system, tp, batch, x), measure(model, system, tp, batch, x), 1.0)
             (small if rows < latency._SMALL_M else large).append(point)
     out = {}
     for name, pts, label in (("FP8_BLOCK_GEMM_US", large, ">= 32"), ("FP8_BLOCK_SMALL_M_US", small, "< 16")):
         c, _ = _overhead(pts)
-        error = statistics.median(abs((ours + c) / measured - 1.0) for ours, measured in pts)
+        error = statistics.median(abs((ours + c) / measured - 1.0) for ours, measured, _ in pts)
         source = f"AIC engine on {FP8_BLOCK_MODEL} vs our roofline, GEMMs of {label} rows"
         out[name] = Fit(round(c / gemms * 1e3, 1), len(pts), error, source)
     return out

@@ -225,6 +225,10 @@ def _load_engine_module() -> Any:
         ) from err
 
 
+#: The role a session without MoE phases is asked as (a dense model's roles share one session).
+PREFILL_ROLE = ("context",)
+
+
 def comm_phases(mode: str) -> tuple[str, ...]:
     """The phases whose large-EP data a run of ``mode`` needs (a prefill worker only the context)."""
     return ("context",) if mode == "static_ctx" else ("context", "generation")
@@ -255,10 +259,9 @@ class AicLatency:
         self.backend_version = backend_version
         self._engines: dict[tuple[str, str | None, str, int], Any] = {}
         self._sessions: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
-        #: (model, system) whose FP8 attention AIC has no context data for: timed at BF16, as its CLI
-        #: falls back (task_v2 ``_apply_fmha_data_fallback``).
-        self._bf16_fmha: set[tuple[str, str]] = set()
         self._fits: dict[tuple[str, str, int, int, int, int], bool] = {}
+        #: Per (model, quantisation, system, role): whether its context attention is timed at BF16.
+        self._fmha: dict[tuple[str, str | None, str, tuple[str, ...]], bool] = {}
         self._memo: dict[tuple[str, str, str, int, int, int, int], float] = {}
 
     @property
@@ -316,11 +319,10 @@ class AicLatency:
         dp, moe_tp, moe_ep = (1, tp, 1) if layout is None else (layout.dp, layout.moe_tp, layout.moe_ep)
         if not model.num_experts:
             moe_tp = 1
-        bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
         # The phases matter only to a MoE model's large-EP pricing: a dense model's prefill, decode and
         # aggregated runs share one session (each new one costs AIC's engine a warm-up of ~0.2 s).
         phases = phases if model.num_experts else ()
-        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, bf16_fmha, phases)
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, tp, dp, moe_tp, moe_ep, phases)
         session = self._sessions.get(key)
         if session is None:
             with fast_yaml():
@@ -337,9 +339,8 @@ class AicLatency:
         par: tuple[int, int, int, int],
         phases: tuple[str, ...],
     ) -> tuple[Any, Any, Any]:
-        tp, dp, moe_tp, moe_ep = par
-        bf16_fmha = (target.model_id, aic_sys) in self._bf16_fmha
         """A new (model, database, backend) of AIC for one layout (its YAML read with libyaml)."""
+        tp, dp, moe_tp, moe_ep = par
         try:
             database = _database(aic_sys, self.backend, self.backend_version)
             config = importlib.import_module("aiconfigurator_core.sdk.config_builders").build_model_config(
@@ -349,10 +350,16 @@ class AicLatency:
                 moe_tp_size=moe_tp,
                 moe_ep_size=moe_ep,
                 gemm_quant_mode=target.gemm_quant_mode,
-                fmha_quant_mode="bfloat16" if bf16_fmha else None,
             )
+            # An FP8 checkpoint's context attention is timed at BF16 where its CLI would: decided per
+            # role from the tables before the model is built, never from an earlier run's error, so an
+            # answer does not depend on what this process (or the answer cache) was asked before.
+            if self._bf16_fmha(target, aic_sys, database, phases or PREFILL_ROLE):
+                config.fmha_quant_mode = importlib.import_module(
+                    "aiconfigurator_core.sdk.common"
+                ).FMHAQuantMode.bfloat16
             if model.num_experts and phases:
-                self._large_ep(config, target, database, (dp, moe_tp, moe_ep), phases, bf16_fmha)
+                self._large_ep(config, target, database, (dp, moe_tp, moe_ep), phases)
             aic_model_obj = importlib.import_module("aiconfigurator_core.sdk.models").get_model(
                 target.model_id, config, self.backend
             )
@@ -368,6 +375,16 @@ class AicLatency:
         )
         return (aic_model_obj, database, backend)
 
+    def _bf16_fmha(self, target: AicTarget, aic_sys: str, database: Any, phases: tuple[str, ...]) -> bool:
+        key = (target.model_id, target.gemm_quant_mode, aic_sys, phases)
+        found = self._fmha.get(key)
+        if found is None:
+            comm = importlib.import_module("aiplane.planner.aic_moe_comm")
+            found = self._fmha[key] = comm.context_fmha_bf16(
+                target.model_id, self.backend, database, target.gemm_quant_mode, phases
+            )
+        return found
+
     def _large_ep(
         self,
         config: Any,
@@ -375,7 +392,6 @@ class AicLatency:
         database: Any,
         par: tuple[int, int, int],
         phases: tuple[str, ...],
-        bf16_fmha: bool,
     ) -> None:
         """Price the layout's MoE all-to-all from AIC's large-EP data where its CLI would
         (:mod:`aiplane.planner.aic_moe_comm`); an EP across nodes without that data is no layout."""
@@ -395,8 +411,9 @@ class AicLatency:
         config.moe_comm_backend = resolved
         config.num_gpus_per_node = per_node
         config.system = getattr(database, "system", None)
-        if self.backend == "sglang" and "deepseek" in target.model_id.lower() and not bf16_fmha:
-            # AIC's SGLang wide-EP MLA rows are FP8 (its resolver's DeepSeek defaults).
+        if self.backend == "sglang" and "deepseek" in target.model_id.lower():
+            # AIC's SGLang wide-EP MLA rows are FP8: its resolver gives a DeepSeek layout that selects
+            # DeepEP FP8 attention and KV cache unless the user set them, whatever the role's fallback.
             common = importlib.import_module("aiconfigurator_core.sdk.common")
             config.fmha_quant_mode = common.FMHAQuantMode.fp8_block
             config.kvcache_quant_mode = common.KVCacheQuantMode.fp8
@@ -419,26 +436,12 @@ class AicLatency:
         try:
             phases = comm_phases(mode)
             aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
-            try:
-                return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
-            except Exception as err:
-                if not self._fall_back_to_bf16_fmha(model, system, err):
-                    raise
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             return backend.run_static(aic_model_obj, database, runtime, mode, 32, correction)
         except Exception as err:  # as in _query
             raise PlannerError(
                 f"latencyModel aic: AIConfigurator cannot model {model.name} on {system.name} "
                 f"({self.backend}, {layout.label}): {err}"
             ) from err
-
-    def _fall_back_to_bf16_fmha(self, model: ModelSpec, system: SystemSpec, err: Exception) -> bool:
-        """Whether ``err`` is AIC's missing FP8 context-attention data, now answered at BF16."""
-        key = (aic_model(model).model_id, aic_system(system))
-        if key in self._bf16_fmha or 'fmha_quant: "fp8"' not in str(err):
-            return False
-        self._bf16_fmha.add(key)
-        return True
 
     def run_agg(
         self,
@@ -457,12 +460,6 @@ class AicLatency:
         )
         try:
             phases = comm_phases("agg")
-            aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
-            try:
-                return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
-            except Exception as err:
-                if not self._fall_back_to_bf16_fmha(model, system, err):
-                    raise
             aic_model_obj, database, backend = self._session(model, system, layout.tp, layout, phases)
             return backend.run_agg(aic_model_obj, database, runtime, ctx_tokens=ctx_tokens)
         except Exception as err:  # as in _query

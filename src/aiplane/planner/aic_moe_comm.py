@@ -148,3 +148,36 @@ def resolve(
                 resolved[phase] = name
                 break
     return resolved if set(phases) <= set(resolved) else None
+
+
+def context_fmha_bf16(
+    model_id: str, backend: str, database: Any, gemm_quant_mode: str | None, phases: tuple[str, ...]
+) -> bool:
+    """Whether AIC's CLI times a role's context attention at BF16 although the checkpoint's is FP8
+    (task_v2 ``_apply_fmha_data_fallback``): one choice per role, from the context-attention tables
+    its layouts can reach (the fused one; the large-EP one too when some expert-parallel layout of the
+    role is priced with all-to-all data, :func:`resolve`), FP8 kept unless BF16 has data in strictly
+    more of them. A layout whose table then lacks the chosen mode is no layout, as in the CLI's sweep.
+    ``phases`` names the role (:data:`PREFILL_PHASES`, :data:`DECODE_PHASES`; a decode reads no
+    context table, so it is asked as the aggregated role it shares sessions with)."""
+    helpers = _module("models.helpers")
+    info = helpers._get_model_info(model_id)
+    inferred = helpers._infer_quant_modes_from_raw_config(
+        info.get("raw_config", {}), info.get("architecture")
+    )
+    fp8 = _module("common").FMHAQuantMode.fp8
+    if inferred.get("fmha_quant_mode") != fp8:
+        return False
+    family = helpers._architecture_to_model_family(info["architecture"])
+    found = coverage(model_id, backend, database, gemm_quant_mode)
+    eps = {ep for per_backend in found.values() for covered in per_backend.values() for ep in covered}
+    large = any(resolve(found, backend, ep, 1, ep, phases) is not None for ep in eps)
+    supported = _module("perf_database").context_fmha_supported_modes
+    kv_mode = inferred.get("kvcache_quant_mode")
+    modes = [
+        supported(database, helpers.attention_op_keys(family, backend, regime)[0], kv_mode)
+        for regime in sorted({False, large})
+    ]
+    informative = [m for m in modes if m]
+    bf16_hits = sum("bfloat16" in m for m in informative)
+    return bf16_hits > sum(fp8.name in m for m in informative)

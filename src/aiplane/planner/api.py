@@ -213,6 +213,7 @@ def plan(request: PlanRequest, latency: LatencyModel | None = None) -> PlanResul
             layouts = importlib.import_module("aiplane.planner.aic_search").layouts(
                 moe=True, backend=request.backend, aic_system=system.name, budget=cap, lo=tps[0], hi=tps[-1]
             )
+            layouts = [par for par in layouts if search.backend_runs(model, request.backend, par)]
             prefills, decodes = search.layout_workers(w, lat, layouts)
             builtin_agg = builtin_agg_search.search(w, lat, layouts)
         else:

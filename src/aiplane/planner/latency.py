@@ -236,8 +236,15 @@ def _step_ms(
         comm = _allreduce_ms(m, s, tp, rank_tokens)
     else:  # attention's all-reduce within its TP group; the MoE layers' token exchange over the worker
         comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, moe_tokens)
-    fixed = cal.value("STEP_OVERHEAD_MS" if decode else "PREFILL_OVERHEAD_MS", s) + _layer_fixed_ms(m, s)
+    fixed = (_decode_fixed_ms(m, s) if decode else cal.value("PREFILL_OVERHEAD_MS", s)) + _layer_fixed_ms(
+        m, s
+    )
     return max(compute, memory) + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
+
+
+def _decode_fixed_ms(m: ModelSpec, s: SystemSpec) -> float:
+    """A decode pass's cost outside the roofline's kernels: calibration.DECODE_LAYER_US per layer."""
+    return m.layers * cal.value("DECODE_LAYER_US", s) / 1e3
 
 
 def _layer_fixed_ms(m: ModelSpec, s: SystemSpec) -> float:
@@ -310,7 +317,7 @@ def mixed_ms(
     else:
         comm = _allreduce_ms(m, s, tp, rank_tokens) / 2 + _exchange_ms(m, s, gpus, rank_tokens * dp)
     # A pass with prompts in it pays a prefill's fixed cost (their scheduling and first sampling).
-    fixed = cal.value("PREFILL_OVERHEAD_MS" if p_tokens > 0 else "STEP_OVERHEAD_MS", s)
+    fixed = cal.value("PREFILL_OVERHEAD_MS", s) if p_tokens > 0 else _decode_fixed_ms(m, s)
     fixed += _layer_fixed_ms(m, s)
     return max(compute, memory) * 1e3 + comm + fixed + _fp8_block_ms(m, s, rank_tokens)
 

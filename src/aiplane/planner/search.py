@@ -96,6 +96,14 @@ class Layout:
         return f"tp{self.tp}pp1dp{self.dp}etp{self.moe_tp}ep{self.moe_ep}"
 
 
+def backend_runs(model: ModelSpec, backend: Backend, layout: Layout) -> bool:
+    """Whether the backend can run the model in ``layout``. TensorRT-LLM's weight-only 4-bit (MXFP4)
+    MoE path splits experts by expert parallelism only: aiconfigurator-core 0.12.0 measured it
+    (``w4a16_mxfp4`` in every system's trtllm ``moe_perf.parquet``) at MoE TP 1 alone, where its other
+    MoE dtypes and the other backends' MXFP4 kernels run MoE TP 1-32."""
+    return not (backend == "trtllm" and model.fp4_weight_only and layout.moe_tp > 1)
+
+
 @dataclass(frozen=True)
 class PrefillWorker:
     tp: int

@@ -301,6 +301,30 @@ def test_deepseek_expert_parallel_layouts_are_priced_with_aic_large_ep_data() ->
     )
 
 
+@needs_aic
+def test_an_answer_does_not_depend_on_what_the_process_asked_before() -> None:
+    """DeepSeek-V3 is an FP8 checkpoint whose fused context attention AIC measured only at BF16 on H200
+    with SGLang. The BF16 fallback used to be taken when a run first raised AIC's missing-data error and
+    then held for every later session, so an expert-parallel prefill priced before any fused one ran
+    with FP8 attention and the same prefill priced after one at BF16: the plan for one request changed
+    with the answers already on disk (395 against 220 tokens/s/GPU)."""
+    from aiplane.planner.models import resolve_model
+    from aiplane.planner.search import Layout
+    from aiplane.planner.systems import resolve_system
+
+    model, system = resolve_model("deepseek-ai/DeepSeek-V3"), resolve_system("h200")
+    wide, fused = Layout(1, 8, 1, 8), Layout(1, 1, 1, 1)
+
+    def ttft(latency: AicLatency) -> float:
+        summary = latency.run(model, system, wide, "static_ctx", 1, 4000, 500, 1.0)
+        return float(summary.get_result_dict()["ttft"])
+
+    first = ttft(AicLatency("sglang"))
+    after_fused = AicLatency("sglang")
+    after_fused.run(model, system, fused, "static_ctx", 1, 4000, 500, 1.0)
+    assert ttft(after_fused) == first
+
+
 def test_without_aic_data_the_builtin_model_plans() -> None:
     """AMD systems have no AIC data: the default latency model falls back to the built-in one."""
     from aiplane.planner import PlanRequest, plan

@@ -12,6 +12,7 @@ from aiplane.planner import Plan, PlannerError, PlanRequest, plan
 from aiplane.planner.models import MODELS
 from aiplane.planner.search import DecodeWorker, Match, PrefillWorker, match, pandas_descending
 from aiplane.planner.systems import SYSTEMS, resolve_system
+from aiplane.planner.types import EnginePlan
 
 
 def request(**changes: object) -> PlanRequest:
@@ -363,3 +364,31 @@ def test_without_numpy_equal_values_keep_their_order(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setitem(sys.modules, "numpy", None)
     assert pandas_descending([1.0, 5.0, 5.0, 3.0, 5.0], boxed=True) == [1, 2, 4, 3, 0]
+
+
+@pytest.mark.parametrize("system", ["b200", "h200"])
+def test_mxfp4_experts_on_tensorrt_llm_are_split_by_expert_parallelism_only(system: str) -> None:
+    """TensorRT-LLM's weight-only 4-bit MoE has no MoE tensor parallelism (AIC measured it at MoE TP 1
+    alone): the built-in model once planned gpt-oss on it with MoE TP8, an engine the backend cannot
+    run. vLLM's MXFP4 experts may still be split by MoE TP."""
+
+    def engines(backend: str) -> list[EnginePlan]:
+        found = plan(
+            PlanRequest(
+                model="openai/gpt-oss-120b",
+                backend=backend,
+                system=system,
+                isl=2000,
+                osl=1000,
+                ttft_ms=600,
+                itl_ms=15,
+                total_gpus=8,
+                latency_model="builtin",
+            )
+        )
+        kinds = (found.agg, found.disagg)
+        return [e for p in kinds if p is not None for e in (p.agg, p.prefill, p.decode) if e is not None]
+
+    trtllm = engines("trtllm")
+    assert trtllm and all(e.moe_tp == 1 for e in trtllm)
+    assert any(e.moe_tp > 1 for e in engines("vllm"))
