@@ -70,6 +70,8 @@ def test_demo_rolls_cpx_across_the_inference_nodes_and_exits_0(tmp_path: Path) -
     assert "most groups 2 (ceiling replicas + maxSurge = 2)" in flat
     # The team's AIMNamespaceConfig reached every ModelInfer pod, by reference.
     assert "HF_TOKEN, HUGGING_FACE_HUB_TOKEN in 12 of 12 pods; image pull secrets aim-registry-creds" in flat
+    # Its pods were given the namespace's Kueue queue (the KaiwoConfig's), every one of them.
+    assert re.search(r"Kueue queue \S+ on 12 of 12 pods", flat), flat
     # The headline: the plan takes the serving pool back to SPX under the live ModelInfer; the floor
     # (replicas - maxUnavailable groups available) is measured on every committed pod change and kept,
     # the group budgets released one group at a time, every node done, nothing left cordoned.

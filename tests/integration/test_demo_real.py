@@ -75,6 +75,8 @@ def test_demo_real_runs_what_the_control_plane_hosts_and_lists_what_it_skipped(t
     assert "gang-scheduled by the scheduler-plugins Coscheduling scheduler" in flat
     assert "2 groups of 6 pods, Available in" in flat
     assert "fewest groups available 1 (floor replicas - maxUnavailable = 1)" in flat
+    # Queued in upstream Kueue: every pod carries the namespace's queue (Kueue admitted them to run).
+    assert re.search(r"Kueue queue \S+ on 12 of 12 pods", flat), flat
     assert "most groups 2 (ceiling replicas + maxSurge = 2)" in flat
     # The pool repartitioned CPX → SPX → CPX under it, through kube's Eviction API and our group budgets;
     # the floor measured on every pod change a watch delivered, and kept.

@@ -19,6 +19,11 @@ from aiplane.realcluster import pki, running_pids, stop_cluster
 from aiplane.realcluster.launcher import audit_policy
 from aiplane.realcluster.net import free_port
 from aiplane.realcluster.nodes import fake_nodes
+from aiplane.realcluster.scheduling import (
+    UNSCHEDULABLE_FLUSH_PERIOD_SECONDS,
+    UNSCHEDULABLE_FLUSH_SECONDS,
+    coscheduling_config,
+)
 from aiplane.sim.fleet import AMD_PRODUCTS, NVIDIA_PRODUCTS, Fleet, GpuSpec, NodePool, node_objects
 
 _gpus = st.one_of(
@@ -122,3 +127,14 @@ def test_free_ports_are_never_handed_out_twice_and_stay_off_the_ephemeral_range(
         held.bind(("127.0.0.1", ports[-1]))
         held.listen()
         assert free_port() != ports[-1]
+
+
+def test_a_gang_member_waits_at_permit_until_its_turned_down_sibling_is_flushed_back() -> None:
+    """Kueue ungates a gang's replacement pods one apart; Coscheduling turns the first down while its
+    sibling is gated and is not told of the ungating, so the first returns only with kube-scheduler's
+    flush of unschedulable pods. With a 10 s Permit wait the second timed out first and the two then
+    turned each other down at every flush: the replaced member stayed Pending for good (seen in CI)."""
+    profile = coscheduling_config(Path("kubeconfig"))["profiles"][0]
+    args = next(p["args"] for p in profile["pluginConfig"] if p["name"] == "Coscheduling")
+    flushed_back_within = UNSCHEDULABLE_FLUSH_SECONDS + UNSCHEDULABLE_FLUSH_PERIOD_SECONDS
+    assert args["permitWaitingTimeSeconds"] >= flushed_back_within

@@ -19,6 +19,7 @@ from rich.text import Text
 from aiplane.apimachinery import objects
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_NAME, LABEL_REVISION, LABEL_ROLE_ID
 from aiplane.controllers.modelinfer.objects import expected_pod_count
+from aiplane.controllers.queueing import QUEUE_LABEL
 from aiplane.demo.common import fit
 from aiplane.sim.apiserver.store import DELETED, Event
 
@@ -216,7 +217,19 @@ class ModelInferWatch:
             f"{replicas - max_unavailable}), most groups {self.max_groups} (ceiling replicas + maxSurge = "
             f"{replicas + max_surge})",
         )
+        table.add_row("Kueue queue", self.queue_words())
         table.add_row(
             "operator API writes", f"{writes}, then {quiet_writes} in the {quiet_seconds:.0f}s after"
         )
         return fit(table, 0)
+
+    def queue_words(self) -> str:
+        """Which Kueue LocalQueue the groups' pods were given (the namespace's platform queue)."""
+        queues: dict[str, int] = {}
+        for pod in self.pods.values():
+            queue = (objects.meta(pod).get("labels") or {}).get(QUEUE_LABEL)
+            if queue:
+                queues[queue] = queues.get(queue, 0) + 1
+        if not queues:
+            return f"none: 0 of {len(self.pods)} pods queued"
+        return ", ".join(f"{q} on {n} of {len(self.pods)} pods" for q, n in sorted(queues.items()))

@@ -28,7 +28,7 @@ import yaml
 from aiplane.realcluster import pki as pkimod
 from aiplane.realcluster.admin import Admin, ApiError
 from aiplane.realcluster.net import free_port
-from aiplane.realcluster.scheduling import coscheduling_config
+from aiplane.realcluster.scheduling import UNSCHEDULABLE_FLUSH_SECONDS, coscheduling_config
 
 #: What ``--with`` accepts: the controllers, the gang scheduler, and the Gateway API's CRDs (nothing to run).
 KNOWN = ("lws", "kueue", "gateway", "coscheduling")
@@ -41,8 +41,6 @@ UNAVAILABLE = {
 #: The scheduler-plugins processes of ``coscheduling``: the scheduler and its PodGroup status controller.
 SCHEDULER_PLUGINS = "scheduler-plugins"
 SCHEDULER_PLUGINS_CONTROLLER = "scheduler-plugins-controller"
-#: How long the gang scheduler leaves a pod it could not place before trying it again unprompted.
-UNSCHEDULABLE_FLUSH_SECONDS = 30
 #: The processes, in start order; ``stop_cluster`` stops them before the control plane.
 PROCESSES = ("lws", "kueue", SCHEDULER_PLUGINS, SCHEDULER_PLUGINS_CONTROLLER)
 NAMESPACES = {"lws": "lws-system", "kueue": "kueue-system"}

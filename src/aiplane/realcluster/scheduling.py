@@ -18,9 +18,21 @@ from typing import Any, Final
 #: The scheduler name of the scheduler-plugins scheduler's profile: its Helm chart's default
 #: (kubernetes-sigs/scheduler-plugins, manifests/install/charts/as-a-second-scheduler/values.yaml).
 COSCHEDULING_SCHEDULER_NAME: Final = "scheduler-plugins-scheduler"
-#: How long the Coscheduling plugin keeps a gang's placed members waiting at Permit for the rest
-#: (upstream's chart sets 10 s; the plugin's default is 60 s).
-PERMIT_WAITING_SECONDS: Final = 10
+#: How long the gang scheduler leaves a pod it could not place before trying it again unprompted
+#: (``--pod-max-in-unschedulable-pods-duration``; kube's default is 5 min).
+UNSCHEDULABLE_FLUSH_SECONDS: Final = 30
+#: How often kube-scheduler moves the pods that have waited that long back to its active queue
+#: (``flushUnschedulablePodsLeftover``, every 30 s: kubernetes pkg/scheduler/backend/queue).
+UNSCHEDULABLE_FLUSH_PERIOD_SECONDS: Final = 30
+#: How long the Coscheduling plugin keeps a gang's placed members waiting at Permit for the rest.
+#: At least the longest a rejected member can wait for the flush: Kueue ungates a gang's replacement
+#: pods one reconcile apart, the plugin turns the first down while its sibling is gated and is not
+#: told of the ungating (a Pod update), so the first comes back only with the flush while the second
+#: waits at Permit. With a shorter wait (upstream's chart sets 10 s) the second timed out first, the
+#: two came back at different flushes and turned each other down at every flush after that: a gang
+#: member deleted under Kueue stayed Pending for good about one time in three. The plugin's own
+#: default is 60 s.
+PERMIT_WAITING_SECONDS: Final = UNSCHEDULABLE_FLUSH_SECONDS + UNSCHEDULABLE_FLUSH_PERIOD_SECONDS
 
 
 def _gpu_packing() -> dict[str, Any]:
