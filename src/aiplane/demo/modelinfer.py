@@ -8,6 +8,7 @@ available") is measured on every committed pod change by a store listener, not s
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,11 +226,8 @@ class ModelInferWatch:
 
     def queue_words(self) -> str:
         """Which Kueue LocalQueue the groups' pods were given (the namespace's platform queue)."""
-        queues: dict[str, int] = {}
-        for pod in self.pods.values():
-            queue = (objects.meta(pod).get("labels") or {}).get(QUEUE_LABEL)
-            if queue:
-                queues[queue] = queues.get(queue, 0) + 1
+        labels = ((objects.meta(pod).get("labels") or {}).get(QUEUE_LABEL) for pod in self.pods.values())
+        queues = Counter(str(queue) for queue in labels if queue)
         if not queues:
             return f"none: 0 of {len(self.pods)} pods queued"
         return ", ".join(f"{q} on {n} of {len(self.pods)} pods" for q, n in sorted(queues.items()))
