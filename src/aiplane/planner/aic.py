@@ -180,11 +180,15 @@ _VERSIONS: dict[tuple[str, str, str | None], Any] = {}
 
 
 def literal_version(aic_sys: str, backend: str, version: str | None) -> Any:
-    """AIC's data version for (system, backend) (an error when it has none); looked up once per
-    process: AIC parses every system's YAML file for it (~0.1 s), and a plan asks twice (whether
-    AIC has data, then to load it)."""
+    """AIC's data version for (system, backend) (an error when it has none); the default one from
+    the shipped facts (aic_facts), else looked up once per process: AIC parses every system's YAML
+    file for it (~0.1-0.3 s), and a plan asks twice (whether AIC has data, then to load it)."""
     key = (aic_sys, backend, version)
-    if key not in _VERSIONS:
+    if key not in _VERSIONS and version is None:
+        _VERSIONS[key] = importlib.import_module("aiplane.planner.aic_facts").default_version(
+            aic_sys, backend
+        )
+    if _VERSIONS.get(key) is None:
         with fast_yaml():
             _VERSIONS[key] = _load_engine_module()._literal_backend_version(
                 aic_sys, backend, version, None, None
@@ -197,11 +201,18 @@ def _database(aic_sys: str, backend: str, version: str | None) -> Any:
     key = (aic_sys, backend, version)
     found = _DATABASES.get(key)
     if found is None:
-        engine = _load_engine_module()
-        literal = literal_version(aic_sys, backend, version)
-        with fast_yaml():
-            found = _DATABASES[key] = engine._maybe_load_database(aic_sys, backend, literal, None)
+        found = _DATABASES[key] = load_database(aic_sys, backend, literal_version(aic_sys, backend, version))
+        if found is not None:
+            # AIC's attention-lane ranking input, measured once per release (the largest part of a
+            # cold plan otherwise): aic_facts.
+            importlib.import_module("aiplane.planner.aic_facts").seed(found)
     return found
+
+
+def load_database(aic_sys: str, backend: str, literal: Any) -> Any:
+    """A new load of AIC's tables for (system, backend, data version); None where it has none."""
+    with fast_yaml():
+        return _load_engine_module()._maybe_load_database(aic_sys, backend, literal, None)
 
 
 def installed() -> bool:

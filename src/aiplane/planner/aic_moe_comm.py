@@ -172,7 +172,8 @@ def context_fmha_bf16(
     found = coverage(model_id, backend, database, gemm_quant_mode)
     eps = {ep for per_backend in found.values() for covered in per_backend.values() for ep in covered}
     large = any(resolve(found, backend, ep, 1, ep, phases) is not None for ep in eps)
-    supported = _module("perf_database").context_fmha_supported_modes
+    # Shipped per (system, backend, version): asking AIC loads its attention tables (seconds).
+    supported = importlib.import_module("aiplane.planner.aic_facts").fmha_modes
     kv_mode = inferred.get("kvcache_quant_mode")
     modes = [
         supported(database, helpers.attention_op_keys(family, backend, regime)[0], kv_mode)

@@ -434,3 +434,68 @@ def test_moe_coverage_reads_expert_tables_only_where_an_all_to_all_backend_has_d
     found = aic_moe_comm.coverage("deepseek-ai/DeepSeek-V3", "trtllm", trtllm, None)
     assert found and set(reads) == set(found)
     assert all(16 in eps for per_backend in found.values() for eps in per_backend.values())
+
+
+@needs_aic
+def test_shipped_table_facts_are_what_aic_answers_for_every_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold plan no longer asks AIC to rank its attention lanes nor to load its attention tables
+    into Python for the FMHA fallback (most of a cold plan): the shipped facts must be AIC's own
+    answers, for every (system, backend) it has attention data for at its default data version, and
+    a database seeded with them must give AIC's lane order without asking its extension."""
+    import importlib
+
+    from aiplane.planner import aic_facts
+
+    attention = importlib.import_module("aiconfigurator_core.sdk.operations.attention")
+    held = {tuple(key.split("/")[:2]) for key in aic_facts._shipped()["databases"]}
+    assert held == set(aic_facts.databases())
+    engine = importlib.import_module("aiconfigurator_core.sdk.engine")
+    for system, backend in held:
+        assert aic_facts.default_version(system, backend) == engine._literal_backend_version(
+            system, backend, None, None, None
+        )
+    version = aic.literal_version("h200_sxm", "sglang", None)
+    live = aic.load_database("h200_sxm", "sglang", version)
+    # The ops of the registry's models (DeepSeek V3.2's and V4's take AIC ~8 s more to answer).
+    ops = ("context_attention", "context_mla", "context_mla_granular")
+    measured = aic_facts.measure(live, ops)
+    shipped = aic_facts._shipped()["databases"][f"h200_sxm/sglang/{version}"]
+    assert shipped["lanes"] == measured["lanes"]
+    assert {op: shipped["fmha"][op] for op in ops} == measured["fmha"]
+    assert measured["fmha"]["context_mla"]["fp8"]  # the fallback's question has a non-trivial answer here
+    tables = ("_context_attention_data", "_generation_attention_data")
+    orders = {table: attention.resolved_lane_order_for_op(live, table) for table in tables}
+    assert all(order != ["default"] for order in orders.values())  # ranked by density, not failed closed
+
+    def no_probe(*_: object) -> None:
+        raise AssertionError("the seeded database asked AIC's extension for the lane density")
+
+    seeded = aic.load_database("h200_sxm", "sglang", version)
+    assert aic_facts.seed(seeded)
+    monkeypatch.setattr(
+        importlib.import_module("aiconfigurator_core.sdk.engine_table_view"), "_probe_engine_handle", no_probe
+    )
+    for table, order in orders.items():
+        assert attention.resolved_lane_order_for_op(seeded, table) == order
+
+
+@needs_aic
+def test_table_facts_of_another_release_or_an_unshipped_version_are_asked_of_aic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aiplane.planner import aic_facts
+
+    version = aic.literal_version("h100_sxm", "vllm", None)
+    database = aic.load_database("h100_sxm", "vllm", version)
+    assert aic_facts.lane_density(database) is not None
+    monkeypatch.setattr(aic_facts, "installed_release", lambda: "0.11.0")
+    assert not aic_facts.seed(database)
+    assert aic_facts.lane_density(database) is None
+    answers: list[str] = []
+    perf = importlib.import_module("aiconfigurator_core.sdk.perf_database")
+    monkeypatch.setattr(
+        perf, "context_fmha_supported_modes", lambda db, op, kv: answers.append(op) or ["asked"]
+    )
+    assert aic_facts.fmha_modes(database, "context_attention", None) == ["asked"] and answers == [
+        "context_attention"
+    ]
