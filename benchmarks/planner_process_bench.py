@@ -12,7 +12,10 @@ mixture-of-experts case and the built-in model on an AMD system. The output of e
 must be the same bytes (checked; a difference is an error). No pass/fail on time: the figures go to
 docs/benchmarks.md.
 
-    python -m benchmarks.planner_process_bench [--repeat 3] [--only TEXT] [--src OTHER/src]
+    python -m benchmarks.planner_process_bench [--repeat 3] [--only TEXT] [--src SRC] [--baseline OTHER/src]
+
+With ``--baseline`` another commit's tree is timed too, its processes alternating with ours so that
+both see the same load; both must print the same bytes (a speed change must not change a plan).
 """
 
 from __future__ import annotations
@@ -81,35 +84,50 @@ def run(args: list[str], cache: str, src: str = SRC) -> tuple[float, bytes]:
     return elapsed, done.stdout
 
 
+def _time_case(
+    plan_args: list[str], srcs: list[str], repeat: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Cold and warm seconds per source tree, the trees' processes alternating (paired under the
+    same load); every run of every tree must print the same bytes."""
+    times: dict[str, tuple[list[float], list[float]]] = {src: ([], []) for src in srcs}
+    outputs: set[bytes] = set()
+    for _ in range(repeat):
+        for src in srcs:
+            with tempfile.TemporaryDirectory() as cache:
+                for kind in (0, 1):  # cold, then warm from the same directory
+                    seconds, out = run(plan_args, cache, src)
+                    times[src][kind].append(seconds)
+                    outputs.add(out)
+    if len(outputs) != 1:
+        raise SystemExit(f"{' '.join(plan_args)}: the runs answered differently")
+    return times
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="cold and warm runs per case")
     parser.add_argument("--only", help="cases whose label contains this")
     parser.add_argument("--src", default=SRC, help="the aiplane source tree to time (another commit's)")
+    parser.add_argument(
+        "--baseline",
+        help="another commit's source tree, timed alternately with --src (same answers required)",
+    )
     args = parser.parse_args(argv)
+    srcs = [args.src] if args.baseline is None else [args.baseline, args.src]
     print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)")
-    print(f"{'case':42} {'cold s (median, max)':>22} {'warm s (median, max)':>22}")
+    heads = " ".join(
+        f"{'cold/warm s ' + ('base' if i < len(srcs) - 1 else 'now'):>30}" for i in range(len(srcs))
+    )
+    print(f"{'case':42} {heads}  (median, max)")
     for label, plan_args in CASES:
         if args.only and args.only not in label:
             continue
-        cold: list[float] = []
-        warm: list[float] = []
-        outputs: set[bytes] = set()
-        for _ in range(args.repeat):
-            with tempfile.TemporaryDirectory() as cache:
-                seconds, out = run(plan_args.split(), cache, args.src)
-                cold.append(seconds)
-                outputs.add(out)
-                seconds, out = run(plan_args.split(), cache, args.src)
-                warm.append(seconds)
-                outputs.add(out)
-        if len(outputs) != 1:
-            raise SystemExit(f"{label}: the runs answered differently")
-        print(
-            f"{label:42} {statistics.median(cold):>12.2f}, {max(cold):.2f}"
-            f" {statistics.median(warm):>14.2f}, {max(warm):.2f}",
-            flush=True,
-        )
+        times = _time_case(plan_args.split(), srcs, args.repeat)
+        cells = [
+            f"{statistics.median(c):.2f}, {max(c):.2f} / {statistics.median(w):.2f}, {max(w):.2f}"
+            for c, w in (times[src] for src in srcs)
+        ]
+        print(f"{label:42} " + " ".join(f"{cell:>30}" for cell in cells), flush=True)
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
