@@ -61,6 +61,16 @@ async def test_backoff_grows_under_injected_500s_then_the_write_lands(
 
     cluster.server.faults.add(verb="patch", resource="echoes/status", error=500, count=6)
     controller = Controller.build("faulty").for_(ECHOES).reconcile(reconcile).bind(informers)
+    # The backoff is read where the controller schedules it: wall-clock gaps only bound it from below
+    # (a loaded machine stretches every gap, the 5 ms one most).
+    delays: list[float] = []
+    schedule = controller.queue.add_after
+
+    def recording(item: Request, delay: float) -> None:
+        delays.append(delay)
+        schedule(item, delay)
+
+    controller.queue.add_after = recording  # type: ignore[method-assign]
     informers.start()
     stop = asyncio.Event()
     task = asyncio.create_task(controller.run(stop, drain_timeout=5))
@@ -71,8 +81,9 @@ async def test_backoff_grows_under_injected_500s_then_the_write_lands(
         await task
         await informers.stop()
     assert len(attempts) == 7  # six injected 500s, then success
+    assert delays == pytest.approx([0.005 * 2**i for i in range(6)])  # exponential: 5 ms ... 160 ms
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
-    assert gaps[-1] > 4 * gaps[0]  # exponential: 5 ms, 10 ms, 20 ms, 40 ms, 80 ms, 160 ms
+    assert all(gap >= delay for gap, delay in zip(gaps, delays, strict=True))  # no retry came early
     assert controller.queue.num_requeues(Request("default", "e")) == 0  # success forgot the failures
 
 
