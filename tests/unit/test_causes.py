@@ -155,6 +155,28 @@ def test_a_gang_that_cannot_be_admitted_is_one_cause_with_the_resource_it_needs(
     assert causes.of_podgroup(podgroup("mi-0", "Running", "NotEnoughResources", "overused")) is None
 
 
+def test_a_gang_members_verdict_waits_for_its_podgroup_to_give_it() -> None:
+    """Volcano writes a gang's verdict on each member and on its PodGroup in separate writes: a member
+    seen first must not name the gang's cause in its own words (a passing "pod group is not ready"
+    and a Warning Event for it), only the PodGroup's condition does."""
+    members = [
+        unschedulable(
+            f"mi-0-{i}",
+            "pod group is not ready, 3 Pending, 3 minAvailable; Pending: 3 Unschedulable",
+            annotations={causes.GROUP_NAME_ANNOTATION: "mi-0"},
+        )
+        for i in range(3)
+    ]
+    undecided = {"metadata": {"name": "mi-0"}, "spec": {"minMember": 3}, "status": {"phase": "Pending"}}
+    assert causes.collect(members, podgroups=[undecided]) == ()
+    group = podgroup("mi-0", "Pending", "NotEnoughResources", "3/3 tasks in gang unschedulable")
+    held = causes.collect(members, podgroups=[group])
+    assert [h.cause.message.split(":")[0] for h in held] == ["PodGroup mi-0"]
+    # A member's own scheduler message that is not the gang's verdict is still its cause.
+    alone = unschedulable("mi-1-0", annotations={causes.GROUP_NAME_ANNOTATION: "mi-1"})
+    assert [h.pods for h in causes.collect([alone])] == [("mi-1-0",)]
+
+
 def test_only_causes_not_named_before_get_an_event() -> None:
     held = causes.collect(
         [waiting("a", "CreateContainerConfigError", 'secret "x" not found'), unschedulable("b")]

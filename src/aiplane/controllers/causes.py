@@ -57,6 +57,10 @@ _FORMING: Final = frozenset({"NotEnoughTasks", "NotEnoughPodsOfTask"})
 #: The Coscheduling plugin's words for a gang still forming (members not all created yet, or some held by
 #: a scheduling gate such as Kueue's, which is a cause of its own): not a cause.
 _COSCHEDULING_FORMING: Final = ("cannot find enough sibling pods", "due to gated pods in the same PodGroup")
+#: Volcano's words on each member of a gang it has not admitted (its ``JobInfo.FitError``,
+#: volcano-sh/volcano pkg/scheduler/api/job_info.go): the gang's verdict, which its PodGroup's
+#: ``Unschedulable`` condition gives once (a member may show it before the PodGroup does).
+_VOLCANO_GANG: Final = "pod group is not ready"
 #: One entry of the Coscheduling plugin's "resource gap" (a Go map of Quantities printed with %v):
 #: ``amd.com/gpu:{{8 0} {<nil>} 8 DecimalSI}`` is 8 (unscaled value 8, scale 0).
 _GAP_ENTRY: Final = re.compile(r"([\w./-]+):\{\{(-?\d+) (-?\d+)\} \{[^}]*\} \S* \w+\}")
@@ -259,6 +263,8 @@ def collect(
             if gang_cause is None:
                 continue
             cause = gang_cause
+        elif cause.reason == "Unschedulable" and group and _VOLCANO_GANG in cause.message:
+            continue  # the gang's own verdict, not yet on its PodGroup (or a gang still forming)
         pods_of.setdefault(cause, []).append(objects.name(pod))
     held = [Held(cause, tuple(sorted(names))) for cause, names in pods_of.items()]
     return tuple(sorted(held, key=lambda h: (-len(h.pods), h.cause)))

@@ -28,6 +28,7 @@ import argparse
 import functools
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import os
@@ -71,10 +72,22 @@ def installed_release() -> str | None:
         return None
 
 
+def _own_systems_tree() -> bool:
+    """Whether AIC reads its own packaged systems tree: ``AICONFIGURATOR_SYSTEMS_PATH`` unset or set
+    to it (AIC sets it so itself on its first engine run), not to a tree of the user's."""
+    configured = os.environ.get("AICONFIGURATOR_SYSTEMS_PATH")
+    if not configured:
+        return True
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    if spec is None or spec.origin is None:
+        return False
+    return Path(configured).resolve() == (Path(spec.origin).parent / "systems").resolve()
+
+
 def _databases_shipped() -> dict[str, Any]:
     """The shipped facts per database, when they are facts of the installed AIC's own data (not of
     another release, nor of a systems tree the user pointed AIC at)."""
-    if _shipped().get("release") != installed_release() or os.environ.get("AICONFIGURATOR_SYSTEMS_PATH"):
+    if _shipped().get("release") != installed_release() or not _own_systems_tree():
         return {}
     found: dict[str, Any] = _shipped().get("databases", {})
     return found

@@ -488,14 +488,25 @@ def test_table_facts_of_another_release_or_an_unshipped_version_are_asked_of_aic
     version = aic.literal_version("h100_sxm", "vllm", None)
     database = aic.load_database("h100_sxm", "vllm", version)
     assert aic_facts.lane_density(database) is not None
+    # AIC points this at its own tree on its first engine run: the facts still hold then.
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    assert spec is not None and spec.origin is not None
+    own = Path(spec.origin).parent / "systems"
+    monkeypatch.setenv("AICONFIGURATOR_SYSTEMS_PATH", str(own))
+    assert aic_facts.lane_density(database) is not None
+    monkeypatch.setenv("AICONFIGURATOR_SYSTEMS_PATH", str(own.parent))  # another tree: AIC answers
+    assert aic_facts.lane_density(database) is None
+    monkeypatch.setenv("AICONFIGURATOR_SYSTEMS_PATH", str(own))
     monkeypatch.setattr(aic_facts, "installed_release", lambda: "0.11.0")
     assert not aic_facts.seed(database)
     assert aic_facts.lane_density(database) is None
     answers: list[str] = []
+
+    def asked(_: object, op: str, __: object) -> list[str]:
+        answers.append(op)
+        return ["asked"]
+
     perf = importlib.import_module("aiconfigurator_core.sdk.perf_database")
-    monkeypatch.setattr(
-        perf, "context_fmha_supported_modes", lambda db, op, kv: answers.append(op) or ["asked"]
-    )
-    assert aic_facts.fmha_modes(database, "context_attention", None) == ["asked"] and answers == [
-        "context_attention"
-    ]
+    monkeypatch.setattr(perf, "context_fmha_supported_modes", asked)
+    assert aic_facts.fmha_modes(database, "context_attention", None) == ["asked"]
+    assert answers == ["context_attention"]
