@@ -15,6 +15,7 @@ from aiplane.kube.controller import Controller, Request, Result
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.resources import CRDS
 from aiplane.sim.cluster import EmbeddedCluster
+from tests.backoff import scheduled_delays
 
 
 def _echo(name: str) -> dict[str, Any]:
@@ -61,16 +62,7 @@ async def test_backoff_grows_under_injected_500s_then_the_write_lands(
 
     cluster.server.faults.add(verb="patch", resource="echoes/status", error=500, count=6)
     controller = Controller.build("faulty").for_(ECHOES).reconcile(reconcile).bind(informers)
-    # The backoff is read where the controller schedules it: wall-clock gaps only bound it from below
-    # (a loaded machine stretches every gap, the 5 ms one most).
-    delays: list[float] = []
-    schedule = controller.queue.add_after
-
-    def recording(item: Request, delay: float) -> None:
-        delays.append(delay)
-        schedule(item, delay)
-
-    controller.queue.add_after = recording  # type: ignore[method-assign]
+    delays = scheduled_delays(controller)  # wall-clock gaps only bound the backoff from below
     informers.start()
     stop = asyncio.Event()
     task = asyncio.create_task(controller.run(stop, drain_timeout=5))

@@ -18,6 +18,7 @@ from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import InformerFactory
 from aiplane.kube.resources import CONFIGMAPS, CRDS, EVENTS, SECRETS
 from aiplane.sim.client import InMemoryKubeClient
+from tests.backoff import scheduled_delays
 from tests.polling import eventually
 
 
@@ -145,15 +146,7 @@ async def test_errors_requeue_with_growing_backoff_and_success_forgets(
         return None
 
     controller = Controller.build("c").for_(CONFIGMAPS).reconcile(reconcile)
-    # The backoff is read where the controller schedules it: wall-clock gaps only bound it from below.
-    delays: list[float] = []
-    schedule = controller.queue.add_after
-
-    def recording(item: Request, delay: float) -> None:
-        delays.append(delay)
-        schedule(item, delay)
-
-    controller.queue.add_after = recording  # type: ignore[method-assign]
+    delays = scheduled_delays(controller)  # wall-clock gaps only bound the backoff from below
     await running.start(controller)
     await client.create(CONFIGMAPS, cm("flaky"))
     await eventually(lambda: len(attempts) >= 6)
