@@ -184,15 +184,13 @@ def literal_version(aic_sys: str, backend: str, version: str | None) -> Any:
     the shipped facts (aic_facts), else looked up once per process: AIC parses every system's YAML
     file for it (~0.1-0.3 s), and a plan asks twice (whether AIC has data, then to load it)."""
     key = (aic_sys, backend, version)
-    if key not in _VERSIONS and version is None:
-        _VERSIONS[key] = importlib.import_module("aiplane.planner.aic_facts").default_version(
-            aic_sys, backend
-        )
-    if _VERSIONS.get(key) is None:
-        with fast_yaml():
-            _VERSIONS[key] = _load_engine_module()._literal_backend_version(
-                aic_sys, backend, version, None, None
-            )
+    if key not in _VERSIONS:
+        facts = importlib.import_module("aiplane.planner.aic_facts")
+        found = facts.default_version(aic_sys, backend) if version is None else None
+        if found is None:
+            with fast_yaml():
+                found = _load_engine_module()._literal_backend_version(aic_sys, backend, version, None, None)
+        _VERSIONS[key] = found
     return _VERSIONS[key]
 
 

@@ -1,8 +1,8 @@
 """Facts of AIC's measured tables that no request changes, measured once per release and shipped.
 
-A cold ``aiplane plan`` spent most of its time not in AIC's engine runs but in two questions AIC
-answers by reading whole tables, whose answers depend only on AIC's data for a (system, backend,
-data version), never on the model, the layout or the workload:
+A cold ``aiplane plan`` spent much of its time not in AIC's engine runs but in three lookups AIC
+answers by reading whole tables or files, whose answers depend only on AIC's data for a (system,
+backend, data version), never on the model, the layout or the workload:
 
 - **attention-lane density**: before its compiled engine times attention, AIC ranks the measured
   kernel lanes of the system's attention tables by how much data each carries (aiconfigurator_core
@@ -11,10 +11,10 @@ data version), never on the model, the layout or the workload:
 - **context FMHA modes**: which attention quantisations have rows beside a KV-cache dtype
   (sdk/perf_database.py ``context_fmha_supported_modes``), which decides whether an FP8
   checkpoint's context attention is timed at BF16 (:func:`aiplane.planner.aic_moe_comm.context_fmha_bf16`);
-  answering it loads the attention tables into Python.
+  answering it loads the attention tables into Python;
+- **the default data version** of a (system, backend): AIC's lookup parses every system's YAML file.
 
-Both are measured here, with that default version itself (AIC's lookup of it parses every
-system's YAML file), for every (system, backend) at its default data version
+All three are measured here for every (system, backend) at its default data version
 (``python -m aiplane.planner.aic_facts --write``) and shipped beside this module. The lane density
 goes into AIC's own per-database memo (:func:`seed`), the one its code reads first, so its lane order
 is unchanged; the FMHA modes are read by :func:`fmha_modes`. A database the file does not hold (a
@@ -72,16 +72,18 @@ def installed_release() -> str | None:
         return None
 
 
+@functools.cache
+def packaged_systems() -> Path | None:
+    """The systems tree inside the installed aiconfigurator-core (found without importing it)."""
+    spec = importlib.util.find_spec("aiconfigurator_core")
+    return None if spec is None or spec.origin is None else (Path(spec.origin).parent / "systems").resolve()
+
+
 def _own_systems_tree() -> bool:
     """Whether AIC reads its own packaged systems tree: ``AICONFIGURATOR_SYSTEMS_PATH`` unset or set
     to it (AIC sets it so itself on its first engine run), not to a tree of the user's."""
     configured = os.environ.get("AICONFIGURATOR_SYSTEMS_PATH")
-    if not configured:
-        return True
-    spec = importlib.util.find_spec("aiconfigurator_core")
-    if spec is None or spec.origin is None:
-        return False
-    return Path(configured).resolve() == (Path(spec.origin).parent / "systems").resolve()
+    return not configured or Path(configured).resolve() == packaged_systems()
 
 
 def _databases_shipped() -> dict[str, Any]:
@@ -172,7 +174,9 @@ def measure(database: Any, ops: Sequence[str] | None = None) -> dict[str, Any]:
 
 def databases() -> list[tuple[str, str]]:
     """Every (AIC system, backend) with measured attention data in the installed AIC."""
-    root = Path(importlib.import_module("aiconfigurator_core").__file__ or "").parent / "systems" / "data"
+    systems = packaged_systems()
+    if systems is None or not (root := systems / "data").is_dir():
+        return []
     return sorted(
         (system.name, backend.name)
         for system in root.iterdir()

@@ -489,9 +489,8 @@ def test_table_facts_of_another_release_or_an_unshipped_version_are_asked_of_aic
     database = aic.load_database("h100_sxm", "vllm", version)
     assert aic_facts.lane_density(database) is not None
     # AIC points this at its own tree on its first engine run: the facts still hold then.
-    spec = importlib.util.find_spec("aiconfigurator_core")
-    assert spec is not None and spec.origin is not None
-    own = Path(spec.origin).parent / "systems"
+    own = aic_facts.packaged_systems()
+    assert own is not None
     monkeypatch.setenv("AICONFIGURATOR_SYSTEMS_PATH", str(own))
     assert aic_facts.lane_density(database) is not None
     monkeypatch.setenv("AICONFIGURATOR_SYSTEMS_PATH", str(own.parent))  # another tree: AIC answers
