@@ -677,3 +677,82 @@ async def queued_modelinfer_groups_are_replaced(client: Client, namespace: str, 
     assert {p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods} == groups, "the same pod groups"
     placed = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
     assert node not in {placed[n] for n in replica}, f"the recreated replica left cordoned {node}: {placed}"
+
+
+class Terminated:
+    """Every pod (name, uid) of a ModelInfer that a watch ever saw Terminating, and why Kueue said so."""
+
+    def __init__(self, mi: str) -> None:
+        self.mi = mi
+        self.seen: dict[tuple[str, str], str] = {}
+
+    def __call__(self, kind: str, pod: Obj) -> None:
+        meta = pod["metadata"]
+        if meta.get("labels", {}).get("modelinfer.volcano.sh/name") != self.mi:
+            return
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            why = [
+                f"{c.get('reason')}: {c.get('message')}"
+                for c in pod.get("status", {}).get("conditions") or []
+                if c.get("type") == "TerminationTarget"
+            ]
+            self.seen.setdefault((meta["name"], meta["uid"]), "; ".join(why) or kind)
+
+
+def _dangling(workload: Obj, pods: list[Obj]) -> list[str]:
+    """The Pod owner references of ``workload`` that name no live pod (by name and uid)."""
+    live = {(p["metadata"]["name"], p["metadata"]["uid"]) for p in pods}
+    return [
+        r["name"]
+        for r in workload["metadata"].get("ownerReferences") or []
+        if r.get("kind") == "Pod" and (r["name"], r["uid"]) not in live
+    ]
+
+
+async def a_wholly_replaced_group_keeps_its_workload(client: Client, namespace: str, follow: Any) -> None:
+    """Every pod of one queued group deleted at once, as a drain evicting a whole group does: the group is
+    rebuilt under the same pod names into the same admitted Workload, and nothing deletes the rebuilt pods.
+
+    Kueue records a replacement pod as an owner of its Workload only when the count of owners grows, so a
+    same-named replacement never is; once every original member is gone, only the ModelInfer's own
+    reference keeps the garbage collector from deleting the Workload, after which Kueue deletes every pod
+    of the group ("Workload is deleted"), taking a rebuilt, available group down behind every budget's
+    back. The collector instead prunes the dead pods' references, which this waits for."""
+    from tests.integration.test_modelinfer_e2e import modelinfer as build
+
+    await to_cpx(client)
+    body = build("whole", replicas=ROLL_REPLICAS)
+    body["metadata"]["namespace"] = namespace
+    mi = await client.create(MI, body, namespace=namespace)
+    pods = await queued_converged(client, namespace, "whole")
+    group = [p for p in pods if p["metadata"]["labels"][GROUP_NAME_LABEL] == "whole-1"]
+    (pod_group,) = {p["metadata"]["labels"][POD_GROUP_LABEL] for p in group}
+
+    async def owned() -> Obj | None:
+        wl = await client.get(WORKLOADS, pod_group, namespace=namespace)
+        refs = wl["metadata"].get("ownerReferences") or []
+        return wl if any(r.get("uid") == mi["metadata"]["uid"] for r in refs) else None
+
+    workload: Obj = await eventually(
+        owned, TIMEOUT, f"ModelInfer whole among the owners of Workload {pod_group}"
+    )
+    watch = Terminated("whole")
+    async with follow(client, PODS, watch):
+        for pod in group:
+            await client.delete(PODS, pod["metadata"]["name"], namespace=namespace)
+        originals = {(p["metadata"]["name"], p["metadata"]["uid"]) for p in group}
+        pods = await queued_converged(client, namespace, "whole")
+        rebuilt = [p for p in pods if p["metadata"]["labels"][GROUP_NAME_LABEL] == "whole-1"]
+        assert not {(p["metadata"]["name"], p["metadata"]["uid"]) for p in rebuilt} & originals
+
+        async def pruned() -> Obj | None:
+            wl = await client.get(WORKLOADS, pod_group, namespace=namespace)
+            live = await _all_mi_pods(client, namespace, "whole")
+            return wl if not _dangling(wl, live) else None
+
+        after: Obj = await eventually(pruned, TIMEOUT, f"no reference to a deleted pod left on {pod_group}")
+        pods = await queued_converged(client, namespace, "whole")
+    assert after["metadata"]["uid"] == workload["metadata"]["uid"], f"Workload {pod_group} was deleted"
+    killed = {k: why for k, why in watch.seen.items() if k not in originals}
+    assert not killed, f"rebuilt pods deleted: {killed}"
+    await client.delete(MI, "whole", namespace=namespace)

@@ -104,6 +104,10 @@ async def test_a_queued_modelinfers_groups_are_replaced_and_admitted(world: Worl
     await scenario.queued_modelinfer_groups_are_replaced(world.client, NS, following)
 
 
+async def test_a_queued_group_replaced_whole_keeps_its_workload_and_its_pods(world: World) -> None:
+    await scenario.a_wholly_replaced_group_keeps_its_workload(world.client, NS, following)
+
+
 async def test_the_opt_out_annotation_keeps_a_modelinfer_out_of_the_queue(world: World) -> None:
     await scenario.modelinfer_opt_out_is_never_queued(world.client, NS)
 

@@ -167,6 +167,12 @@ async def test_a_queued_modelinfers_groups_are_replaced_and_admitted(
     await scenario.queued_modelinfer_groups_are_replaced(admin, namespace, following)
 
 
+async def test_a_queued_group_replaced_whole_keeps_its_workload_and_its_pods(
+    admin: HttpKubeClient, namespace: str
+) -> None:
+    await scenario.a_wholly_replaced_group_keeps_its_workload(admin, namespace, following)
+
+
 async def test_a_flavor_of_ours_made_topology_aware_is_recreated_without_a_topology(
     admin: HttpKubeClient, namespace: str
 ) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "STORAGECLASSES",
     "VIRTUALSERVICES",
     "WORKLOADS",
+    "WORKLOADS_V1BETA2",
     "Resource",
     "register",
     "resource_for",
@@ -86,6 +87,9 @@ CLUSTERQUEUES = _r("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue",
 LOCALQUEUES = _r("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
 #: Kueue's admission units (served as v1beta1 by every Kueue release since v0.14, beside v1beta2).
 WORKLOADS = _r("kueue.x-k8s.io", "v1beta1", "workloads", "Workload")
+#: Writes go through Kueue's storage version: v1beta1's CEL rules read ``spec.priorityClassSource``
+#: unguarded, so any update of an admitted Workload through v1beta1 is refused when that field is unset.
+WORKLOADS_V1BETA2 = _r("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 GATEWAYS = _r("gateway.networking.k8s.io", "v1", "gateways", "Gateway")
 HTTPROUTES = _r("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute")
 VIRTUALSERVICES = _r("networking.istio.io", "v1beta1", "virtualservices", "VirtualService")

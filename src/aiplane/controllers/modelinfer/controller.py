@@ -62,6 +62,7 @@ from aiplane.controllers.modelinfer.decide import (
     Plan,
     arbitrate_and_plan,
     decide,
+    kept_workloads,
 )
 from aiplane.controllers.modelinfer.disruption import (
     BY_NODE,
@@ -83,9 +84,12 @@ from aiplane.controllers.modelinfer.objects import build_pod, build_service, exp
 from aiplane.controllers.modelinfer.observe import controlled_by
 from aiplane.controllers.modelinfer.podgroups import PodGroupOp
 from aiplane.controllers.modelinfer.queued import (
+    BY_OWNER,
     KueueRelease,
+    modelinfer_owners,
     modelinfers_of_workload,
     queue_view,
+    write_workloads,
 )
 from aiplane.controllers.modelinfer.revision import (
     revision_hash,
@@ -293,6 +297,8 @@ class ModelInferController:
             if self.platform is not None
             else None,
         )
+        if workloads is not None:
+            observed = replace(observed, workloads=self._workloads(workloads, observed))
         if observed.decided:
             arbitration, the_plan = arbitrate_and_plan(observed, self.clock.now())
             if spends_floor(arbitration, the_plan, observed.released, pods):
@@ -316,6 +322,14 @@ class ModelInferController:
             except ValueError:
                 log.warning("unreadable ControllerRevision ignored", name=objects.name(cr))
         return known
+
+    @staticmethod
+    def _workloads(workloads: Informer, observed: ModelInferObserved) -> tuple[Obj, ...]:
+        """The Workloads the ModelInfer owns, and those of the groups it keeps (``queued``)."""
+        namespace = objects.namespace(observed.mi)
+        owned = workloads.by_index(BY_OWNER, objects.uid(observed.mi))
+        kept = (workloads.get(f"{namespace}/{name}") for name in sorted(kept_workloads(observed)))
+        return (*owned, *(w for w in kept if w is not None))
 
     async def _listed_pods(self, mi: Obj) -> list[Obj]:
         """The ModelInfer's pods from the API server (a quorum read), those it controls."""
@@ -358,6 +372,7 @@ class ModelInferController:
         if decision.invalid or not observed.decided or decision.plan is None or decision.arbitration is None:
             return
         await self._write_podgroups(mi, decision)
+        await write_workloads(self.client, self.untracked, decision.workloads, FIELD_MANAGER)
         key = objects.key(mi)
         await self.budgets.sync(mi, decision.budgets, decision.arbitration)
         await self._act(mi, key, observed, decision.plan, decision.spared, decision.queues)
@@ -593,6 +608,9 @@ PERMISSIONS: Final = (
     # Disruption: one budget per group (released and protected in place), and the nodes a drain cordons.
     Permission("policy", ("poddisruptionbudgets",), WRITE_CHILD),
     Permission("", ("nodes",), READ),
+    # Kueue's Workloads of its groups: the ModelInfer's owner reference added; deleted once the group is
+    # gone for good (queued.py).
+    Permission("kueue.x-k8s.io", ("workloads",), ("patch", "delete")),
     *PLATFORM_PERMISSIONS,
     EVENTS_WRITE,
 )
@@ -644,6 +662,7 @@ def setup_controller(
     if with_podgroups:
         builder = builder.watches(gang.resource, _to_modelinfer, label_selector=LABEL_NAME)
     if platform is not None and platform.workloads is not None:
+        platform.workloads.add_indexer(BY_OWNER, modelinfer_owners)
         builder = builder.watches(platform.workloads.resource, shape.workload_to_modelinfer)
     if platform is not None:
         builder = watch_platform(

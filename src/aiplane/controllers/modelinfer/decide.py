@@ -64,7 +64,7 @@ from aiplane.controllers.modelinfer.disruption import (
 )
 from aiplane.controllers.modelinfer.disruption import decide as arbitrate
 from aiplane.controllers.modelinfer.naming import LABEL_GROUP_NAME, LABEL_REVISION, group_name
-from aiplane.controllers.modelinfer.observe import shape_of, shapes_of, views
+from aiplane.controllers.modelinfer.observe import controlled_by, shape_of, shapes_of, views
 from aiplane.controllers.modelinfer.plan_types import (
     Action,
     CreateRoleReplica,
@@ -84,6 +84,7 @@ from aiplane.controllers.modelinfer.plan_types import (
     ServiceView,
 )
 from aiplane.controllers.modelinfer.podgroups import podgroup_writes
+from aiplane.controllers.modelinfer.queued import kept_pod_groups, live_revisions, workload_writes
 from aiplane.controllers.modelinfer.revision import (
     REVISION_HISTORY_LIMIT,
     controller_revision,
@@ -751,6 +752,24 @@ def decide(observed: ModelInferObserved, now: datetime) -> ModelInferDecision:
             for a in the_plan.actions
             if isinstance(a, CreateRoleReplica)
         },
+        workloads=tuple(
+            workload_writes(mi, observed.workloads or (), kept_workloads(observed), _pod_groups(observed))
+        ),
+    )
+
+
+def _pod_groups(observed: ModelInferObserved) -> frozenset[str]:
+    return frozenset(str(g) for p in observed.pods if (g := objects.labels(p).get(queueing.POD_GROUP_LABEL)))
+
+
+def kept_workloads(observed: ModelInferObserved) -> frozenset[str]:
+    """The Kueue pod groups (Workload names) whose Workloads the ModelInfer owns (``queued``)."""
+    name = objects.name(observed.mi)
+    return kept_pod_groups(
+        name,
+        int(objects.spec(observed.mi).get("replicas", 1)),
+        (observed.update_revision, observed.current_revision),
+        live_revisions(name, (p for p in observed.pods if controlled_by(p, observed.mi))),
     )
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # records of the modules that build on these (no import cycle
     from aiplane.controllers.modelinfer.disruption import BudgetWrite
     from aiplane.controllers.modelinfer.disruption import Decision as Arbitration
     from aiplane.controllers.modelinfer.podgroups import PodGroups
-    from aiplane.controllers.modelinfer.queued import QueueView
+    from aiplane.controllers.modelinfer.queued import QueueView, WorkloadWrite
 
 __all__ = [
     "Action",
@@ -248,6 +248,8 @@ class ModelInferObserved:
     queue: QueueView | None = None
     #: The Kueue LocalQueue the platform gives this ModelInfer's new groups (None: none, or opted out).
     platform_queue: str | None = None
+    #: The Kueue Workloads it owns or may own (None: Kueue is not served); see ``queued.workload_writes``.
+    workloads: tuple[Obj, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -272,3 +274,5 @@ class ModelInferDecision:
     #: The Kueue queue of the pods each ``CreateRoleReplica`` makes, by ``(ordinal, revision)``
     #: (None: not queued): its group's pods' when the group has any, else the platform's.
     queues: Mapping[tuple[int, str], str | None] = field(default_factory=dict)
+    #: The Workloads of its groups to take ownership of, or to delete (``queued.workload_writes``).
+    workloads: tuple[WorkloadWrite, ...] = ()

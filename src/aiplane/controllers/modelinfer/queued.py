@@ -9,6 +9,19 @@ pods being deleted, and Kueue keeps its finalizer on a deleted member of a servi
 replacement joins the group, which ours cannot before the old pod is gone (the same name).
 the controller ``modelinfer-kueue-release`` (:class:`KueueRelease`) removes that finalizer from our pods being deleted, one write per pod, none
 at rest (controllers/queueing.py, ``KUEUE_FINALIZER``).
+
+The ModelInfer also owns the Workloads of the groups it keeps (:func:`owner_writes`). Kueue makes each
+member pod an owner of its group's Workload, but records a replacement pod only when the count of
+owners grows (``EnsureWorkloadOwnedByAllMembers`` in kubernetes-sigs/kueue,
+pkg/controller/jobs/pod/pod_controller.go). Our replacement pods reuse the names of the pods they
+replace, so the count never grows: once every original pod of a group has been replaced (a drain
+evicts a whole group), each owner reference names a deleted pod, the garbage collector deletes the
+Workload, and Kueue then deletes every pod of the group (``TerminationTarget: WorkloadDeleted``), a
+disruption no budget sees. Kueue's own StatefulSet integration, whose pods also reuse names, answers
+the same way: the StatefulSet owns the Workload while it has replicas. With the ModelInfer as an owner,
+the garbage collector prunes the dead pod references instead and Kueue adds the live pods back. The
+reference is removed once the group is gone for good (scaled away, or rolled to another revision), so
+the collector deletes that Workload as before; deleting the ModelInfer deletes them all.
 """
 
 from __future__ import annotations
@@ -16,16 +29,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from aiplane.apimachinery import objects
 from aiplane.controllers import queueing
-from aiplane.controllers.modelinfer.naming import LABEL_NAME
+from aiplane.controllers.modelinfer.naming import (
+    API_VERSION,
+    KIND,
+    LABEL_GROUP_NAME,
+    LABEL_NAME,
+    LABEL_REVISION,
+    group_name,
+    group_ordinal,
+)
+from aiplane.kube.children import ChildWriter
 from aiplane.kube.client import ApiError, KubeClient
 from aiplane.kube.controller import Request, Result
 from aiplane.kube.events import EventRecorder
 from aiplane.kube.informer import Informer
-from aiplane.kube.resources import PODS
+from aiplane.kube.resources import PODS, WORKLOADS, WORKLOADS_V1BETA2
 
 Obj = dict[str, Any]
 
@@ -59,10 +81,14 @@ def queue_view(pods: Iterable[Mapping[str, Any]], workloads: Informer | None) ->
 
 
 def modelinfers_of_workload(workload: Mapping[str, Any], pods: Informer) -> list[Request]:
-    """A Kueue Workload's ModelInfer: through the pods that own it (a pod group's Workload)."""
+    """A Kueue Workload's ModelInfer: the one that owns it, or through the pods that own it (a pod
+    group's Workload before the ModelInfer's reference is added)."""
     ns = objects.namespace(workload)
     out = set()
     for ref in objects.meta(workload).get("ownerReferences") or []:
+        if ref.get("kind") == KIND and ref.get("apiVersion") == API_VERSION and ref.get("name"):
+            out.add(str(ref["name"]))
+            continue
         pod = pods.get(f"{ns}/{ref.get('name')}") if ref.get("kind") == "Pod" else None
         name = objects.labels(pod).get(LABEL_NAME) if pod is not None else None
         if name:
@@ -122,3 +148,117 @@ class KueueRelease:
 
     async def report(self, observed: Obj, decision: dict[str, Any] | None) -> Result | None:
         return None
+
+
+# --- the ModelInfer owns the Workloads of the groups it keeps ----------------------------------------
+
+#: Index of the Workloads informer: the UIDs of the ModelInfers that own a Workload.
+BY_OWNER: Final = "modelInferOwner"
+
+
+def modelinfer_owners(workload: Mapping[str, Any]) -> list[str]:
+    return [
+        str(ref["uid"])
+        for ref in objects.meta(workload).get("ownerReferences") or ()
+        if isinstance(ref, Mapping) and ref.get("kind") == KIND and ref.get("uid")
+    ]
+
+
+def live_revisions(mi_name: str, pods: Iterable[Mapping[str, Any]]) -> dict[int, frozenset[str]]:
+    """Each ordinal's revisions among its live (not terminating) pods."""
+    out: dict[int, set[str]] = {}
+    for pod in pods:
+        if objects.is_deleting(pod):
+            continue
+        labels = objects.labels(pod)
+        ordinal = group_ordinal(mi_name, str(labels.get(LABEL_GROUP_NAME) or ""))
+        if ordinal is not None:
+            out.setdefault(ordinal, set()).add(str(labels.get(LABEL_REVISION) or ""))
+    return {o: frozenset(r) for o, r in out.items()}
+
+
+def kept_pod_groups(
+    mi_name: str,
+    replicas: int,
+    revisions: Iterable[str],
+    live: Mapping[int, frozenset[str]],
+) -> frozenset[str]:
+    """The Kueue pod groups whose Workloads the ModelInfer keeps: each live group's own (the revisions
+    of its live pods), and for an ordinal it wants (below ``replicas``) with no live pod — a group
+    being rebuilt, under the same names — those of the update and current revisions. ``live``: the
+    revisions of each ordinal's live (not terminating) pods."""
+    kept = set()
+    for ordinal in sorted(set(range(max(0, replicas))) | set(live)):
+        for revision in sorted(live.get(ordinal) or {r for r in revisions if r}):
+            kept.add(queueing.pod_group_name(group_name(mi_name, ordinal), revision))
+    return frozenset(kept)
+
+
+@dataclass(frozen=True)
+class WorkloadWrite:
+    """One Workload of the ModelInfer's groups: the ModelInfer's owner reference added (``patch``), or
+    the Workload deleted (``patch`` None), its group gone for good."""
+
+    workload: Obj
+    patch: dict[str, Any] | None = None
+
+
+def _owner_reference(mi: Mapping[str, Any]) -> dict[str, Any]:
+    # Not a controller reference (Kueue's pods are owners too) and no blockOwnerDeletion: deleting the
+    # ModelInfer must not wait for Kueue's Workloads.
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": objects.name(mi), "uid": objects.uid(mi)}
+
+
+def workload_writes(
+    mi: Mapping[str, Any],
+    workloads: Iterable[Mapping[str, Any]],
+    kept: frozenset[str],
+    pod_groups: frozenset[str],
+) -> list[WorkloadWrite]:
+    """The ModelInfer's reference added to the Workloads of ``kept`` groups that lack it (a merge patch
+    of the whole list, guarded by the resourceVersion seen: a Workload Kueue or the collector changed
+    meanwhile answers 409, and the runtime decides again on a fresher cache); a Workload it owns whose
+    group is not kept is deleted once no pod of ours is in that pod group (``pod_groups``: the groups
+    of every pod of ours, terminating ones included). Deleting is needed, not dropping the reference:
+    the collector may already have pruned the dead pods' references, and an object with no owner left
+    is never collected. A Workload being deleted is left alone."""
+    uid = objects.uid(mi)
+    out = []
+    seen = set()
+    for workload in sorted(workloads, key=objects.name):
+        name = objects.name(workload)
+        if name in seen or objects.is_deleting(workload):
+            continue
+        seen.add(name)
+        refs = [
+            dict(r) for r in objects.meta(workload).get("ownerReferences") or () if isinstance(r, Mapping)
+        ]
+        owned = any(r.get("uid") == uid for r in refs)
+        if name in kept and not owned:
+            refs.append(_owner_reference(mi))
+            meta = {"ownerReferences": refs, "resourceVersion": objects.resource_version(workload)}
+            out.append(WorkloadWrite(dict(workload), {"metadata": meta}))
+        elif name not in kept and owned and name not in pod_groups:
+            out.append(WorkloadWrite(dict(workload)))
+    return out
+
+
+async def write_workloads(
+    client: KubeClient, writer: ChildWriter, writes: Iterable[WorkloadWrite], field_manager: str
+) -> None:
+    """Carry out :func:`workload_writes` (a Workload already gone needs nothing)."""
+    for write in writes:
+        if write.patch is None:
+            await writer.delete(WORKLOADS, write.workload)
+            continue
+        try:
+            await client.patch(
+                WORKLOADS_V1BETA2,  # Kueue's storage version (kube/resources.py says why)
+                objects.name(write.workload),
+                write.patch,
+                namespace=objects.namespace(write.workload),
+                field_manager=field_manager,
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise

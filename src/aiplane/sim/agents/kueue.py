@@ -337,13 +337,24 @@ class KueueController(AgentLoop):
 
     def _own(self, wl_rt: ResourceType, wl: Obj, pods: list[Obj]) -> None:
         """Kueue's ``EnsureWorkloadOwnedByAllMembers``: a pod that joined the group (a replacement) owns
-        its Workload too, so the Workload lives as long as any member does."""
-        refs = list(objects.meta(wl).get("ownerReferences") or [])
-        known = {r.get("uid") for r in refs}
-        added = [self._owner(p, "v1", "Pod", controller=False) for p in pods if objects.uid(p) not in known]
-        if not added:
+        its Workload too. As in Kueue, a member's reference is matched by kind and *name*
+        (``controllerutil.SetOwnerReference``) and the Workload is written only when the count of owners
+        grows: a replacement reusing its predecessor's name is never recorded, so once every original
+        member is gone the garbage collector deletes the Workload (unless another owner holds it)."""
+        refs = [dict(r) for r in objects.meta(wl).get("ownerReferences") or []]
+        before = len(refs)
+        index = {(r.get("kind"), r.get("name")): i for i, r in enumerate(refs)}
+        for pod in pods:
+            ref = self._owner(pod, "v1", "Pod", controller=False)
+            at = index.get(("Pod", objects.name(pod)))
+            if at is None:
+                index[("Pod", objects.name(pod))] = len(refs)
+                refs.append(ref)
+            else:
+                refs[at] = ref
+        if len(refs) <= before:
             return
-        body = {**wl, "metadata": {**objects.meta(wl), "ownerReferences": refs + added}}
+        body = {**wl, "metadata": {**objects.meta(wl), "ownerReferences": refs}}
         try:
             self.api.update(
                 wl_rt,
