@@ -48,7 +48,17 @@ _KINDS: list[tuple[str, tuple[str, ...], str, str, str, tuple[str, ...], tuple[s
     ),
     ("kueue.x-k8s.io", ("v1beta1",), "ClusterQueue", "clusterqueues", "Cluster", ("cq",), (), True, False),
     ("kueue.x-k8s.io", ("v1beta1",), "LocalQueue", "localqueues", "Namespaced", ("lq",), (), True, False),
-    ("kueue.x-k8s.io", ("v1beta1", "v1beta2"), "Workload", "workloads", "Namespaced", ("wl",), (), True, False),
+    (
+        "kueue.x-k8s.io",
+        ("v1beta1", "v1beta2"),
+        "Workload",
+        "workloads",
+        "Namespaced",
+        ("wl",),
+        (),
+        True,
+        False,
+    ),
     (
         "kueue.x-k8s.io",
         ("v1beta1",),
