@@ -45,6 +45,7 @@ class _Expected:
     exact: bool  # every write since the cached version was conditional on the version it read
     owner: str | None  # the key of the object whose controller made the write, for pending()
     since: float  # monotonic time of the first write the cache has not shown
+    uid: str = ""  # the incarnation our latest write left (created or updated; "" for a delete)
 
 
 class Expectations:
@@ -135,12 +136,16 @@ class Expectations:
         if owner is not None:
             self._by_owner.setdefault(owner, set()).add(key)
         kept = strip_managed_fields(after) if after and self._keep else None
-        self._items[key] = _Expected(stale, kept, exact, owner, since)
+        uid = objects.uid(after) if after is not None else ""
+        self._items[key] = _Expected(stale, kept, exact, owner, since, uid)
 
     def deleted(self, key: str, obj: Mapping[str, Any]) -> None:
-        """The informer saw ``obj`` deleted: forget what we expected of it (not of a newer incarnation)."""
+        """The informer saw ``obj`` deleted: forget what we expected of it (not of a newer incarnation).
+
+        Someone else may delete what we just created before our cache ever shows it (kube's taint
+        manager deletes by name); without this the creation would be waited for until the timeout."""
         expected = self._items.get(key)
-        if expected is not None and (expected.obj is None or objects.uid(expected.obj) == objects.uid(obj)):
+        if expected is not None and (not expected.uid or expected.uid == objects.uid(obj)):
             self._drop(key)
 
     def forget(self, key: str) -> None:

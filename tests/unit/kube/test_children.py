@@ -82,3 +82,17 @@ async def test_applies_and_deletes_are_unconditional_and_a_child_found_gone_can_
     assert expectations.view(key, applied) == applied
     assert not await writer.delete(CONFIGMAPS, applied, record_gone=True)
     assert expectations.view(key, applied) is None  # read "it is gone" before the delete event
+
+
+def test_a_create_deleted_by_someone_else_before_the_cache_showed_it_is_not_waited_for() -> None:
+    """kube's taint manager deletes a pod by name: it can delete the pod we just recreated under that name
+    before our cache shows it. Its delete event ends the wait; an older incarnation's does not."""
+    waits = Expectations(keep_objects=False)  # as the ModelInfer controller keeps them: versions only
+    key = expectation_key("Pod", "team-a", "p")
+    created = {"metadata": {"name": "p", "namespace": "team-a", "uid": "new", "resourceVersion": "9"}}
+    waits.wrote(key, None, created, conditional=True, owner="mi")
+    assert waits.pending("mi", lambda _: None)
+    waits.deleted(key, {"metadata": {"name": "p", "namespace": "team-a", "uid": "old"}})
+    assert waits.pending("mi", lambda _: None), "the old pod's delete event says nothing of the new one"
+    waits.deleted(key, created)
+    assert not waits.pending("mi", lambda _: None)

@@ -357,6 +357,15 @@ def test_pods_to_drain_keeps_daemonsets_and_terminating_skips_mirror_tolerating_
     assert names == {"llama-70b-0", "amd-gpu-device-plugin-x7k2p", "llama-70b-1"}
 
 
+def test_a_finished_pod_being_deleted_holds_the_taint_until_it_is_gone() -> None:
+    """kube's taint manager deletes the pods it finds on a tainted node by name: a replacement with the
+    same name, up elsewhere once the old pod is gone, would be deleted in its place."""
+    evicted = pod("llama-8b-pd-1-decode-1-0", phase="Failed", terminating=True)
+    assert [p.name for p in pods_to_drain(pod_views([evicted]), NODE)] == ["llama-8b-pd-1-decode-1-0"]
+    done = pod("job-done", phase="Succeeded")
+    assert pods_to_drain(pod_views([done]), NODE) == [], "a finished pod nobody deletes is left alone"
+
+
 def test_dcm_event_filter() -> None:
     ev = dcm_event("PartitionFailure", "x")
     assert is_dcm_event_for(dcm_event_view(ev), NODE)

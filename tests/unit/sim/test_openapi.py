@@ -268,7 +268,10 @@ def test_group_order_and_preferred_versions(server: ApiServer) -> None:
     assert groups[:4] == ["", "apps", "events.k8s.io", "autoscaling"]
     builtin_end = groups.index("coordination.k8s.io")
     assert groups[builtin_end + 1 :] == sorted(groups[builtin_end + 1 :])
-    assert dict(discovery.ordered_groups(server))["kueue.x-k8s.io"] == ["v1beta1"]
+    assert dict(discovery.ordered_groups(server))["kueue.x-k8s.io"] == [
+        "v1beta2",
+        "v1beta1",
+    ]  # as Kueue v0.17 serves them
     assert discovery.sort_versions(["v1alpha1", "v2", "v1", "v1beta2", "v1beta1", "foo", "bar"]) == [
         "v2",
         "v1",

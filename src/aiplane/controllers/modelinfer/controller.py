@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any, Final
 
 import structlog
@@ -212,6 +213,13 @@ class ModelInferController:
                 informer.add_indexer(BY_MODELINFER, _by_modelinfer)
         pods.add_indexer(BY_NODE, pods_by_node)
         modelinfers.add_handler(on_delete=self._forget)
+        # A pod we created may be deleted by someone else before our cache shows it (kube's taint manager
+        # deletes by name): its delete event ends the wait for it, not the timeout.
+        for resource, informer in ((PODS, pods), (SERVICES, services)):
+            informer.add_handler(on_delete=partial(self._child_deleted, resource.kind))
+
+    def _child_deleted(self, kind: str, obj: Obj) -> None:
+        self.expectations.deleted(expectation_key(kind, objects.namespace(obj), objects.name(obj)), obj)
 
     def _forget(self, obj: Obj) -> None:
         owner = _owner(objects.key(obj))
@@ -554,6 +562,10 @@ class ModelInferController:
                 observed.waiting if decision.status.get("waitingFor") else (),
             )
         requeue = decision.plan.requeue_after if decision.plan is not None else None
+        if not observed.decided:
+            # Waiting for our own writes in the cache: if their events never come, the expectations time
+            # out, and this brings the ModelInfer back to decide then.
+            requeue = min(requeue or EXPECTATIONS_TIMEOUT, EXPECTATIONS_TIMEOUT)
         return Result(requeue_after=requeue) if requeue is not None else None
 
 

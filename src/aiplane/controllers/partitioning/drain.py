@@ -20,8 +20,15 @@ taint, once the node is tainted: kube's DaemonSet controller deletes a daemon po
 tolerate a NoExecute taint of its node (``NodeShouldRunDaemonPod``; the taint manager would evict it
 too), so evicting it as well only raced that delete (a 1,000-node rollout's evictions all answered 404). A daemon pod whose toleration has ``tolerationSeconds`` is still evicted: its controller
 keeps it running until the taint manager's timer runs out. Pods that finished (phase Succeeded / Failed) hold
-nothing and are ignored. A toleration with ``tolerationSeconds`` does not count as tolerating (the
-taint manager would evict the pod anyway, ignoring its PodDisruptionBudget).
+nothing and are ignored, unless they are being deleted: those are waited for as well, because kube's
+taint manager finds the pods to delete on the node and then deletes each *by name*
+(``addConditionAndDeletePod`` in kubernetes/kubernetes, pkg/controller/tainteviction/taint_eviction.go,
+GETs and deletes the name without its UID). A controller that replaces pods under the same names (a
+ModelInfer, a StatefulSet) has the replacement up, elsewhere, the moment the old pod is gone; a taint
+written while the evicted pod was still there had the taint manager delete the replacement (seen on the
+real tier: a rebuilt group lost a pod and its gang never scheduled). A toleration with
+``tolerationSeconds`` does not count as tolerating (the taint manager would evict the pod anyway,
+ignoring its PodDisruptionBudget).
 
 A drain held by a PodDisruptionBudget says so: the executor remembers the Eviction API's 429
 (``DisruptionBudget`` cause) per pod, and the drain turns it into ``DrainCompleted=False``
@@ -60,13 +67,15 @@ _MAX_LISTED = 10
 
 
 def pods_to_drain(pods: Sequence[PodView], node_name: str) -> list[PodView]:
-    """Pods that must be gone before DCM may touch the GPUs: on ``node_name``, not mirror pods, not
-    finished, not tolerating the taint. DaemonSet pods are included (the device plugin must restart).
-    Terminating pods are included too (waited for, not evicted again)."""
+    """Pods that must be gone before DCM may touch the GPUs and the node is tainted: on ``node_name``,
+    not mirror pods, not finished (unless being deleted: module docstring), not tolerating the taint.
+    DaemonSet pods are included (the device plugin must restart). Terminating pods are included too
+    (waited for, not evicted again)."""
     return [
         pod
         for pod in pods
-        if pod.node_name == node_name and not (pod.mirror or pod.finished or pod.tolerates_dcm_taint)
+        if pod.node_name == node_name
+        and not (pod.mirror or (pod.finished and not pod.terminating) or pod.tolerates_dcm_taint)
     ]
 
 
