@@ -191,11 +191,11 @@ async def test_the_executor_patches_and_deletes_and_a_workload_gone_meanwhile_is
         {"metadata": {"name": "gone", "namespace": "team-a", "uid": "u"}}, {"metadata": {}}
     )
     writer = ChildWriter(client, "test")
-    await write_workloads(client, writer, [write, vanished], "test")
+    await write_workloads(writer, [write, vanished])
     now = await client.get(WORKLOADS, "llama-0-new", namespace="team-a")
     assert [r["uid"] for r in now["metadata"]["ownerReferences"]] == [
         member["metadata"]["uid"],
         objects.uid(mi),
     ]
-    await write_workloads(client, writer, [WorkloadWrite(now)], "test")
+    await write_workloads(writer, [WorkloadWrite(now)])
     assert not (await client.list(WORKLOADS, namespace="team-a"))["items"]

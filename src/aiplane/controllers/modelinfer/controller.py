@@ -380,7 +380,7 @@ class ModelInferController:
         if decision.invalid or not observed.decided or decision.plan is None or decision.arbitration is None:
             return
         await self._write_podgroups(mi, decision)
-        await write_workloads(self.client, self.untracked, decision.workloads, FIELD_MANAGER)
+        await write_workloads(self.untracked, decision.workloads)
         key = objects.key(mi)
         await self.budgets.sync(mi, decision.budgets, decision.arbitration)
         await self._act(mi, key, observed, decision.plan, decision.spared, decision.queues)

@@ -10,7 +10,7 @@ replacement joins the group, which ours cannot before the old pod is gone (the s
 the controller ``modelinfer-kueue-release`` (:class:`KueueRelease`) removes that finalizer from our pods being deleted, one write per pod, none
 at rest (controllers/queueing.py, ``KUEUE_FINALIZER``).
 
-The ModelInfer also owns the Workloads of the groups it keeps (:func:`owner_writes`). Kueue makes each
+The ModelInfer also owns the Workloads of the groups it keeps (:func:`workload_writes`). Kueue makes each
 member pod an owner of its group's Workload, but records a replacement pod only when the count of
 owners grows (``EnsureWorkloadOwnedByAllMembers`` in kubernetes-sigs/kueue,
 pkg/controller/jobs/pod/pod_controller.go). Our replacement pods reuse the names of the pods they
@@ -19,9 +19,9 @@ evicts a whole group), each owner reference names a deleted pod, the garbage col
 Workload, and Kueue then deletes every pod of the group (``TerminationTarget: WorkloadDeleted``), a
 disruption no budget sees. Kueue's own StatefulSet integration, whose pods also reuse names, answers
 the same way: the StatefulSet owns the Workload while it has replicas. With the ModelInfer as an owner,
-the garbage collector prunes the dead pod references instead and Kueue adds the live pods back. The
-reference is removed once the group is gone for good (scaled away, or rolled to another revision), so
-the collector deletes that Workload as before; deleting the ModelInfer deletes them all.
+the garbage collector prunes the dead pod references instead and Kueue adds the live pods back. Once a
+group is gone for good (scaled away, or rolled to another revision) and none of its pods is left, the
+ModelInfer deletes its Workload; deleting the ModelInfer lets the collector delete them all.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def modelinfers_of_workload(workload: Mapping[str, Any], pods: Informer) -> list
     ns = objects.namespace(workload)
     out = set()
     for ref in objects.meta(workload).get("ownerReferences") or []:
-        if ref.get("kind") == KIND and ref.get("apiVersion") == API_VERSION and ref.get("name"):
+        if _is_modelinfer(ref) and ref.get("name"):
             out.add(str(ref["name"]))
             continue
         pod = pods.get(f"{ns}/{ref.get('name')}") if ref.get("kind") == "Pod" else None
@@ -156,11 +156,15 @@ class KueueRelease:
 BY_OWNER: Final = "modelInferOwner"
 
 
+def _is_modelinfer(ref: object) -> bool:
+    return isinstance(ref, Mapping) and ref.get("kind") == KIND and ref.get("apiVersion") == API_VERSION
+
+
 def modelinfer_owners(workload: Mapping[str, Any]) -> list[str]:
     return [
         str(ref["uid"])
         for ref in objects.meta(workload).get("ownerReferences") or ()
-        if isinstance(ref, Mapping) and ref.get("kind") == KIND and ref.get("uid")
+        if _is_modelinfer(ref) and ref.get("uid")
     ]
 
 
@@ -243,22 +247,15 @@ def workload_writes(
     return out
 
 
-async def write_workloads(
-    client: KubeClient, writer: ChildWriter, writes: Iterable[WorkloadWrite], field_manager: str
-) -> None:
-    """Carry out :func:`workload_writes` (a Workload already gone needs nothing)."""
+async def write_workloads(writer: ChildWriter, writes: Iterable[WorkloadWrite]) -> None:
+    """Carry out :func:`workload_writes` through the shared child writer (a Workload already gone needs
+    nothing). Patches go through Kueue's storage version (kube/resources.py says why)."""
     for write in writes:
         if write.patch is None:
             await writer.delete(WORKLOADS, write.workload)
             continue
         try:
-            await client.patch(
-                WORKLOADS_V1BETA2,  # Kueue's storage version (kube/resources.py says why)
-                objects.name(write.workload),
-                write.patch,
-                namespace=objects.namespace(write.workload),
-                field_manager=field_manager,
-            )
+            await writer.patch(WORKLOADS_V1BETA2, write.workload, write.patch)
         except ApiError as exc:
             if not exc.not_found:
                 raise
