@@ -16,6 +16,10 @@ docs/benchmarks.md.
 
 With ``--baseline`` another commit's tree is timed too, its processes alternating with ours so that
 both see the same load; both must print the same bytes (a speed change must not change a plan).
+
+``--floor`` times, beside the cases, the least any process answering from AIC's engine must do: a
+``python`` process that imports aiconfigurator-core, loads its tables for the README example's
+(system, backend) and makes one static run of that model, with no aiplane code at all.
 """
 
 from __future__ import annotations
@@ -66,6 +70,28 @@ CASES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The smallest process that asks AIC's engine anything: import, one database, one static run.
+FLOOR = """
+from aiconfigurator_core.sdk import config, config_builders, models
+from aiconfigurator_core.sdk.backends.factory import get_backend
+from aiconfigurator_core.sdk.perf_database import get_database
+database = get_database("h200_sxm", "trtllm", "1.3.0rc20")
+par = config_builders.build_model_config(
+    tp_size=1, pp_size=1, attention_dp_size=1, moe_tp_size=1, moe_ep_size=1, gemm_quant_mode=None
+)
+model = models.get_model("Qwen/Qwen3-32B-FP8", par, "trtllm")
+runtime = config.RuntimeConfig(batch_size=1, isl=4000, osl=500)
+get_backend("trtllm").run_static(model, database, runtime, "static_gen", 32, 1.0)
+"""
+
+
+def floor_seconds() -> float:
+    """Wall seconds of one :data:`FLOOR` process."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", FLOOR], capture_output=True, check=True)
+    return time.perf_counter() - start
+
+
 def run(args: list[str], cache: str, src: str = SRC) -> tuple[float, bytes]:
     """One ``aiplane plan`` process (aiplane from ``src``): its wall seconds and its output."""
     env = dict(os.environ, AIPLANE_CACHE_DIR=cache, PYTHONPATH=src, COLUMNS="160")
@@ -112,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         "--baseline",
         help="another commit's source tree, timed alternately with --src (same answers required)",
     )
+    parser.add_argument("--floor", action="store_true", help="also time AIC's own import + first run")
     args = parser.parse_args(argv)
     srcs = [args.src] if args.baseline is None else [args.baseline, args.src]
     print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)")
@@ -128,6 +155,11 @@ def main(argv: list[str] | None = None) -> None:
             for c, w in (times[src] for src in srcs)
         ]
         print(f"{label:42} " + " ".join(f"{cell:>30}" for cell in cells), flush=True)
+    if args.floor:
+        floors = [floor_seconds() for _ in range(args.repeat)]
+        print(
+            f"{'floor: AIC import + tables + 1 static run':42} {statistics.median(floors):.2f}, {max(floors):.2f}"
+        )
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
