@@ -258,3 +258,47 @@ async def test_without_volcano_the_controller_runs_without_podgroups_and_says_so
         manager.stop()
         assert await task == 0
         await client.close()
+
+
+async def test_a_reconcile_waiting_for_its_own_writes_comes_back_when_they_time_out() -> None:
+    """A create whose watch event never comes holds the ModelInfer's decisions back; the reconcile asks
+    to come back when the wait times out, and after it the ModelInfer is decided again."""
+    from aiplane.kube.controller import Request
+
+    clock = FakeClock()
+    client = InMemoryKubeClient.fresh()
+    await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    manager = Manager(client, leader_election=None, handle_signals=False, clock=clock)
+    controller = mic.setup_controller(manager)
+    manager.add_controller(controller)
+    shape = controller.reconciler.shape
+    task = asyncio.create_task(manager.run())
+    try:
+        await client.create(MI, modelinfer(replicas=1), namespace=NS)
+        await eventually(lambda: _count(client, 3))
+        request = Request(namespace=NS, name="m")
+        await eventually(lambda: _decided(shape, request))  # our own writes reach the cache
+        # A pod we "created" whose event the cache never shows.
+        ghost = {"kind": "Pod", "metadata": {"name": "m-0-ghost", "namespace": NS, "resourceVersion": "1"}}
+        owner = mic._owner(f"{NS}/m")
+        shape.expectations.wrote(f"Pod/{NS}/m-0-ghost", None, ghost, conditional=True, owner=owner)
+        waiting = await shape.observe(request)
+        assert waiting is not None and not waiting.decided
+        result = await shape.report(waiting, shape.decide(waiting, clock.now()))
+        assert result is not None and result.requeue_after == mic.EXPECTATIONS_TIMEOUT
+        clock.advance(mic.EXPECTATIONS_TIMEOUT + 1)
+        again = await shape.observe(request)
+        assert again is not None and again.decided
+    finally:
+        manager.stop()
+        assert await task == 0
+        await client.close()
+
+
+async def _count(client: InMemoryKubeClient, n: int) -> bool:
+    return len(await _pods(client)) == n
+
+
+async def _decided(shape: Any, request: Any) -> bool:
+    observed = await shape.observe(request)
+    return observed is not None and bool(observed.decided)
