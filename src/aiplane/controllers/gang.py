@@ -81,6 +81,10 @@ class GangBackend:
     scheduler_name: str
     #: The PodGroup spec fields this API has (the rest of a Volcano-shaped spec is left out).
     spec_fields: tuple[str, ...]
+    #: ``status.phase`` values the PodGroup's own controller never leaves (scheduler-plugins'
+    #: ``podgroup_controller.go`` returns early on Finished and Failed): such a PodGroup is made anew
+    #: when its group is rebuilt, or it says Failed of a running group for ever.
+    final_phases: tuple[str, ...] = ()
 
     def podgroup(self, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> _Obj:
         """A PodGroup of this API from a Volcano-shaped ``spec`` (the richest of the two)."""
@@ -136,6 +140,7 @@ def _coscheduling(scheduler_name: str) -> GangBackend:
         "scheduler-plugins Coscheduling",
         scheduler_name,
         ("minMember", "minResources"),
+        ("Finished", "Failed"),
     )
 
 

@@ -1,6 +1,9 @@
 """The PodGroups of a ModelInfer's groups, decided without I/O: one per group that exists or is being
 created (surge groups too), none without ``gangSchedule``; created before the pods (a gang member
 without its PodGroup waits in either gang scheduler), resized in place, deleted with their group.
+A PodGroup in a phase its own controller never leaves (Coscheduling's Failed, once a member failed)
+is deleted and created anew when this pass creates pods for its group, so that a rebuilt group's
+PodGroup follows it again.
 
 The gang scheduler in use (:class:`~aiplane.controllers.gang.GangBackend`) decides the PodGroup's API and
 fields; what is wanted, when, is decided the same way for both. The executor carries out the writes
@@ -75,15 +78,23 @@ def podgroup_writes(
         return PodGroups(unavailable=gang_spec is not None)
     observed = {objects.name(pg): pg for pg in observed_podgroups}
     desired: dict[str, Obj] = {}
+    rebuilt: set[str] = set()  # PodGroups of groups this pass creates pods for
+    creating = {a.ordinal for a in the_plan.actions if isinstance(a, CreateRoleReplica)}
     if gang_spec is not None:
         for ordinal, revision in wanted_groups(the_plan).items():
             body = build_podgroup(mi, ordinal, roles_for(revision), gang)
             if body is not None:
                 desired[body["metadata"]["name"]] = body
+                if ordinal in creating:
+                    rebuilt.add(body["metadata"]["name"])
     writes: list[PodGroupWrite] = []
     for name, body in desired.items():
         existing = observed.get(name)
-        if existing is None:
+        if existing is not None and name in rebuilt and _final(gang, existing):
+            if not objects.is_deleting(existing):
+                writes.append(PodGroupWrite(PodGroupOp.DELETE, live=existing))
+            writes.append(PodGroupWrite(PodGroupOp.CREATE, body))  # refused while the old one is there
+        elif existing is None:
             writes.append(PodGroupWrite(PodGroupOp.CREATE, body))
         elif podgroup_needs_update(existing, body):
             writes.append(PodGroupWrite(PodGroupOp.UPDATE, updated_podgroup(existing, body), existing))
@@ -93,3 +104,8 @@ def podgroup_writes(
         if n not in desired and not objects.is_deleting(e)  # already going: nothing to write
     )
     return PodGroups(tuple(writes))
+
+
+def _final(gang: GangBackend, podgroup: Mapping[str, Any]) -> bool:
+    """Is ``podgroup`` in a phase its controller never leaves?"""
+    return deep_get(podgroup, "status.phase") in gang.final_phases
