@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from aiplane.kube.client import HttpKubeClient
+from aiplane.kube.client import ApiError, HttpKubeClient
 from aiplane.kube.resources import COSCHEDULING_PODGROUPS, LEADERWORKERSETS, PODS, Resource
 from tests.integration.test_dynamo_dcd_e2e import DCD, worker
 from tests.polling import eventually
@@ -82,6 +82,35 @@ async def test_a_multinode_component_runs_on_leaderworkersets_as_coscheduled_gan
 
     await eventually(one, timeout=60, what="the surplus LeaderWorkerSet and PodGroup deleted", interval=0.2)
     await eventually(available, timeout=60, what="Available at 1 replica", interval=0.2)
+    # The replica's pods end Failed, as drained pods do (the kubelet's last status), and the PodGroup's
+    # controller turns it Failed, a phase it never leaves; the pods are rebuilt, and the PodGroup, remade,
+    # follows them to Running again.
+    for pod in (await admin.list(PODS, namespace, label_selector="instance-id=0"))["items"]:
+        failed = {"status": {"phase": "Failed", "reason": "Evicted"}}
+        await admin.patch(PODS, pod["metadata"]["name"], failed, namespace=namespace, subresource="status")
+
+    async def failed() -> bool:
+        group = await admin.get(COSCHEDULING_PODGROUPS, "dec-0", namespace)
+        return (group.get("status") or {}).get("phase") == "Failed"
+
+    await eventually(failed, timeout=30, what="the PodGroup Failed", interval=0.1)
+    for pod in (await admin.list(PODS, namespace, label_selector="instance-id=0"))["items"]:
+        try:
+            await admin.delete(PODS, pod["metadata"]["name"], namespace=namespace)
+        except ApiError as err:  # its StatefulSet may have replaced it already
+            if not err.not_found:
+                raise
+
+    async def rebuilt() -> bool:
+        try:
+            group = await admin.get(COSCHEDULING_PODGROUPS, "dec-0", namespace)
+        except ApiError as err:  # between its delete and its new create
+            if err.not_found:
+                return False
+            raise
+        return (group.get("status") or {}).get("phase") == "Running" and await available() is not None
+
+    await eventually(rebuilt, timeout=90, what="the rebuilt replica's PodGroup Running", interval=0.2)
     assert operator.alive(), operator.tail()
 
 

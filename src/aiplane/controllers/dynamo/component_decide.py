@@ -146,7 +146,9 @@ def decide(observed: ComponentObserved, now: datetime) -> ComponentDecision:
     budgets, held = _replica_budgets(observed, desired)
     writes, after, conflicts = _child_writes(observed, [*desired.children, *budgets], desired)
     wanted = {key_of(c) for c in (*desired.children, *budgets)}
-    deletes = tuple(
+    remade = _podgroups_to_remake(observed)
+    gone = {key_of(pg) for pg in remade}
+    deletes = remade + tuple(
         child
         for views in observed.children.values()
         for child in views.values()
@@ -154,11 +156,35 @@ def decide(observed: ComponentObserved, now: datetime) -> ComponentDecision:
         and is_controlled_by(child, objects.uid(dcd))
         and not objects.is_deleting(child)
     )
+    writes = [w for w in writes if w.live is None or key_of(w.live) not in gone]
     decision = replace(base, writes=tuple(writes), deletes=deletes)
     if conflicts:
         failed = Availability("False", REASON_CHILD_NOT_CONTROLLED, "; ".join(conflicts))
         return _reported(observed, decision, failed, held, now)
     return _reported(observed, decision, _availability(observed, desired, after), held, now)
+
+
+def _podgroups_to_remake(observed: ComponentObserved) -> tuple[Obj, ...]:
+    """Our PodGroups in a phase their own controller never leaves (Coscheduling's Failed: a member
+    ended Failed, as a drained pod does) whose LeaderWorkerSet group stands whole again, none of its
+    pods failed. Deleted now, each is created anew by the next pass and followed by its controller
+    again; otherwise it would say Failed of a running group for ever."""
+    gang = observed.inputs.gang
+    if not gang.final_phases or observed.replica_pods is None:
+        return ()
+    out = []
+    for name, podgroup in observed.children.get(gang.resource.kind, {}).items():
+        if (
+            objects.status(podgroup).get("phase") not in gang.final_phases
+            or objects.is_deleting(podgroup)
+            or not is_controlled_by(podgroup, objects.uid(observed.dcd))
+        ):
+            continue
+        pods = [p for p in observed.replica_pods.pods.get(name, ()) if not objects.is_deleting(p)]
+        members = int(objects.spec(podgroup).get("minMember") or 1)
+        if len(pods) >= members and all(objects.status(p).get("phase") != "Failed" for p in pods):
+            out.append(podgroup)
+    return tuple(out)
 
 
 def _child_writes(
