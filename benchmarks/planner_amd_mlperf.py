@@ -34,7 +34,6 @@ that fits MLPerf would do to the figures of AMD's public container.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 from aiplane.planner import calibration, latency
 from aiplane.planner.latency import BuiltinLatency, max_batch
@@ -75,17 +74,8 @@ def offline_tokens_per_s(model: BuiltinLatency, system: str, weights: str, targe
     llama, spec = llama2_70b(weights), resolve_system(system)
     prompts = SAMPLES // GPUS
     wave = min(target, max_batch(llama, spec, 1, isl + OUTPUT_TOKENS))
-    seconds = 0.0
-    for start in range(0, prompts, wave):
-        batch = min(wave, prompts - start)
-        steps = sum(model.decode_step_ms(llama, spec, 1, batch, isl + i) for i in range(1, OUTPUT_TOKENS))
-        seconds += (model.prefill_ms(llama, spec, 1, batch, isl) + steps) / 1000.0
+    seconds = public.wave_seconds(model, llama, spec, 1, prompts, wave, isl, OUTPUT_TOKENS)
     return GPUS * prompts * OUTPUT_TOKENS / seconds
-
-
-def _summary(found: list[float]) -> str:
-    absolute = sorted(abs(e) for e in found)
-    return f"median |error| {statistics.median(absolute):.1%}, worst {absolute[-1]:.1%}"
 
 
 def _amd_2025_table(model: BuiltinLatency) -> None:
@@ -94,7 +84,7 @@ def _amd_2025_table(model: BuiltinLatency) -> None:
     for name, rows in public.AMD_MI300X_VLLM.items():
         for isl, osl, prompts, measured in rows:
             found.append(public._offline(model, name, isl, osl, prompts)[1] / measured - 1)
-    print(f"AMD's 2025 MI300X table: {_summary(found)} ({', '.join(f'{e:+.0%}' for e in found)})")
+    print(f"AMD's 2025 MI300X table: {public.summary(found)} ({', '.join(f'{e:+.0%}' for e in found)})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
             cells.append(f"{predicted:7.0f} ({errors[isl][-1]:+.1%})")
         print(f"{system:8} {measured:9.1f}  " + "  ".join(cells))
     for isl, found in errors.items():
-        print(f"prompt {isl}: {_summary(found)}")
+        print(f"prompt {isl}: {public.summary(found)}")
     if args.amd_decode_compute_efficiency is not None:
         _amd_2025_table(model)
 

@@ -33,6 +33,7 @@ from dataclasses import replace
 from aiplane.planner.latency import BuiltinLatency, max_batch
 from aiplane.planner.models import resolve_model
 from aiplane.planner.systems import resolve_system
+from aiplane.planner.types import ModelSpec, SystemSpec
 
 #: Batch size -> average latency, seconds (the blog's "Latency measurements" table).
 OCI_405B_FP8_MI300X_TP8: dict[int, float] = {
@@ -73,16 +74,32 @@ AMD_MI300X_VLLM: dict[str, tuple[tuple[int, int, int, float], ...]] = {
 }
 
 
+def wave_seconds(
+    latency: BuiltinLatency,
+    model: ModelSpec,
+    system: SystemSpec,
+    tp: int,
+    prompts: int,
+    wave: int,
+    isl: int,
+    osl: int,
+) -> float:
+    """Seconds one engine of ``tp`` GPUs takes for ``prompts`` requests run in waves of ``wave``: each
+    wave a prefill of its prompts, then OSL - 1 decode steps at the growing context."""
+    seconds = 0.0
+    for start in range(0, prompts, wave):
+        batch = min(wave, prompts - start)
+        steps = sum(latency.decode_step_ms(model, system, tp, batch, isl + i) for i in range(1, osl))
+        seconds += (latency.prefill_ms(model, system, tp, batch, isl) + steps) / 1000.0
+    return seconds
+
+
 def _offline(latency: BuiltinLatency, name: str, isl: int, osl: int, prompts: int) -> tuple[float, float]:
     """(total, output) tokens/s of ``prompts`` requests submitted at once to one TP8 engine."""
     model = replace(resolve_model(name), kv_dtype="fp8")
     system = resolve_system("mi300x")
     wave = min(prompts, max_batch(model, system, 8, isl + osl))
-    seconds = 0.0
-    for start in range(0, prompts, wave):
-        batch = min(wave, prompts - start)
-        steps = sum(latency.decode_step_ms(model, system, 8, batch, isl + i) for i in range(1, osl))
-        seconds += (latency.prefill_ms(model, system, 8, batch, isl) + steps) / 1000.0
+    seconds = wave_seconds(latency, model, system, 8, prompts, wave, isl, osl)
     return prompts * (isl + osl) / seconds, prompts * osl / seconds
 
 
@@ -94,7 +111,7 @@ def _seconds(latency: BuiltinLatency, batch: int, isl: int, osl: int) -> float:
     return (prefill + decode) / 1000.0
 
 
-def _summary(errors: list[float]) -> str:
+def summary(errors: list[float]) -> str:
     absolute = sorted(abs(e) for e in errors)
     return f"median |error| {statistics.median(absolute):.1%}, worst {absolute[-1]:.1%}"
 
@@ -107,14 +124,14 @@ def main() -> None:
         predicted = _seconds(latency, batch, ISL, OSL)
         errors.append(predicted / measured - 1)
         print(f"{batch:5}  {measured:10.3f}  {predicted:9.3f}  {errors[-1]:+6.1%}")
-    print(f"calibration: {_summary(errors)}")
+    print(f"calibration: {summary(errors)}")
     held_out = []
     print("held out (throughput table): scenario  ISL/OSL  measured tok/s  builtin tok/s  error")
     for name, isl, osl, measured in OCI_THROUGHPUT:
         predicted = THROUGHPUT_BATCH * osl / _seconds(latency, THROUGHPUT_BATCH, isl, osl)
         held_out.append(predicted / measured - 1)
         print(f"{name:17} {isl}/{osl}  {measured:8.0f}  {predicted:8.0f}  {held_out[-1]:+6.1%}")
-    print(f"held out: {_summary(held_out)}")
+    print(f"held out: {summary(held_out)}")
     newer: dict[str, list[float]] = {"total": [], "output": []}
     print(
         "held out (AMD's 2025 vLLM table): model  ISL/OSL  measured  builtin total (output) tok/s  error total (output)"
@@ -128,7 +145,7 @@ def main() -> None:
             errors_now = f"{newer['total'][-1]:+6.1%} ({newer['output'][-1]:+.1%})"
             print(f"{label:28} {isl}/{osl}  {measured:8.0f}  {total:8.0f} ({output:.0f})  {errors_now}")
     for kind, found in newer.items():
-        print(f"held out, AMD's 2025 table read as {kind} tokens/s: {_summary(found)}")
+        print(f"held out, AMD's 2025 table read as {kind} tokens/s: {summary(found)}")
 
 
 if __name__ == "__main__":

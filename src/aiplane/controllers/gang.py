@@ -86,6 +86,11 @@ class GangBackend:
     #: when its group is rebuilt, or it says Failed of a running group for ever.
     final_phases: tuple[str, ...] = ()
 
+    def stuck(self, podgroup: Mapping[str, Any]) -> bool:
+        """Is ``podgroup`` in one of :attr:`final_phases`?"""
+        status = podgroup.get("status")
+        return isinstance(status, Mapping) and status.get("phase") in self.final_phases
+
     def podgroup(self, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> _Obj:
         """A PodGroup of this API from a Volcano-shaped ``spec`` (the richest of the two)."""
         kept = {k: v for k, v in spec.items() if k in self.spec_fields}

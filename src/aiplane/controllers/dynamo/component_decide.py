@@ -175,7 +175,7 @@ def _podgroups_to_remake(observed: ComponentObserved) -> tuple[Obj, ...]:
     out = []
     for name, podgroup in observed.children.get(gang.resource.kind, {}).items():
         if (
-            objects.status(podgroup).get("phase") not in gang.final_phases
+            not gang.stuck(podgroup)
             or objects.is_deleting(podgroup)
             or not is_controlled_by(podgroup, objects.uid(observed.dcd))
         ):

@@ -90,7 +90,7 @@ def podgroup_writes(
     writes: list[PodGroupWrite] = []
     for name, body in desired.items():
         existing = observed.get(name)
-        if existing is not None and name in rebuilt and _final(gang, existing):
+        if existing is not None and name in rebuilt and gang.stuck(existing):
             if not objects.is_deleting(existing):
                 writes.append(PodGroupWrite(PodGroupOp.DELETE, live=existing))
             writes.append(PodGroupWrite(PodGroupOp.CREATE, body))  # refused while the old one is there
@@ -104,8 +104,3 @@ def podgroup_writes(
         if n not in desired and not objects.is_deleting(e)  # already going: nothing to write
     )
     return PodGroups(tuple(writes))
-
-
-def _final(gang: GangBackend, podgroup: Mapping[str, Any]) -> bool:
-    """Is ``podgroup`` in a phase its controller never leaves?"""
-    return deep_get(podgroup, "status.phase") in gang.final_phases
